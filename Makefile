@@ -1,0 +1,92 @@
+# histeq_dist — one Makefile for the C11 host code, the CUDA engine, the tests and the benchmarks.
+#
+#   make            build build/histeq_dist (with the GPU engine when nvcc is found)
+#   make test       unit tests (cmocka) + integration tests under mpirun (pytest)
+#   make test-asan  the same tests against a build with -fsanitize=address,undefined
+#   make test-gpu   the integration suite on --device gpu and --device cpu, outputs compared (needs a GPU)
+#   make demo       a low-contrast phantom stack equalized with mpirun -np 2
+#   make deps       install the Debian packages the build and the tests need (as root)
+
+VERSION   := 0.1.0
+BUILD     ?= build
+CC        := mpicc
+PKGS      := hdf5-openmpi libpng
+PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
+PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null || echo -lhdf5 -lpng16)
+OPT       ?= -O3
+CFLAGS    ?= $(OPT) -g
+CFLAGS    += -std=c11 -Wall -Wextra -Wshadow -Wno-unknown-pragmas -D_POSIX_C_SOURCE=200809L -fopenmp \
+             -DHQ_VERSION=\"$(VERSION)\" $(PKG_CFLAGS) $(SAN)
+LDLIBS    += $(PKG_LIBS) -lm
+LDFLAGS   += -fopenmp $(SAN)
+
+# The GPU engine is built whenever nvcc is there (CI has nvcc but no GPU); CUDA=0 turns it off.
+NVCC      ?= $(shell command -v nvcc 2>/dev/null || ls /usr/local/cuda/bin/nvcc 2>/dev/null)
+CUDA      ?= $(if $(NVCC),1,0)
+CUDA_HOME ?= $(patsubst %/bin/nvcc,%,$(NVCC))
+CUDA_ARCH ?= -arch=sm_90
+NVCCFLAGS ?= -O3 -std=c++17 $(CUDA_ARCH) -lineinfo -Xcompiler -Wall,-Wextra,-fPIC
+
+HOST_SRC  := $(wildcard core/*.c engine/*.c io/*.c jobs/*.c mpi/*.c app/*.c)
+ifeq ($(CUDA),1)
+GPU_SRC   := $(wildcard gpu/*.cu)
+GPU_OBJ   := $(GPU_SRC:%.cu=$(BUILD)/%.o)
+LDLIBS    += -L$(CUDA_HOME)/lib64 -L$(CUDA_HOME)/targets/x86_64-linux/lib -lcudart_static -ldl -lrt -lpthread -lstdc++
+else
+HOST_SRC  += gpu/gpu_none.c
+endif
+HOST_OBJ  := $(HOST_SRC:%.c=$(BUILD)/%.o)
+LIB_OBJ   := $(filter-out $(BUILD)/app/main.o,$(HOST_OBJ)) $(GPU_OBJ)
+BIN       := $(BUILD)/histeq_dist
+
+UNIT_SRC  := $(wildcard tests/unit/test_*.c)
+UNIT_BIN  := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/%)
+
+.PHONY: all test unit integration test-asan test-gpu demo deps bench clean
+all: $(BIN)
+
+$(BIN): $(HOST_OBJ) $(GPU_OBJ)
+	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+
+$(BUILD)/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -MMD -MP -c $< -o $@
+
+$(BUILD)/gpu/%.o: gpu/%.cu
+	@mkdir -p $(dir $@)
+	$(NVCC) $(NVCCFLAGS) -MMD -MP -c $< -o $@
+
+$(BUILD)/tests/%: tests/unit/%.c $(LIB_OBJ)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -o $@ $< $(LIB_OBJ) $(LDFLAGS) $(LDLIBS) -lcmocka
+
+PYTEST    ?= /usr/bin/python3 -m pytest
+MPIRUN_FLAGS ?= --oversubscribe $(if $(filter 0,$(shell id -u)),--allow-run-as-root)
+export HQ_BIN = $(abspath $(BIN))
+export HQ_MPIRUN_FLAGS = $(MPIRUN_FLAGS)
+
+unit: $(UNIT_BIN)
+	@set -e; for t in $(UNIT_BIN); do echo "== $$t"; $$t; done
+
+integration: $(BIN)
+	$(PYTEST) -q tests/integration
+
+test: unit integration
+
+test-asan:
+	$(MAKE) BUILD=build-asan OPT=-O1 CUDA=0 SAN="-fsanitize=address,undefined -fno-omit-frame-pointer" \
+	  ASAN_OPTIONS=detect_leaks=1 test
+
+test-gpu: $(BIN)
+	HQ_DEVICES="cpu gpu" $(PYTEST) -q tests/integration
+
+demo: $(BIN)
+	sh tests/demo.sh $(BIN)
+
+deps:
+	sh .ci/deps.sh
+
+clean:
+	rm -rf build build-asan
+
+-include $(shell find $(BUILD) -name '*.d' 2>/dev/null)

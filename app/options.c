@@ -1,0 +1,203 @@
+/* options.c — getopt_long over the documented options; usage goes to stdout on --help only. */
+#include "options.h"
+
+#include <ctype.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#ifndef HQ_VERSION
+#define HQ_VERSION "dev"
+#endif
+
+static const char USAGE[] =
+    "Usage: histeq_dist --input IN --output OUT [options]\n"
+    "       mpirun -np N histeq_dist --input IN --output OUT [options]\n"
+    "\n"
+    "Histogram equalization of image collections and huge images, spread over MPI ranks and GPUs.\n"
+    "Ranks histogram their share, reduce the histograms, build the LUT and remap their share.\n"
+    "\n"
+    "Input and output:\n"
+    "  -i, --input IN        HDF5 file (every dataset), FILE.h5:/path/to/dataset (one dataset),\n"
+    "                        a PNG file, a directory of PNG files, or a text file listing PNG paths\n"
+    "  -o, --output OUT      HDF5 file for HDF5 input; PNG file for one PNG; directory for several PNGs\n"
+    "      --force           replace an existing output\n"
+    "      --png-level N     zlib level 0-9 for PNG output (default: a fast setting)\n"
+    "      --on-error MODE   stop (default) or skip: leave out bad inputs of a collection, list them, exit 3\n"
+    "\n"
+    "What is equalized:\n"
+    "      --scope S         image: one CDF per image; global: one CDF over everything\n"
+    "                        (default: image for a collection or stack, global for a single image)\n"
+    "      --method M        equalize (default) or stretch (linear [min,max] to the full range)\n"
+    "      --color C         RGB: luma (default; BT.601 Y, chroma kept), channels (R, G, B\n"
+    "                        independently) or value (V = max(R,G,B); hue and saturation kept)\n"
+    "      --bits N          significant bits, 1-16 (default: 8 for uint8, 16 for uint16; e.g. 12 for CT)\n"
+    "\n"
+    "Resources:\n"
+    "      --device D        auto (default: GPU if one is visible, else CPU), gpu or cpu\n"
+    "      --threads N       CPU threads per rank (default: the node's cores / ranks on the node)\n"
+    "      --memory SIZE     per-rank budget for pixels held between the passes (default: RAM/4/ranks)\n"
+    "      --block SIZE      largest piece read at once (default 256M); SIZE takes K, M, G, T\n"
+    "\n"
+    "  -v, --verbose         say what each rank does (plan, devices, timings)\n"
+    "  -q, --quiet           only errors\n"
+    "  -h, --help            this text\n"
+    "      --version         print the version\n"
+    "\n"
+    "Exit status: 0 done; 1 I/O error; 2 usage; 3 done but inputs skipped; 4 bad input;\n"
+    "5 device unavailable; 6 out of memory.\n";
+
+enum { OPT_SCOPE = 256, OPT_COLOR, OPT_METHOD, OPT_BITS, OPT_DEVICE, OPT_THREADS, OPT_MEMORY, OPT_BLOCK,
+       OPT_PNG_LEVEL, OPT_ON_ERROR, OPT_FORCE, OPT_VERSION };
+
+static const struct option LONG_OPTS[] = {
+    {"input", required_argument, NULL, 'i'},      {"output", required_argument, NULL, 'o'},
+    {"scope", required_argument, NULL, OPT_SCOPE}, {"color", required_argument, NULL, OPT_COLOR},
+    {"method", required_argument, NULL, OPT_METHOD}, {"bits", required_argument, NULL, OPT_BITS},
+    {"device", required_argument, NULL, OPT_DEVICE}, {"threads", required_argument, NULL, OPT_THREADS},
+    {"memory", required_argument, NULL, OPT_MEMORY}, {"block", required_argument, NULL, OPT_BLOCK},
+    {"png-level", required_argument, NULL, OPT_PNG_LEVEL}, {"on-error", required_argument, NULL, OPT_ON_ERROR},
+    {"force", no_argument, NULL, OPT_FORCE},      {"verbose", no_argument, NULL, 'v'},
+    {"quiet", no_argument, NULL, 'q'},            {"help", no_argument, NULL, 'h'},
+    {"version", no_argument, NULL, OPT_VERSION},  {NULL, 0, NULL, 0},
+};
+
+/* Picks s out of a NULL-terminated list of names; returns its index or -1. */
+static int pick(const char *s, const char *const *names)
+{
+    for (int i = 0; names[i]; i++)
+        if (!strcmp(s, names[i]))
+            return i;
+    return -1;
+}
+
+static int parse_int(const char *s, long lo, long hi, long *out)
+{
+    char *end;
+    long v = strtol(s, &end, 10);
+    if (end == s || *end || v < lo || v > hi)
+        return -1;
+    *out = v;
+    return 0;
+}
+
+/* "512M", "4G", "1048576": bytes, binary multiples. */
+static int parse_size(const char *s, uint64_t *out)
+{
+    char *end;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (end == s || s[0] == '-')
+        return -1;
+    int shift = 0;
+    switch (toupper((unsigned char)*end)) {
+    case 'T': shift += 10; /* fall through */
+    case 'G': shift += 10; /* fall through */
+    case 'M': shift += 10; /* fall through */
+    case 'K': shift += 10; end++; break;
+    default: break;
+    }
+    if ((*end == 'B' || *end == 'b') && end[1] == '\0')
+        end++;
+    if (*end || v == 0 || (shift && v > (UINT64_MAX >> shift)))
+        return -1;
+    *out = (uint64_t)v << shift;
+    return 0;
+}
+
+int hq_options_parse(int argc, char **argv, int print, hq_options *o, hq_err *err)
+{
+    static const char *const SCOPES[] = {"auto", "image", "global", NULL};
+    static const char *const COLORS[] = {"luma", "channels", "value", NULL};
+    static const char *const METHODS[] = {"equalize", "stretch", NULL};
+    static const char *const DEVICES[] = {"auto", "cpu", "gpu", NULL};
+    static const char *const ON_ERR[] = {"stop", "skip", NULL};
+    memset(o, 0, sizeof *o);
+    o->png_level = -1;
+    o->block_bytes = (uint64_t)256 << 20;
+    opterr = 0;
+    optind = 1;
+    int c;
+    long v;
+    while ((c = getopt_long(argc, argv, ":i:o:vqh", LONG_OPTS, NULL)) != -1) {
+        int k = 0;
+        switch (c) {
+        case 'i': o->input = optarg; break;
+        case 'o': o->output = optarg; break;
+        case 'v': o->verbose++; break;
+        case 'q': o->quiet = 1; break;
+        case OPT_FORCE: o->force = 1; break;
+        case 'h':
+            if (print)
+                fputs(USAGE, stdout);
+            o->exit_now = 1;
+            return 0;
+        case OPT_VERSION:
+            if (print)
+                printf("histeq_dist %s\n", HQ_VERSION);
+            o->exit_now = 1;
+            return 0;
+        case OPT_SCOPE:
+            if ((k = pick(optarg, SCOPES)) < 0)
+                return hq_fail(err, HQ_EUSAGE, "--scope: '%s' is not one of image, global", optarg);
+            o->scope = (hq_scope)k;
+            break;
+        case OPT_COLOR:
+            if ((k = pick(optarg, COLORS)) < 0)
+                return hq_fail(err, HQ_EUSAGE, "--color: '%s' is not one of luma, channels, value", optarg);
+            o->color = (hq_color)k;
+            break;
+        case OPT_METHOD:
+            if ((k = pick(optarg, METHODS)) < 0)
+                return hq_fail(err, HQ_EUSAGE, "--method: '%s' is not one of equalize, stretch", optarg);
+            o->method = (hq_method)k;
+            break;
+        case OPT_DEVICE:
+            if ((k = pick(optarg, DEVICES)) < 0)
+                return hq_fail(err, HQ_EUSAGE, "--device: '%s' is not one of auto, gpu, cpu", optarg);
+            o->device = (hq_device)k;
+            break;
+        case OPT_ON_ERROR:
+            if ((k = pick(optarg, ON_ERR)) < 0)
+                return hq_fail(err, HQ_EUSAGE, "--on-error: '%s' is not one of stop, skip", optarg);
+            o->on_error = (hq_on_error)k;
+            break;
+        case OPT_BITS:
+            if (parse_int(optarg, 1, 16, &v))
+                return hq_fail(err, HQ_EUSAGE, "--bits: '%s' is not a number from 1 to 16", optarg);
+            o->bits = (uint32_t)v;
+            break;
+        case OPT_THREADS:
+            if (parse_int(optarg, 1, 4096, &v))
+                return hq_fail(err, HQ_EUSAGE, "--threads: '%s' is not a number from 1 to 4096", optarg);
+            o->threads = (int)v;
+            break;
+        case OPT_PNG_LEVEL:
+            if (parse_int(optarg, 0, 9, &v))
+                return hq_fail(err, HQ_EUSAGE, "--png-level: '%s' is not a number from 0 to 9", optarg);
+            o->png_level = (int)v;
+            break;
+        case OPT_MEMORY:
+            if (parse_size(optarg, &o->memory))
+                return hq_fail(err, HQ_EUSAGE, "--memory: '%s' is not a size such as 512M or 4G", optarg);
+            break;
+        case OPT_BLOCK:
+            if (parse_size(optarg, &o->block_bytes))
+                return hq_fail(err, HQ_EUSAGE, "--block: '%s' is not a size such as 64M or 1G", optarg);
+            break;
+        case ':':
+            return hq_fail(err, HQ_EUSAGE, "%s: needs a value (see --help)", argv[optind - 1]);
+        default:
+            return hq_fail(err, HQ_EUSAGE, "%s: unknown option (see --help)", argv[optind - 1]);
+        }
+    }
+    if (optind < argc)
+        return hq_fail(err, HQ_EUSAGE, "%s: unexpected argument (see --help)", argv[optind]);
+    if (!o->input)
+        return hq_fail(err, HQ_EUSAGE, "--input is required (see --help)");
+    if (!o->output)
+        return hq_fail(err, HQ_EUSAGE, "--output is required (see --help)");
+    if (o->verbose && o->quiet)
+        return hq_fail(err, HQ_EUSAGE, "--verbose and --quiet contradict each other");
+    return 0;
+}

@@ -1,0 +1,34 @@
+/* options.h — the command line, parsed into one struct; every default is decided here.
+ *
+ * hq_options_parse returns 0 and fills *o, or HQ_EUSAGE with a one-line reason in err; for
+ * --help and --version it prints (when `print` is set, i.e. on rank 0) and sets o->exit_now. */
+#ifndef HQ_OPTIONS_H
+#define HQ_OPTIONS_H
+
+#include <stdint.h>
+
+#include "../core/error.h"
+#include "../core/mode.h"
+
+typedef enum { HQ_DEV_AUTO = 0, HQ_DEV_CPU = 1, HQ_DEV_GPU = 2 } hq_device;
+typedef enum { HQ_ONERR_STOP = 0, HQ_ONERR_SKIP = 1 } hq_on_error;
+
+typedef struct hq_options {
+    const char *input, *output;
+    hq_scope scope;
+    hq_color color;
+    hq_method method;
+    uint32_t bits;        /* 0 = the data's own depth */
+    hq_device device;
+    int threads;          /* 0 = all cores */
+    int verbose, quiet, force;
+    int png_level;        /* -1 = fast default */
+    hq_on_error on_error;
+    uint64_t memory;      /* per-rank budget for held blocks, bytes */
+    uint64_t block_bytes; /* largest block read at once */
+    int exit_now;
+} hq_options;
+
+int hq_options_parse(int argc, char **argv, int print, hq_options *o, hq_err *err);
+
+#endif

@@ -1,0 +1,892 @@
+/* run.c — the data path, top to bottom: scan -> plan -> read -> histogram -> allreduce -> LUT ->
+ * remap -> write, the same on every rank.
+ *
+ * Histograms belong to groups: one per image (scope image) or one for everything (scope global).
+ * A block whose groups all end inside it is "fused": read, histogram, LUT, remap and write in one
+ * go. Other blocks are "pending": their group needs more blocks (row bands of a big image) or other
+ * ranks (a shared group, summed by MPI_Allreduce). Pending pixels are held in memory up to
+ * --memory and re-read past it.
+ *
+ * Collective HDF5 transfers need every rank in every call. Items with blocks on several ranks
+ * ("shared items") are therefore walked first, by all ranks, in lockstep rounds computed from the
+ * plan (which every rank has); a rank without a block in a round joins with NULL. Items owned by
+ * one rank are then read and written independently, so a collection never runs in lockstep. */
+#include "run.h"
+
+#include <omp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "../core/lut.h"
+#include "../engine/engine.h"
+#include "../io/io.h"
+#include "../jobs/plan.h"
+
+#ifndef HQ_VERSION
+#define HQ_VERSION "dev"
+#endif
+
+enum { PH_READ, PH_HIST, PH_REDUCE, PH_REMAP, PH_WRITE, PH_N };
+static const char *const PHASE_NAMES[PH_N] = {"read", "histogram", "allreduce", "remap", "write"};
+
+typedef struct group_hist {
+    uint64_t group;
+    uint64_t *hist; /* nhist * bins counters */
+    size_t len;     /* nhist * bins */
+    uint16_t *lut;  /* built once the histogram is complete */
+} group_hist;
+
+typedef struct my_block {
+    const hq_block *b;
+    int fused;   /* all its groups end inside it */
+    int done;    /* written */
+    void *held;  /* pixels kept between the passes (NULL: not read, or dropped) */
+} my_block;
+
+typedef struct run {
+    const hq_options *o;
+    const hq_comm *c;
+    hq_inventory inv;
+    const hq_io_ops *io_ops;
+    hq_io *io;
+    hq_plan plan;
+    hq_engine *eng;
+    hq_scope scope;
+    uint8_t *item_shared; /* per item: blocks on more than one rank -> collective I/O */
+    my_block *mine;       /* this rank's blocks */
+    uint64_t nmine;
+    group_hist *groups;   /* pending groups this rank touches */
+    size_t ngroups, cap_groups;
+    uint64_t *shared;     /* groups summed over ranks, ascending, the same list on every rank */
+    uint64_t nshared;
+    uint64_t held_bytes, budget;
+    double t[PH_N];
+    uint64_t pixels_done, bytes_done;
+    char *skipped;        /* this rank's skipped inputs, one line each */
+    size_t skipped_len;
+    uint64_t nskipped;
+} run;
+
+/* ---- small facts derived from the inventory and options ---- */
+
+static hq_mode mode_of(const run *r, uint64_t item)
+{
+    const hq_item *it = &r->inv.items[item];
+    hq_mode m = {it->channels, it->sample_bytes, r->o->bits ? r->o->bits : it->depth, r->o->color};
+    return m;
+}
+
+static size_t hist_len(const hq_mode *m)
+{
+    return (size_t)hq_mode_nhist(m) * hq_mode_bins(m);
+}
+
+static uint64_t block_bytes(const run *r, const hq_block *b)
+{
+    const hq_item *it = &r->inv.items[b->item];
+    return hq_block_pixels(b, it->width) * it->channels * it->sample_bytes;
+}
+
+static uint64_t image_of(const run *r, const hq_block *b, uint64_t s)
+{
+    return r->plan.item_image0[b->item] + s;
+}
+
+static uint64_t group_of(const run *r, uint64_t image)
+{
+    return r->scope == HQ_SCOPE_GLOBAL ? 0 : image;
+}
+
+/* A block is fused when every group in it ends inside it: whole images under scope image, or the
+ * only block of the whole job under scope global. */
+static int is_fused(const run *r, const hq_block *b)
+{
+    if (r->scope == HQ_SCOPE_GLOBAL)
+        return 0;
+    return b->r0 == 0 && b->r1 == r->inv.items[b->item].height;
+}
+
+/* ---- validation and defaults ---- */
+
+static int check_modes(run *r, hq_err *err)
+{
+    uint64_t images = 0;
+    int first = -1;
+    for (size_t i = 0; i < r->inv.n; i++) {
+        const hq_item *it = &r->inv.items[i];
+        if (it->bad)
+            continue;
+        images += it->slices;
+        if (r->o->bits && r->o->bits > it->depth)
+            return hq_fail(err, HQ_EUSAGE, "%s%s%s: --bits %u exceeds the data's %u bits", it->src,
+                           r->inv.format == HQ_FMT_HDF5 ? ":" : "", r->inv.format == HQ_FMT_HDF5 ? it->name : "",
+                           r->o->bits, it->depth);
+        if (first < 0)
+            first = (int)i;
+    }
+    if (first < 0)
+        return hq_fail(err, HQ_EINPUT, "%s: nothing to equalize (every input was left out)", r->o->input);
+    r->scope = r->o->scope != HQ_SCOPE_AUTO ? r->o->scope : images > 1 ? HQ_SCOPE_IMAGE : HQ_SCOPE_GLOBAL;
+    if (r->scope != HQ_SCOPE_GLOBAL)
+        return 0;
+    /* One histogram for everything only makes sense if every image bins the same way. */
+    const hq_mode m0 = mode_of(r, (uint64_t)first);
+    for (size_t i = (size_t)first + 1; i < r->inv.n; i++) {
+        if (r->inv.items[i].bad)
+            continue;
+        hq_mode m = mode_of(r, i);
+        if (hq_mode_bins(&m) != hq_mode_bins(&m0) || hq_mode_nhist(&m) != hq_mode_nhist(&m0) ||
+            m.sample_bytes != m0.sample_bytes)
+            return hq_fail(err, HQ_EUSAGE, "%s: --scope global needs every image to have the same depth and "
+                           "color layout (%s differs from %s)", r->o->input, r->inv.items[i].name,
+                           r->inv.items[first].name);
+    }
+    return 0;
+}
+
+static uint64_t default_budget(const hq_comm *c)
+{
+    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+    uint64_t ram = pages > 0 && page > 0 ? (uint64_t)pages * (uint64_t)page : (uint64_t)4 << 30;
+    return ram / 4 / (uint64_t)(c->local_size > 0 ? c->local_size : 1);
+}
+
+/* ---- output helpers: rank 0 prints, in rank order where every rank has something to say ---- */
+
+static void say_all(const run *r, const char *line)
+{
+    enum { LINE = 512 };
+    char mine[LINE] = {0};
+    snprintf(mine, sizeof mine, "%s", line);
+    char *all = r->c->rank == 0 ? malloc((size_t)LINE * (size_t)r->c->size) : NULL;
+    MPI_Gather(mine, LINE, MPI_CHAR, all, LINE, MPI_CHAR, 0, r->c->world);
+    if (all) {
+        for (int k = 0; k < r->c->size; k++)
+            fprintf(stderr, "histeq_dist: %.*s\n", LINE, all + (size_t)k * LINE);
+        free(all);
+    }
+}
+
+/* ---- scanning and planning ---- */
+
+static int scan_and_share(run *r, hq_err *err)
+{
+    int rc = 0;
+    unsigned char *buf = NULL;
+    uint64_t len = 0;
+    if (r->c->rank == 0) {
+        rc = hq_io_scan(r->o->input, r->o->on_error == HQ_ONERR_SKIP, &r->inv, err);
+        if (!rc)
+            rc = hq_inventory_pack(&r->inv, &buf, &len, err);
+    }
+    if ((rc = hq_comm_agree(r->c, rc, err)))
+        return rc;
+    rc = hq_comm_bcast_bytes(r->c, &buf, &len, err);
+    if (!rc && r->c->rank != 0)
+        rc = hq_inventory_unpack(buf, len, &r->inv, err);
+    free(buf);
+    return hq_comm_agree(r->c, rc, err);
+}
+
+static int make_plan(run *r, hq_err *err)
+{
+    hq_plan_item *pi = calloc(r->inv.n ? r->inv.n : 1, sizeof *pi);
+    if (!pi)
+        return hq_fail(err, HQ_EMEM, "plan: out of memory");
+    for (size_t i = 0; i < r->inv.n; i++) {
+        const hq_item *it = &r->inv.items[i];
+        pi[i] = (hq_plan_item){it->slices, it->height, it->width, (uint64_t)it->channels * it->sample_bytes,
+                               r->inv.format == HQ_FMT_HDF5, (int)it->bad};
+    }
+    int rc = hq_plan_make(pi, r->inv.n, r->c->size, r->o->block_bytes, &r->plan, err);
+    free(pi);
+    return rc;
+}
+
+/* Which items need collective I/O, which groups need summing over ranks, which blocks are mine. */
+static int classify_work(run *r, hq_err *err)
+{
+    const hq_plan *p = &r->plan;
+    r->item_shared = calloc(r->inv.n ? r->inv.n : 1, 1);
+    r->shared = calloc(p->nranks + 1, sizeof *r->shared);
+    if (!r->item_shared || !r->shared)
+        return hq_fail(err, HQ_EMEM, "plan: out of memory");
+    for (uint64_t k = 0; k + 1 < p->nblocks; k++) {
+        const hq_block *a = &p->blocks[k], *b = &p->blocks[k + 1];
+        if (a->item != b->item || hq_plan_owner(p, k) == hq_plan_owner(p, k + 1))
+            continue;
+        /* Consecutive blocks of one item on two ranks: the item is shared, and so is the image that
+         * the boundary cuts, if it cuts one (row bands). */
+        r->item_shared[a->item] = 1;
+        const uint64_t img = image_of(r, b, b->s0);
+        if (r->scope == HQ_SCOPE_IMAGE && a->s1 - 1 == b->s0 && b->r0 > 0 &&
+            (r->nshared == 0 || r->shared[r->nshared - 1] != img))
+            r->shared[r->nshared++] = img; /* a huge image may span several ranks: list it once */
+    }
+    /* The global histogram is always reduced, even on one rank with work: every rank needs it for
+     * the output's metadata, and the collective call costs nothing next to the data. */
+    if (r->scope == HQ_SCOPE_GLOBAL)
+        r->shared[r->nshared++] = 0;
+    const uint64_t f = p->first[r->c->rank], l = p->first[r->c->rank + 1];
+    r->nmine = l - f;
+    r->mine = calloc(r->nmine ? r->nmine : 1, sizeof *r->mine);
+    if (!r->mine)
+        return hq_fail(err, HQ_EMEM, "plan: out of memory");
+    for (uint64_t k = 0; k < r->nmine; k++) {
+        r->mine[k].b = &p->blocks[f + k];
+        r->mine[k].fused = is_fused(r, r->mine[k].b);
+    }
+    return 0;
+}
+
+/* ---- pending group histograms ---- */
+
+static group_hist *find_group(run *r, uint64_t g, const hq_mode *m, int create)
+{
+    for (size_t i = 0; i < r->ngroups; i++)
+        if (r->groups[i].group == g)
+            return &r->groups[i];
+    if (!create)
+        return NULL;
+    if (r->ngroups == r->cap_groups) {
+        size_t cap = r->cap_groups ? r->cap_groups * 2 : 8;
+        group_hist *n = realloc(r->groups, cap * sizeof *n);
+        if (!n)
+            return NULL;
+        r->groups = n;
+        r->cap_groups = cap;
+    }
+    group_hist *gh = &r->groups[r->ngroups];
+    gh->group = g;
+    gh->len = hist_len(m);
+    gh->hist = calloc(hist_len(m), sizeof *gh->hist);
+    gh->lut = malloc(hist_len(m) * sizeof *gh->lut);
+    if (!gh->hist || !gh->lut) {
+        free(gh->hist);
+        free(gh->lut);
+        return NULL;
+    }
+    r->ngroups++;
+    return gh;
+}
+
+static void drop_group(run *r, uint64_t g)
+{
+    for (size_t i = 0; i < r->ngroups; i++) {
+        if (r->groups[i].group != g)
+            continue;
+        free(r->groups[i].hist);
+        free(r->groups[i].lut);
+        r->groups[i] = r->groups[--r->ngroups];
+        return;
+    }
+}
+
+static void build_luts(const run *r, const hq_mode *m, const uint64_t *hist, uint16_t *lut)
+{
+    const uint32_t bins = hq_mode_bins(m);
+    for (uint32_t h = 0; h < hq_mode_nhist(m); h++)
+        hq_lut_build(r->o->method, hist + (size_t)h * bins, bins, lut + (size_t)h * bins);
+}
+
+/* ---- one block through the engine ---- */
+
+static hq_block_data block_view(const run *r, const hq_block *b, void *data, int per_image)
+{
+    const hq_item *it = &r->inv.items[b->item];
+    const uint64_t px = hq_block_pixels(b, it->width);
+    hq_block_data d = {data, 1, px};
+    if (per_image && b->s1 - b->s0 > 1) {
+        d.nseg = b->s1 - b->s0;
+        d.seg_pixels = px / d.nseg;
+    }
+    return d;
+}
+
+static int timed_read(run *r, const hq_block *b, uint64_t item, int collective, void **data, hq_err *err)
+{
+    double t0 = hq_now();
+    *data = NULL;
+    if (b) {
+        *data = malloc(block_bytes(r, b));
+        if (!*data)
+            return hq_fail(err, HQ_EMEM, "%s: out of memory for a block of %llu bytes (lower --block)",
+                           r->inv.items[item].src, (unsigned long long)block_bytes(r, b));
+    }
+    int rc = r->io_ops->read_block(r->io, item, b, collective, *data, err);
+    r->t[PH_READ] += hq_now() - t0;
+    if (rc) {
+        free(*data);
+        *data = NULL;
+    }
+    return rc;
+}
+
+static int timed_write(run *r, const hq_block *b, uint64_t item, int collective, const void *data, hq_err *err)
+{
+    double t0 = hq_now();
+    int rc = r->io_ops->write_block(r->io, item, b, collective, data, err);
+    r->t[PH_WRITE] += hq_now() - t0;
+    if (!rc && b) {
+        r->pixels_done += hq_block_pixels(b, r->inv.items[item].width);
+        r->bytes_done += block_bytes(r, b);
+    }
+    return rc;
+}
+
+/* Fused: every image of the block is complete here, so histogram, LUT and remap happen at once. */
+static int equalize_fused(run *r, const hq_block *b, void *data, hq_err *err)
+{
+    const hq_mode m = mode_of(r, b->item);
+    hq_block_data d = block_view(r, b, data, 1);
+    const size_t hl = hist_len(&m);
+    uint64_t *hist = calloc(d.nseg * hl, sizeof *hist);
+    uint16_t *lut = malloc(d.nseg * hl * sizeof *lut);
+    uint64_t **hp = malloc(d.nseg * sizeof *hp);
+    const uint16_t **lp = malloc(d.nseg * sizeof *lp);
+    int rc = HQ_EMEM;
+    if (!hist || !lut || !hp || !lp) {
+        hq_fail(err, rc, "%s: out of memory for %llu histograms", r->inv.items[b->item].src,
+                (unsigned long long)d.nseg);
+        goto done;
+    }
+    for (uint64_t s = 0; s < d.nseg; s++) {
+        hp[s] = hist + s * hl;
+        lp[s] = lut + s * hl;
+    }
+    double t0 = hq_now();
+    rc = r->eng->ops->histogram(r->eng, &d, &m, hp, err);
+    r->t[PH_HIST] += hq_now() - t0;
+    if (rc)
+        goto done;
+    t0 = hq_now();
+    for (uint64_t s = 0; s < d.nseg; s++)
+        build_luts(r, &m, hp[s], lut + s * hl);
+    rc = r->eng->ops->remap(r->eng, &d, &m, lp, err);
+    r->t[PH_REMAP] += hq_now() - t0;
+done:
+    free(hist);
+    free(lut);
+    free(hp);
+    free(lp);
+    return rc;
+}
+
+/* Pending: add the block to its group's histogram (every block of a pending group is one image,
+ * or everything under scope global). */
+static int histogram_pending(run *r, const hq_block *b, void *data, hq_err *err)
+{
+    const hq_mode m = mode_of(r, b->item);
+    hq_block_data d = block_view(r, b, data, 0);
+    group_hist *gh = find_group(r, group_of(r, image_of(r, b, b->s0)), &m, 1);
+    if (!gh)
+        return hq_fail(err, HQ_EMEM, "%s: out of memory for a histogram", r->inv.items[b->item].src);
+    double t0 = hq_now();
+    uint64_t *hp[1] = {gh->hist};
+    int rc = r->eng->ops->histogram(r->eng, &d, &m, hp, err);
+    r->t[PH_HIST] += hq_now() - t0;
+    return rc;
+}
+
+static int remap_pending(run *r, const hq_block *b, void *data, hq_err *err)
+{
+    const hq_mode m = mode_of(r, b->item);
+    hq_block_data d = block_view(r, b, data, 0);
+    group_hist *gh = find_group(r, group_of(r, image_of(r, b, b->s0)), &m, 0);
+    if (!gh)
+        return hq_fail(err, HQ_EIO, "%s: internal error: no histogram for a pending block", r->inv.items[b->item].src);
+    double t0 = hq_now();
+    const uint16_t *lp[1] = {gh->lut};
+    int rc = r->eng->ops->remap(r->eng, &d, &m, lp, err);
+    r->t[PH_REMAP] += hq_now() - t0;
+    return rc;
+}
+
+/* Keeps a pending block's pixels for pass 2 if the budget allows; otherwise pass 2 re-reads them. */
+static void hold_or_drop(run *r, my_block *mb, void *data)
+{
+    uint64_t n = block_bytes(r, mb->b);
+    if (r->held_bytes + n <= r->budget) {
+        mb->held = data;
+        r->held_bytes += n;
+    } else {
+        free(data);
+    }
+}
+
+static void release(run *r, my_block *mb)
+{
+    if (mb->held) {
+        r->held_bytes -= block_bytes(r, mb->b);
+        free(mb->held);
+        mb->held = NULL;
+    }
+}
+
+/* A bad PNG met while decoding: with --on-error skip it is listed and left out, not fatal. */
+static int maybe_skip(run *r, my_block *mb, int rc, const hq_err *err)
+{
+    if (!rc || r->o->on_error != HQ_ONERR_SKIP || r->inv.format != HQ_FMT_PNG || rc != HQ_EINPUT)
+        return rc;
+    size_t n = strlen(err->msg) + 1;
+    char *s = realloc(r->skipped, r->skipped_len + n + 1);
+    if (s) {
+        r->skipped = s;
+        memcpy(s + r->skipped_len, err->msg, n - 1);
+        s[r->skipped_len + n - 1] = '\n';
+        s[r->skipped_len + n] = '\0';
+        r->skipped_len += n;
+    }
+    r->nskipped++;
+    mb->done = 1;
+    return 0;
+}
+
+/* ---- the passes ---- */
+
+/* This rank's k-th block of item i (among those matching `want`), or NULL. */
+static my_block *nth_mine(run *r, uint64_t item, uint64_t k, int pending_only)
+{
+    for (uint64_t j = 0; j < r->nmine; j++) {
+        my_block *mb = &r->mine[j];
+        if (mb->b->item != item || (pending_only && (mb->fused || mb->done)))
+            continue;
+        if (k-- == 0)
+            return mb;
+    }
+    return NULL;
+}
+
+/* Lockstep rounds per shared item: as many as the busiest rank has blocks of it. Every rank can
+ * count every rank's blocks from the plan, so all agree without a message. */
+static uint64_t rounds_for(const run *r, uint64_t item, int pending_only)
+{
+    const hq_plan *p = &r->plan;
+    uint64_t most = 0;
+    for (int k = 0; k < p->nranks; k++) {
+        uint64_t n = 0;
+        for (uint64_t j = p->first[k]; j < p->first[k + 1]; j++)
+            if (p->blocks[j].item == item && !(pending_only && is_fused(r, &p->blocks[j])))
+                n++;
+        most = n > most ? n : most;
+    }
+    return most;
+}
+
+/* Pass 1 over shared items. A failure does not stop the rounds: this rank keeps joining the
+ * collective calls with NULL blocks so nobody hangs; the error is agreed after the pass. */
+static int pass1_shared(run *r, hq_err *err)
+{
+    int rc = 0;
+    for (uint64_t i = 0; i < r->inv.n; i++) {
+        if (!r->item_shared[i])
+            continue;
+        const uint64_t rounds = rounds_for(r, i, 0);
+        for (uint64_t k = 0; k < rounds; k++) {
+            my_block *mb = rc ? NULL : nth_mine(r, i, k, 0);
+            hq_err scratch, *e = rc ? &scratch : err; /* keep the first failure's message */
+            void *data = NULL;
+            int rc2 = timed_read(r, mb ? mb->b : NULL, i, 1, &data, e);
+            if (!rc && mb && !rc2)
+                rc2 = mb->fused ? equalize_fused(r, mb->b, data, e) : histogram_pending(r, mb->b, data, e);
+            rc = rc ? rc : rc2;
+            e = rc ? &scratch : err;
+            const int write_now = !rc && mb && mb->fused;
+            int rc3 = timed_write(r, write_now ? mb->b : NULL, i, 1, data, e);
+            rc = rc ? rc : rc3;
+            if (write_now) {
+                mb->done = 1;
+                free(data);
+            } else if (!rc && mb) {
+                hold_or_drop(r, mb, data);
+            } else {
+                free(data);
+            }
+        }
+    }
+    return rc;
+}
+
+/* A run of row bands of one image, all on this rank: both passes right away, so the histogram
+ * and the held pixels never wait for the other ranks. */
+static int equalize_local_image(run *r, my_block *first, uint64_t n, hq_err *err)
+{
+    int rc = 0;
+    for (uint64_t j = 0; j < n && !rc; j++) {
+        void *data;
+        rc = timed_read(r, first[j].b, first[j].b->item, 0, &data, err);
+        if (!rc)
+            rc = histogram_pending(r, first[j].b, data, err);
+        if (!rc)
+            hold_or_drop(r, &first[j], data);
+    }
+    const hq_mode m = mode_of(r, first->b->item);
+    const uint64_t g = group_of(r, image_of(r, first->b, first->b->s0));
+    group_hist *gh = find_group(r, g, &m, 0);
+    if (!rc && gh)
+        build_luts(r, &m, gh->hist, gh->lut);
+    for (uint64_t j = 0; j < n && !rc; j++) {
+        void *data = first[j].held;
+        if (!data)
+            rc = timed_read(r, first[j].b, first[j].b->item, 0, &data, err);
+        if (!rc)
+            rc = remap_pending(r, first[j].b, data, err);
+        if (!rc)
+            rc = timed_write(r, first[j].b, first[j].b->item, 0, data, err);
+        if (first[j].held)
+            release(r, &first[j]);
+        else
+            free(data);
+        first[j].done = 1;
+    }
+    drop_group(r, g);
+    return rc;
+}
+
+/* Pass 1 over this rank's own items: independent I/O, no waiting on anyone. */
+static int pass1_own(run *r, hq_err *err)
+{
+    for (uint64_t j = 0; j < r->nmine; j++) {
+        my_block *mb = &r->mine[j];
+        const hq_block *b = mb->b;
+        if (r->item_shared[b->item] || mb->done)
+            continue;
+        int rc;
+        if (!mb->fused && r->scope == HQ_SCOPE_IMAGE) {
+            uint64_t n = 1; /* the row bands of this image that follow */
+            while (j + n < r->nmine && r->mine[j + n].b->item == b->item && r->mine[j + n].b->s0 == b->s0)
+                n++;
+            rc = equalize_local_image(r, mb, n, err);
+            j += n - 1;
+        } else {
+            void *data;
+            rc = timed_read(r, b, b->item, 0, &data, err);
+            if (!rc && mb->fused) {
+                rc = equalize_fused(r, b, data, err);
+                if (!rc)
+                    rc = timed_write(r, b, b->item, 0, data, err);
+                mb->done = 1;
+                free(data);
+            } else if (!rc) {
+                rc = histogram_pending(r, b, data, err);
+                if (!rc)
+                    hold_or_drop(r, mb, data);
+                else
+                    free(data);
+            }
+        }
+        if ((rc = maybe_skip(r, mb, rc, err)))
+            return rc;
+    }
+    return 0;
+}
+
+/* Under scope global every image bins alike (check_modes): the mode of the first usable item. */
+static int global_mode(const run *r, hq_mode *m)
+{
+    for (size_t i = 0; i < r->inv.n; i++)
+        if (!r->inv.items[i].bad) {
+            *m = mode_of(r, i);
+            return 1;
+        }
+    return 0;
+}
+
+/* Sums the shared groups' histograms over ranks: one buffer, one (chunked) MPI_Allreduce. */
+static int reduce_shared(run *r, hq_err *err)
+{
+    if (!r->nshared)
+        return 0;
+    /* All shared groups bin alike: under scope image they are images of the inventory, whose modes
+     * may differ, so size each slot by the largest mode. */
+    size_t slot = 0;
+    for (size_t i = 0; i < r->inv.n; i++) {
+        hq_mode m = mode_of(r, i);
+        if (!r->inv.items[i].bad && hist_len(&m) > slot)
+            slot = hist_len(&m);
+    }
+    uint64_t *buf = calloc(r->nshared * slot, sizeof *buf);
+    int ok = buf != NULL, all_ok = 0;
+    MPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, r->c->world);
+    if (!all_ok) {
+        free(buf);
+        return hq_fail(err, HQ_EMEM, "allreduce: out of memory for %llu shared histograms",
+                       (unsigned long long)r->nshared);
+    }
+    if (r->scope == HQ_SCOPE_GLOBAL) {
+        /* Ranks without work still need the global histogram: the output's metadata is written
+         * collectively, with the same values everywhere. */
+        hq_mode m;
+        if (!global_mode(r, &m) || !find_group(r, 0, &m, 1)) {
+            free(buf);
+            return hq_fail(err, HQ_EMEM, "allreduce: out of memory for the global histogram");
+        }
+    }
+    for (uint64_t k = 0; k < r->nshared; k++) {
+        group_hist *gh = find_group(r, r->shared[k], NULL, 0);
+        if (gh)
+            memcpy(buf + k * slot, gh->hist, gh->len * sizeof *buf);
+    }
+    double t0 = hq_now();
+    int rc = hq_comm_sum_u64(r->c, buf, r->nshared * slot);
+    r->t[PH_REDUCE] += hq_now() - t0;
+    for (uint64_t k = 0; k < r->nshared && !rc; k++) {
+        group_hist *gh = find_group(r, r->shared[k], NULL, 0);
+        if (gh)
+            memcpy(gh->hist, buf + k * slot, gh->len * sizeof *buf);
+    }
+    free(buf);
+    return rc ? hq_fail(err, HQ_EIO, "MPI_Allreduce of the histograms failed") : 0;
+}
+
+static void build_pending_luts(run *r)
+{
+    for (size_t i = 0; i < r->ngroups; i++) {
+        /* A pending group's mode is the mode of any of its blocks. */
+        for (uint64_t j = 0; j < r->nmine; j++) {
+            const hq_block *b = r->mine[j].b;
+            if (group_of(r, image_of(r, b, b->s0)) != r->groups[i].group)
+                continue;
+            const hq_mode m = mode_of(r, b->item);
+            build_luts(r, &m, r->groups[i].hist, r->groups[i].lut);
+            break;
+        }
+    }
+}
+
+static int pass2(run *r, hq_err *err)
+{
+    int rc = 0;
+    for (uint64_t i = 0; i < r->inv.n; i++) {
+        if (!r->item_shared[i])
+            continue;
+        const uint64_t rounds = rounds_for(r, i, 1);
+        for (uint64_t k = 0; k < rounds; k++) {
+            my_block *mb = rc ? NULL : nth_mine(r, i, k, 1);
+            hq_err scratch, *e = rc ? &scratch : err; /* keep the first failure's message */
+            /* The re-read joins a collective call, so it is made whether or not this rank needs it. */
+            void *fresh = NULL;
+            int rc2 = timed_read(r, mb && !mb->held ? mb->b : NULL, i, 1, &fresh, e);
+            void *data = mb && mb->held ? mb->held : fresh;
+            if (!rc2 && mb)
+                rc2 = remap_pending(r, mb->b, data, e);
+            rc = rc ? rc : rc2;
+            e = rc ? &scratch : err;
+            int rc3 = timed_write(r, !rc && mb ? mb->b : NULL, i, 1, data, e);
+            rc = rc ? rc : rc3;
+            if (mb) {
+                if (mb->held)
+                    release(r, mb);
+                else
+                    free(data);
+                mb->done = 1;
+            }
+        }
+    }
+    for (uint64_t j = 0; j < r->nmine && !rc; j++) {
+        my_block *mb = &r->mine[j];
+        if (r->item_shared[mb->b->item] || mb->done)
+            continue;
+        void *data = mb->held;
+        if (!data)
+            rc = timed_read(r, mb->b, mb->b->item, 0, &data, err);
+        if (!rc)
+            rc = remap_pending(r, mb->b, data, err);
+        if (!rc)
+            rc = timed_write(r, mb->b, mb->b->item, 0, data, err);
+        if (mb->held)
+            release(r, mb);
+        else
+            free(data);
+        mb->done = 1;
+    }
+    return rc;
+}
+
+/* ---- engine ---- */
+
+static int make_engine(run *r, hq_err *err)
+{
+    const hq_options *o = r->o;
+    hq_engine_cfg cfg = {o->threads, r->c->local_rank, r->c->local_size, o->verbose};
+    if (!cfg.threads) {
+        cfg.threads = omp_get_num_procs() / (r->c->local_size > 0 ? r->c->local_size : 1);
+        if (cfg.threads < 1)
+            cfg.threads = 1;
+    }
+    int rc;
+    int ngpu = hq_gpu_device_count();
+    if (o->device == HQ_DEV_GPU || (o->device == HQ_DEV_AUTO && ngpu > 0)) {
+        rc = hq_gpu_engine_create(&cfg, &r->eng, err);
+        if (!rc && ngpu > 0 && r->c->local_size > ngpu && r->c->local_rank == 0 && !o->quiet)
+            fprintf(stderr, "histeq_dist: %s: %d ranks share %d GPU%s\n", r->c->host, r->c->local_size, ngpu,
+                    ngpu == 1 ? "" : "s");
+    } else {
+        if (o->device == HQ_DEV_AUTO && r->c->rank == 0 && !o->quiet)
+            fprintf(stderr, "histeq_dist: no GPU visible, using the CPU engine\n");
+        rc = hq_cpu_engine_create(&cfg, &r->eng, err);
+    }
+    return hq_comm_agree(r->c, rc, err);
+}
+
+/* ---- reports ---- */
+
+static void report_plan(const run *r)
+{
+    char line[512], dev[128] = "";
+    if (r->eng)
+        r->eng->ops->describe(r->eng, dev, sizeof dev);
+    snprintf(line, sizeof line, "rank %d on %.200s: %s; %llu blocks, %llu pixels", r->c->rank, r->c->host, dev,
+             (unsigned long long)r->nmine, (unsigned long long)r->plan.rank_pixels[r->c->rank]);
+    say_all(r, line);
+}
+
+static void report_skipped(const run *r)
+{
+    /* Skipped at scan time: every rank knows them; rank 0 lists them. */
+    if (r->c->rank == 0)
+        for (size_t i = 0; i < r->inv.n; i++)
+            if (r->inv.items[i].bad)
+                fprintf(stderr, "histeq_dist: skipped %s\n", r->inv.items[i].why ? r->inv.items[i].why : r->inv.items[i].src);
+    /* Skipped while decoding: gathered to rank 0 in rank order. */
+    int len = (int)r->skipped_len, *lens = NULL, *offs = NULL;
+    char *all = NULL;
+    if (r->c->rank == 0)
+        lens = calloc((size_t)r->c->size, sizeof *lens);
+    MPI_Gather(&len, 1, MPI_INT, lens, 1, MPI_INT, 0, r->c->world);
+    int total = 0;
+    if (r->c->rank == 0 && lens) {
+        offs = calloc((size_t)r->c->size, sizeof *offs);
+        for (int k = 0; k < r->c->size && offs; k++) {
+            offs[k] = total;
+            total += lens[k];
+        }
+        all = malloc((size_t)total + 1);
+    }
+    MPI_Gatherv(r->skipped ? r->skipped : "", len, MPI_CHAR, all, lens, offs, MPI_CHAR, 0, r->c->world);
+    if (all && offs) {
+        all[total] = '\0';
+        for (char *line = strtok(all, "\n"); line; line = strtok(NULL, "\n"))
+            fprintf(stderr, "histeq_dist: skipped %s\n", line);
+    }
+    free(lens);
+    free(offs);
+    free(all);
+}
+
+static void report_summary(const run *r, double wall)
+{
+    double tmax[PH_N], tsum[PH_N];
+    MPI_Reduce(r->t, tmax, PH_N, MPI_DOUBLE, MPI_MAX, 0, r->c->world);
+    MPI_Reduce(r->t, tsum, PH_N, MPI_DOUBLE, MPI_SUM, 0, r->c->world);
+    uint64_t mine[2] = {r->pixels_done, r->bytes_done}, tot[2] = {0, 0};
+    MPI_Reduce(mine, tot, 2, MPI_UINT64_T, MPI_SUM, 0, r->c->world);
+    if (r->c->rank != 0 || r->o->quiet)
+        return;
+    const double mib = (double)tot[1] / (1 << 20);
+    fprintf(stderr, "histeq_dist: equalized %llu image%s (%.1f Mpixel, %.1f MiB) in %.3f s, %.1f MiB/s, "
+            "%d rank%s, scope %s\n", (unsigned long long)r->plan.nimages, r->plan.nimages == 1 ? "" : "s",
+            (double)tot[0] / 1e6, mib, wall, wall > 0 ? mib / wall : 0.0, r->c->size, r->c->size == 1 ? "" : "s",
+            hq_scope_name(r->scope));
+    if (r->o->verbose) {
+        for (int k = 0; k < PH_N; k++)
+            fprintf(stderr, "histeq_dist:   %-9s max %8.3f s  mean %8.3f s\n", PHASE_NAMES[k], tmax[k],
+                    tsum[k] / r->c->size);
+    }
+}
+
+/* ---- the whole run ---- */
+
+static void free_run(run *r)
+{
+    for (uint64_t j = 0; j < r->nmine; j++)
+        free(r->mine[j].held);
+    for (size_t i = 0; i < r->ngroups; i++) {
+        free(r->groups[i].hist);
+        free(r->groups[i].lut);
+    }
+    free(r->groups);
+    free(r->mine);
+    free(r->shared);
+    free(r->item_shared);
+    free(r->skipped);
+    hq_engine_destroy(r->eng);
+    hq_plan_free(&r->plan);
+    hq_inventory_free(&r->inv);
+}
+
+/* The global histogram for the output's metadata, or NULL under scope image. */
+static const uint64_t *global_hist(run *r, hq_mode *m)
+{
+    if (r->scope != HQ_SCOPE_GLOBAL || !global_mode(r, m))
+        return NULL;
+    group_hist *gh = find_group(r, 0, m, 0);
+    return gh ? gh->hist : NULL;
+}
+
+int hq_run(const hq_options *o, const hq_comm *c, hq_err *err)
+{
+    run r = {.o = o, .c = c};
+    const double t_start = hq_now();
+    int rc = scan_and_share(&r, err);
+    if (rc)
+        return rc;
+    r.io_ops = hq_io_ops_for(r.inv.format);
+    if (!rc)
+        rc = hq_comm_agree(c, check_modes(&r, err), err);
+    if (!rc)
+        rc = hq_comm_agree(c, make_plan(&r, err), err);
+    if (!rc)
+        rc = hq_comm_agree(c, classify_work(&r, err), err);
+    r.budget = o->memory ? o->memory : default_budget(c);
+    if (!rc)
+        rc = make_engine(&r, err);
+    if (!rc && o->verbose)
+        report_plan(&r);
+    if (!rc)
+        rc = r.io_ops->open_input(&r.inv, c->world, &r.io, err);
+    if (rc) {
+        free_run(&r);
+        return rc;
+    }
+    hq_out_opts oo = {o->output, o->force, o->png_level, o->verbose};
+    rc = r.io_ops->create_output(r.io, &oo, c->world, err);
+    if (!rc) {
+        /* The passes. Each rank carries its own status through the collective parts and the ranks
+         * agree on it only where they next meet, so a failure never strands a rank in a call. */
+        int mine = pass1_shared(&r, err);
+        if (!mine)
+            mine = pass1_own(&r, err);
+        rc = hq_comm_agree(c, mine, err);
+        if (!rc)
+            rc = hq_comm_agree(c, reduce_shared(&r, err), err);
+        if (!rc) {
+            build_pending_luts(&r);
+            rc = hq_comm_agree(c, pass2(&r, err), err);
+        }
+    }
+    hq_mode gm = {1, 1, 8, 0};
+    const uint64_t *gh = rc ? NULL : global_hist(&r, &gm);
+    hq_run_meta meta = {HQ_VERSION, o->method, r.scope, o->color, o->bits, gh, hq_mode_nhist(&gm), hq_mode_bins(&gm)};
+    hq_err close_err = {{0}};
+    int rc_close = r.io_ops->close(r.io, rc == 0, &meta, &close_err);
+    if (!rc && rc_close) {
+        rc = rc_close;
+        *err = close_err;
+    }
+    rc = hq_comm_agree(c, rc, err);
+    if (!rc) {
+        report_skipped(&r);
+        report_summary(&r, hq_now() - t_start);
+        uint64_t skipped = r.nskipped;
+        MPI_Allreduce(MPI_IN_PLACE, &skipped, 1, MPI_UINT64_T, MPI_SUM, c->world);
+        for (size_t i = 0; i < r.inv.n; i++)
+            skipped += r.inv.items[i].bad;
+        if (skipped)
+            rc = HQ_ESKIPPED;
+    }
+    free_run(&r);
+    return rc;
+}

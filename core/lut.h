@@ -1,0 +1,23 @@
+/* lut.h — the equalization rule, stated once; both engines and every rank build LUTs with it.
+ *
+ * For L bins over N counted pixels, h0 the first non-empty bin and c(v) the cumulative count:
+ *   equalize: N == c(h0) (constant image) -> identity; else
+ *             lut[v] = round_half_up((c(v) - c(h0)) * (L-1) / (N - c(h0))) for v >= h0, 0 below.
+ *   stretch:  lo, hi the first and last non-empty bins; lo == hi -> identity; else
+ *             lut[v] = round_half_up((v - lo) * (L-1) / (hi - lo)), 0 below lo, L-1 above hi.
+ * Exact integer arithmetic (128-bit intermediates): no float, so the result cannot depend on the
+ * engine, the compiler or how the counts were summed. An empty histogram gives the identity. */
+#ifndef HQ_LUT_H
+#define HQ_LUT_H
+
+#include <stdint.h>
+
+#include "mode.h"
+
+/* Builds lut[0..bins-1] from hist[0..bins-1]. bins is a power of two, 2..65536. */
+void hq_lut_build(hq_method method, const uint64_t *hist, uint32_t bins, uint16_t *lut);
+
+/* Sum of a histogram (the pixel count N). */
+uint64_t hq_hist_total(const uint64_t *hist, uint32_t bins);
+
+#endif

@@ -1,0 +1,45 @@
+/* mode.h — what is being equalized: the sample layout of a block and the options that decide how.
+ *
+ * A block is a run of pixels, channels interleaved, samples native-endian uint8 or uint16.
+ * hq_mode fixes how many histograms a block yields (nhist) and how many bins each has (1 << bits). */
+#ifndef HQ_MODE_H
+#define HQ_MODE_H
+
+#include <stdint.h>
+
+typedef enum { HQ_COLOR_LUMA = 0, HQ_COLOR_CHANNELS = 1, HQ_COLOR_VALUE = 2 } hq_color;
+typedef enum { HQ_METHOD_EQUALIZE = 0, HQ_METHOD_STRETCH = 1 } hq_method;
+typedef enum { HQ_SCOPE_AUTO = 0, HQ_SCOPE_IMAGE = 1, HQ_SCOPE_GLOBAL = 2 } hq_scope;
+
+typedef struct hq_mode {
+    uint32_t channels;     /* 1 gray, 2 gray+alpha, 3 RGB, 4 RGBA; alpha is never touched */
+    uint32_t sample_bytes; /* 1 or 2 */
+    uint32_t bits;         /* significant bits: 1..16; bins = 1 << bits */
+    hq_color color;        /* only read when channels >= 3 */
+} hq_mode;
+
+static inline uint32_t hq_mode_bins(const hq_mode *m)
+{
+    return 1u << m->bits;
+}
+
+/* Histograms per block: three for independent R, G, B; one otherwise (gray, luma, value). */
+static inline uint32_t hq_mode_nhist(const hq_mode *m)
+{
+    return (m->channels >= 3 && m->color == HQ_COLOR_CHANNELS) ? 3u : 1u;
+}
+
+static inline const char *hq_color_name(hq_color c)
+{
+    return c == HQ_COLOR_CHANNELS ? "channels" : c == HQ_COLOR_VALUE ? "value" : "luma";
+}
+static inline const char *hq_method_name(hq_method m)
+{
+    return m == HQ_METHOD_STRETCH ? "stretch" : "equalize";
+}
+static inline const char *hq_scope_name(hq_scope s)
+{
+    return s == HQ_SCOPE_GLOBAL ? "global" : s == HQ_SCOPE_IMAGE ? "image" : "auto";
+}
+
+#endif

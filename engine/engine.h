@@ -1,0 +1,63 @@
+/* engine.h — the one interface behind which the CPU and GPU engines sit.
+ *
+ * An engine turns blocks of pixels into histograms and applies LUTs to them; it knows nothing of
+ * files, ranks or scopes. A block holds nseg equal segments back to back (seg_pixels pixels each,
+ * e.g. the slices of a stack), each with its own histogram and LUT, so that many small images go
+ * through in one call. Histograms are accumulated (+=), never overwritten: the caller zeroes them.
+ * Results are bit-identical across engines and thread counts. */
+#ifndef HQ_ENGINE_H
+#define HQ_ENGINE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../core/error.h"
+#include "../core/mode.h"
+
+typedef struct hq_block_data {
+    void *data;          /* host memory, channels interleaved, native-endian samples */
+    uint64_t nseg;       /* segments (images) in the block */
+    uint64_t seg_pixels; /* pixels per segment */
+} hq_block_data;
+
+typedef struct hq_engine hq_engine;
+
+typedef struct hq_engine_ops {
+    const char *name;
+    /* hist[s] points at hq_mode_nhist(m) * bins counters for segment s (channel-major). */
+    int (*histogram)(hq_engine *e, const hq_block_data *b, const hq_mode *m, uint64_t *const *hist, hq_err *err);
+    /* lut[s] points at hq_mode_nhist(m) * bins entries for segment s; the block is remapped in place. */
+    int (*remap)(hq_engine *e, hq_block_data *b, const hq_mode *m, const uint16_t *const *lut, hq_err *err);
+    void (*destroy)(hq_engine *e);
+    /* One line describing where the engine runs (threads, GPU name and bus id). */
+    void (*describe)(hq_engine *e, char *buf, size_t len);
+} hq_engine_ops;
+
+struct hq_engine {
+    const hq_engine_ops *ops;
+    void *impl;
+};
+
+typedef struct hq_engine_cfg {
+    int threads;    /* CPU worker threads; 0 = all cores */
+    int local_rank; /* node-local rank, for binding a GPU */
+    int local_size; /* ranks on this node */
+    int verbose;
+} hq_engine_cfg;
+
+/* CPU engine: always available. */
+int hq_cpu_engine_create(const hq_engine_cfg *cfg, hq_engine **out, hq_err *err);
+
+/* GPU engine: HQ_EDEVICE when this build has no CUDA or no GPU is visible. */
+int hq_gpu_engine_create(const hq_engine_cfg *cfg, hq_engine **out, hq_err *err);
+
+/* Number of visible CUDA devices; 0 without CUDA or without a GPU. */
+int hq_gpu_device_count(void);
+
+static inline void hq_engine_destroy(hq_engine *e)
+{
+    if (e)
+        e->ops->destroy(e);
+}
+
+#endif

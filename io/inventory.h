@@ -1,0 +1,49 @@
+/* inventory.h — what the input holds: the list of items (an HDF5 dataset or a PNG file) with their
+ * shapes, built once on rank 0 and broadcast, so that every rank plans from the same facts.
+ *
+ * An item is a stack of `slices` images (1 for a 2-D dataset or a PNG) of height x width pixels with
+ * `channels` interleaved samples. Images are numbered globally in item order, slice order. */
+#ifndef HQ_INVENTORY_H
+#define HQ_INVENTORY_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../core/error.h"
+
+typedef enum { HQ_FMT_NONE = 0, HQ_FMT_HDF5 = 1, HQ_FMT_PNG = 2 } hq_format;
+
+typedef struct hq_item {
+    char *src;  /* the file the item lives in */
+    char *name; /* HDF5: dataset path ("/scans/ct"); PNG: path relative to the input root */
+    uint64_t slices, height, width;
+    uint32_t channels;     /* 1 gray, 2 gray+alpha, 3 RGB, 4 RGBA (palette PNGs read as RGB/RGBA) */
+    uint32_t sample_bytes; /* 1 or 2, as held in memory */
+    uint32_t depth;        /* stored bits per sample: 8 or 16; PNG gray may be 1, 2 or 4 */
+    uint32_t bad;          /* 1: the item was found unusable while scanning (with --on-error skip) */
+    char *why;             /* for bad items: the one-line reason "PATH: problem" */
+} hq_item;
+
+typedef struct hq_inventory {
+    hq_format format;
+    char *root; /* the input as given: HDF5 file, PNG file, PNG directory or list file */
+    int root_is_dir;
+    size_t n, cap;
+    hq_item *items;
+} hq_inventory;
+
+/* Appends a copy of *it (strings duplicated). */
+int hq_inventory_add(hq_inventory *inv, const hq_item *it, hq_err *err);
+void hq_inventory_free(hq_inventory *inv);
+
+/* Bytes of one whole image of the item (all channels). */
+static inline uint64_t hq_item_image_bytes(const hq_item *it)
+{
+    return it->height * it->width * it->channels * it->sample_bytes;
+}
+
+/* Serialization for MPI_Bcast: a flat byte buffer owned by the caller (free()). */
+int hq_inventory_pack(const hq_inventory *inv, unsigned char **buf, uint64_t *len, hq_err *err);
+int hq_inventory_unpack(const unsigned char *buf, uint64_t len, hq_inventory *inv, hq_err *err);
+
+#endif

@@ -1,0 +1,72 @@
+/* io.h — one small interface for every file format; one file per format implements it
+ * (hdf5_io.c, png_io.c). The driver never knows which one it holds.
+ *
+ * Scanning (hq_io_scan) runs on rank 0 alone, without MPI. Everything else is called by every
+ * rank of the communicator in the same order. read/write take a block that this rank owns, or
+ * NULL: a rank with nothing to do for an item still calls when `collective` is set, so that
+ * collective HDF5 transfers never hang; formats without collective I/O return at once on NULL.
+ *
+ * Block memory layout: [slice][row][col][channel], native-endian samples of item.sample_bytes.
+ * Outputs are written under a temporary name and only take the final name in close_output with
+ * commit = 1, after all ranks agreed that all went well: a failed run leaves no output that
+ * looks complete. The input is never opened for writing. */
+#ifndef HQ_IO_H
+#define HQ_IO_H
+
+#include <mpi.h>
+#include <stdint.h>
+
+#include "../core/error.h"
+#include "../core/mode.h"
+#include "../jobs/plan.h"
+#include "inventory.h"
+
+/* What the output records about the run (HDF5 attributes; PNGs ignore it). */
+typedef struct hq_run_meta {
+    const char *version;
+    hq_method method;
+    hq_scope scope;
+    hq_color color;
+    uint32_t bits;        /* 0: the data's own depth */
+    const uint64_t *global_hist; /* global scope: the reduced histogram(s), else NULL */
+    uint32_t global_nhist, global_bins;
+} hq_run_meta;
+
+typedef struct hq_out_opts {
+    const char *path; /* --output */
+    int force;        /* --force: replace an existing output */
+    int png_level;    /* zlib level for PNG output, -1 = our fast default */
+    int verbose;
+} hq_out_opts;
+
+typedef struct hq_io hq_io; /* one open input and (after create_output) its output */
+
+typedef struct hq_io_ops {
+    const char *name;
+    /* Rank 0 only: appends the items found at `path` (dset: HDF5 dataset path or NULL for all
+     * image datasets). skip_bad: record unusable items as bad instead of failing. */
+    int (*scan)(const char *path, const char *dset, int skip_bad, hq_inventory *inv, hq_err *err);
+    int (*open_input)(const hq_inventory *inv, MPI_Comm comm, hq_io **io, hq_err *err);
+    int (*read_block)(hq_io *io, uint64_t item, const hq_block *b, int collective, void *dst, hq_err *err);
+    /* Checks the output path (exists without --force, equals the input, unwritable) and creates
+     * the output under a temporary name, with every non-bad item laid out like its input. */
+    int (*create_output)(hq_io *io, const hq_out_opts *o, MPI_Comm comm, hq_err *err);
+    int (*write_block)(hq_io *io, uint64_t item, const hq_block *b, int collective, const void *src, hq_err *err);
+    /* Collective. commit = 1: record meta, move the output to its final name. commit = 0:
+     * remove the temporary output. Also closes the input. */
+    int (*close)(hq_io *io, int commit, const hq_run_meta *meta, hq_err *err);
+} hq_io_ops;
+
+extern const hq_io_ops hq_hdf5_ops;
+extern const hq_io_ops hq_png_ops;
+
+/* Rank 0: decides the format of --input ("file.h5", "file.h5:/dataset", a PNG file, a directory of
+ * PNGs, or a text file listing PNG paths) and scans it into inv. Errors name the path. */
+int hq_io_scan(const char *input, int skip_bad, hq_inventory *inv, hq_err *err);
+
+static inline const hq_io_ops *hq_io_ops_for(hq_format f)
+{
+    return f == HQ_FMT_HDF5 ? &hq_hdf5_ops : &hq_png_ops;
+}
+
+#endif

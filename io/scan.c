@@ -1,0 +1,132 @@
+/* scan.c — from --input to an inventory: decides which format backend owns the input by looking at
+ * the bytes, not the name (a PNG renamed .h5 is still a PNG), then lets that backend list the items. */
+#include <ctype.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
+
+#include "io.h"
+
+static const unsigned char PNG_SIG[8] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n'};
+static const unsigned char HDF5_SIG[8] = {0x89, 'H', 'D', 'F', '\r', '\n', 0x1a, '\n'};
+
+typedef enum { KIND_UNKNOWN, KIND_PNG, KIND_HDF5, KIND_TEXT } file_kind;
+
+/* HDF5 allows a user block before the superblock: the signature may sit at 0, 512, 1024, 2048, ... */
+static int has_hdf5_sig(FILE *f, long size)
+{
+    unsigned char b[8];
+    for (long off = 0; off + 8 <= size; off = off ? off * 2 : 512) {
+        if (fseek(f, off, SEEK_SET) != 0 || fread(b, 1, 8, f) != 8)
+            return 0;
+        if (!memcmp(b, HDF5_SIG, 8))
+            return 1;
+    }
+    return 0;
+}
+
+/* A list of paths is printable text: no NUL, no control bytes but line ends and tabs. */
+static int looks_like_text(FILE *f)
+{
+    unsigned char b[4096];
+    if (fseek(f, 0, SEEK_SET) != 0)
+        return 0;
+    size_t n = fread(b, 1, sizeof b, f);
+    if (n == 0)
+        return 0;
+    for (size_t i = 0; i < n; i++)
+        if (b[i] == 0 || (b[i] < 0x20 && !isspace(b[i])))
+            return 0;
+    return 1;
+}
+
+static int classify(const char *path, file_kind *kind, hq_err *err)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return hq_fail(err, HQ_EINPUT, "%s: cannot open (%s)", path, strerror(errno));
+    unsigned char b[8] = {0};
+    size_t n = fread(b, 1, 8, f);
+    long size = 0;
+    if (fseek(f, 0, SEEK_END) == 0)
+        size = ftell(f);
+    *kind = KIND_UNKNOWN;
+    if (n == 8 && !memcmp(b, PNG_SIG, 8))
+        *kind = KIND_PNG;
+    else if (has_hdf5_sig(f, size))
+        *kind = KIND_HDF5;
+    else if (looks_like_text(f))
+        *kind = KIND_TEXT;
+    fclose(f);
+    return 0;
+}
+
+static int ends_with(const char *s, const char *suffix)
+{
+    size_t a = strlen(s), b = strlen(suffix);
+    return a >= b && !strcasecmp(s + a - b, suffix);
+}
+
+/* "file.h5:/group/dset": split at the last ':' whose prefix is an existing regular file. */
+static int split_dataset(const char *input, char **file, char **dset)
+{
+    const char *colon = strrchr(input, ':');
+    if (!colon || colon == input)
+        return 0;
+    char *f = strndup(input, (size_t)(colon - input));
+    struct stat st;
+    if (!f || stat(f, &st) != 0 || !S_ISREG(st.st_mode)) {
+        free(f);
+        return 0;
+    }
+    *file = f;
+    *dset = strdup(colon + 1);
+    return 1;
+}
+
+int hq_io_scan(const char *input, int skip_bad, hq_inventory *inv, hq_err *err)
+{
+    memset(inv, 0, sizeof *inv);
+    struct stat st;
+    if (stat(input, &st) != 0) {
+        char *file = NULL, *dset = NULL;
+        if (!split_dataset(input, &file, &dset))
+            return hq_fail(err, HQ_EINPUT, "%s: no such file or directory", input);
+        file_kind kind;
+        int rc = classify(file, &kind, err);
+        if (!rc && kind != KIND_HDF5)
+            rc = hq_fail(err, HQ_EINPUT, "%s: not an HDF5 file (a dataset path was given)", file);
+        if (!rc)
+            rc = hq_hdf5_ops.scan(file, dset, skip_bad, inv, err);
+        free(file);
+        free(dset);
+        return rc;
+    }
+    if (S_ISDIR(st.st_mode))
+        return hq_png_ops.scan(input, NULL, skip_bad, inv, err);
+    if (!S_ISREG(st.st_mode))
+        return hq_fail(err, HQ_EINPUT, "%s: not a regular file or directory", input);
+    if (st.st_size == 0)
+        return hq_fail(err, HQ_EINPUT, "%s: empty file", input);
+    file_kind kind;
+    int rc = classify(input, &kind, err);
+    if (rc)
+        return rc;
+    switch (kind) {
+    case KIND_HDF5:
+        return hq_hdf5_ops.scan(input, NULL, skip_bad, inv, err);
+    case KIND_PNG:
+        return hq_png_ops.scan(input, NULL, skip_bad, inv, err);
+    case KIND_TEXT:
+        if (ends_with(input, ".h5") || ends_with(input, ".hdf5") || ends_with(input, ".he5"))
+            return hq_fail(err, HQ_EINPUT, "%s: not an HDF5 file", input);
+        if (ends_with(input, ".png"))
+            return hq_fail(err, HQ_EINPUT, "%s: not a PNG file", input);
+        return hq_png_ops.scan(input, NULL, skip_bad, inv, err); /* a list of PNG paths */
+    default:
+        return hq_fail(err, HQ_EINPUT, "%s: neither an HDF5 file, a PNG file nor a list of PNG files", input);
+    }
+}

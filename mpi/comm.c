@@ -1,0 +1,86 @@
+#include "comm.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* MPI counts are int: move big buffers in pieces of at most 2^27 elements. */
+#define PIECE ((uint64_t)1 << 27)
+
+int hq_comm_init(int *argc, char ***argv, hq_comm *c)
+{
+    int provided;
+    /* FUNNELED: only the main thread calls MPI; OpenMP workers never do. */
+    if (MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided) != MPI_SUCCESS)
+        return HQ_EIO;
+    c->world = MPI_COMM_WORLD;
+    MPI_Comm_rank(c->world, &c->rank);
+    MPI_Comm_size(c->world, &c->size);
+    MPI_Comm node;
+    MPI_Comm_split_type(c->world, MPI_COMM_TYPE_SHARED, c->rank, MPI_INFO_NULL, &node);
+    MPI_Comm_rank(node, &c->local_rank);
+    MPI_Comm_size(node, &c->local_size);
+    MPI_Comm_free(&node);
+    int len = 0;
+    MPI_Get_processor_name(c->host, &len);
+    return 0;
+}
+
+void hq_comm_finalize(hq_comm *c)
+{
+    (void)c;
+    MPI_Finalize();
+}
+
+int hq_comm_agree(const hq_comm *c, int rc, hq_err *err)
+{
+    int worst = 0, first = c->size;
+    int mine = rc ? c->rank : c->size;
+    MPI_Allreduce(&rc, &worst, 1, MPI_INT, MPI_MAX, c->world);
+    if (!worst)
+        return 0;
+    MPI_Allreduce(&mine, &first, 1, MPI_INT, MPI_MIN, c->world);
+    hq_err tmp;
+    if (!err)
+        err = &tmp;
+    MPI_Bcast(err->msg, (int)sizeof err->msg, MPI_CHAR, first, c->world);
+    return worst;
+}
+
+int hq_comm_sum_u64(const hq_comm *c, uint64_t *buf, uint64_t n)
+{
+    for (uint64_t off = 0; off < n; off += PIECE) {
+        int cnt = (int)(n - off < PIECE ? n - off : PIECE);
+        if (MPI_Allreduce(MPI_IN_PLACE, buf + off, cnt, MPI_UINT64_T, MPI_SUM, c->world) != MPI_SUCCESS)
+            return HQ_EIO;
+    }
+    return 0;
+}
+
+int hq_comm_bcast_bytes(const hq_comm *c, unsigned char **buf, uint64_t *len, hq_err *err)
+{
+    MPI_Bcast(len, 1, MPI_UINT64_T, 0, c->world);
+    if (c->rank != 0) {
+        *buf = malloc(*len ? *len : 1);
+    }
+    int ok = *buf != NULL, all_ok = 0;
+    MPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, c->world);
+    if (!all_ok)
+        return hq_fail(err, HQ_EMEM, "input list: out of memory receiving %llu bytes", (unsigned long long)*len);
+    for (uint64_t off = 0; off < *len; off += PIECE * 8) {
+        int cnt = (int)(*len - off < PIECE * 8 ? *len - off : PIECE * 8);
+        MPI_Bcast(*buf + off, cnt, MPI_BYTE, 0, c->world);
+    }
+    return 0;
+}
+
+uint64_t hq_comm_max_u64(const hq_comm *c, uint64_t v)
+{
+    uint64_t m = 0;
+    MPI_Allreduce(&v, &m, 1, MPI_UINT64_T, MPI_MAX, c->world);
+    return m;
+}
+
+double hq_now(void)
+{
+    return MPI_Wtime();
+}
