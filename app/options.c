@@ -35,7 +35,8 @@ static const char USAGE[] =
     "      --bits N          significant bits, 1-16 (default: 8 for uint8, 16 for uint16; e.g. 12 for CT)\n"
     "\n"
     "Resources:\n"
-    "      --device D        auto (default: GPU if one is visible, else CPU), gpu or cpu\n"
+    "      --device D        auto (default: GPU if one is visible, else CPU), gpu or cpu;\n"
+    "                        copy reads and writes without equalizing (benchmarks' I/O baseline)\n"
     "      --threads N       CPU threads per rank (default: the node's cores / ranks on the node)\n"
     "      --memory SIZE     per-rank budget for pixels held between the passes (default: RAM/4/ranks)\n"
     "      --block SIZE      largest piece read at once (default 256M); SIZE takes K, M, G, T\n"
@@ -110,7 +111,7 @@ int hq_options_parse(int argc, char **argv, int print, hq_options *o, hq_err *er
     static const char *const SCOPES[] = {"auto", "image", "global", NULL};
     static const char *const COLORS[] = {"luma", "channels", "value", NULL};
     static const char *const METHODS[] = {"equalize", "stretch", NULL};
-    static const char *const DEVICES[] = {"auto", "cpu", "gpu", NULL};
+    static const char *const DEVICES[] = {"auto", "cpu", "gpu", "copy", NULL};
     static const char *const ON_ERR[] = {"stop", "skip", NULL};
     memset(o, 0, sizeof *o);
     o->png_level = -1;
@@ -154,7 +155,7 @@ int hq_options_parse(int argc, char **argv, int print, hq_options *o, hq_err *er
             break;
         case OPT_DEVICE:
             if ((k = pick(optarg, DEVICES)) < 0)
-                return hq_fail(err, HQ_EUSAGE, "--device: '%s' is not one of auto, gpu, cpu", optarg);
+                return hq_fail(err, HQ_EUSAGE, "--device: '%s' is not one of auto, gpu, cpu, copy", optarg);
             o->device = (hq_device)k;
             break;
         case OPT_ON_ERROR:

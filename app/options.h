@@ -10,7 +10,7 @@
 #include "../core/error.h"
 #include "../core/mode.h"
 
-typedef enum { HQ_DEV_AUTO = 0, HQ_DEV_CPU = 1, HQ_DEV_GPU = 2 } hq_device;
+typedef enum { HQ_DEV_AUTO = 0, HQ_DEV_CPU = 1, HQ_DEV_GPU = 2, HQ_DEV_COPY = 3 } hq_device;
 typedef enum { HQ_ONERR_STOP = 0, HQ_ONERR_SKIP = 1 } hq_on_error;
 
 typedef struct hq_options {

@@ -23,6 +23,7 @@
 #include "../engine/engine.h"
 #include "../io/io.h"
 #include "../jobs/plan.h"
+#include "pipeline.h"
 
 #ifndef HQ_VERSION
 #define HQ_VERSION "dev"
@@ -62,6 +63,7 @@ typedef struct run {
     uint64_t *shared;     /* groups summed over ranks, ascending, the same list on every rank */
     uint64_t nshared;
     uint64_t held_bytes, budget;
+    int threaded_io;      /* own items' I/O runs on a thread of its own (app/pipeline.h) */
     double t[PH_N];
     uint64_t pixels_done, bytes_done;
     char *skipped;        /* this rank's skipped inputs, one line each */
@@ -545,42 +547,104 @@ static int equalize_local_image(run *r, my_block *first, uint64_t n, hq_err *err
     return rc;
 }
 
-/* Pass 1 over this rank's own items: independent I/O, no waiting on anyone. */
+/* Blocks of this rank's own items stream through the I/O pipeline: the I/O thread reads the
+ * next block and writes the previous one while this thread computes. */
+typedef enum { STREAM_FUSED, STREAM_HIST, STREAM_REMAP } stream_kind;
+
+typedef struct stream {
+    run *r;
+    stream_kind kind;
+    my_block **list;
+} stream;
+
+static int stream_read(void *ctx, uint64_t i, void **data, hq_err *err)
+{
+    stream *st = ctx;
+    my_block *mb = st->list[i];
+    if (mb->held) {
+        *data = mb->held;
+        return 0;
+    }
+    int rc = timed_read(st->r, mb->b, mb->b->item, 0, data, err);
+    /* A bad file under --on-error skip: listed, and the block goes on as an empty one. */
+    return maybe_skip(st->r, mb, rc, err);
+}
+
+static int stream_compute(void *ctx, uint64_t i, void *data, hq_err *err)
+{
+    stream *st = ctx;
+    const hq_block *b = st->list[i]->b;
+    if (!data)
+        return 0;
+    if (st->kind == STREAM_FUSED)
+        return equalize_fused(st->r, b, data, err);
+    if (st->kind == STREAM_HIST)
+        return histogram_pending(st->r, b, data, err);
+    return remap_pending(st->r, b, data, err);
+}
+
+static int stream_write(void *ctx, uint64_t i, void *data, hq_err *err)
+{
+    stream *st = ctx;
+    return data ? timed_write(st->r, st->list[i]->b, st->list[i]->b->item, 0, data, err) : 0;
+}
+
+static void stream_finish(void *ctx, uint64_t i, void *data, int ok)
+{
+    stream *st = ctx;
+    my_block *mb = st->list[i];
+    if (st->kind == STREAM_HIST && ok && data) {
+        hold_or_drop(st->r, mb, data);
+        return;
+    }
+    if (mb->held)
+        release(st->r, mb);
+    else
+        free(data);
+    if (st->kind != STREAM_HIST)
+        mb->done = 1;
+}
+
+static int run_stream(run *r, stream_kind kind, my_block **list, uint64_t n, hq_err *err)
+{
+    static const hq_pipeline_ops with_write = {stream_read, stream_compute, stream_write, stream_finish};
+    static const hq_pipeline_ops hist_only = {stream_read, stream_compute, NULL, stream_finish};
+    stream st = {r, kind, list};
+    return hq_pipeline_run(kind == STREAM_HIST ? &hist_only : &with_write, &st, n, r->threaded_io, err);
+}
+
+/* Pass 1 over this rank's own items: independent I/O, no waiting on anyone. Consecutive blocks of
+ * one kind form a stream; the row bands of one big image are equalized on the spot. */
 static int pass1_own(run *r, hq_err *err)
 {
-    for (uint64_t j = 0; j < r->nmine; j++) {
+    my_block **list = malloc((r->nmine ? r->nmine : 1) * sizeof *list);
+    if (!list)
+        return hq_fail(err, HQ_EMEM, "out of memory listing blocks");
+    int rc = 0;
+    uint64_t j = 0;
+    while (j < r->nmine && !rc) {
         my_block *mb = &r->mine[j];
-        const hq_block *b = mb->b;
-        if (r->item_shared[b->item] || mb->done)
+        if (r->item_shared[mb->b->item] || mb->done) {
+            j++;
             continue;
-        int rc;
+        }
         if (!mb->fused && r->scope == HQ_SCOPE_IMAGE) {
             uint64_t n = 1; /* the row bands of this image that follow */
-            while (j + n < r->nmine && r->mine[j + n].b->item == b->item && r->mine[j + n].b->s0 == b->s0)
+            while (j + n < r->nmine && r->mine[j + n].b->item == mb->b->item && r->mine[j + n].b->s0 == mb->b->s0)
                 n++;
             rc = equalize_local_image(r, mb, n, err);
-            j += n - 1;
-        } else {
-            void *data;
-            rc = timed_read(r, b, b->item, 0, &data, err);
-            if (!rc && mb->fused) {
-                rc = equalize_fused(r, b, data, err);
-                if (!rc)
-                    rc = timed_write(r, b, b->item, 0, data, err);
-                mb->done = 1;
-                free(data);
-            } else if (!rc) {
-                rc = histogram_pending(r, b, data, err);
-                if (!rc)
-                    hold_or_drop(r, mb, data);
-                else
-                    free(data);
-            }
+            j += n;
+            continue;
         }
-        if ((rc = maybe_skip(r, mb, rc, err)))
-            return rc;
+        const stream_kind kind = mb->fused ? STREAM_FUSED : STREAM_HIST;
+        uint64_t n = 0;
+        while (j < r->nmine && !r->item_shared[r->mine[j].b->item] && r->mine[j].fused == mb->fused &&
+               (mb->fused || r->scope == HQ_SCOPE_GLOBAL))
+            list[n++] = &r->mine[j++];
+        rc = run_stream(r, kind, list, n, err);
     }
-    return 0;
+    free(list);
+    return rc;
 }
 
 /* Under scope global every image bins alike (check_modes): the mode of the first usable item. */
@@ -685,23 +749,17 @@ static int pass2(run *r, hq_err *err)
             }
         }
     }
-    for (uint64_t j = 0; j < r->nmine && !rc; j++) {
-        my_block *mb = &r->mine[j];
-        if (r->item_shared[mb->b->item] || mb->done)
-            continue;
-        void *data = mb->held;
-        if (!data)
-            rc = timed_read(r, mb->b, mb->b->item, 0, &data, err);
-        if (!rc)
-            rc = remap_pending(r, mb->b, data, err);
-        if (!rc)
-            rc = timed_write(r, mb->b, mb->b->item, 0, data, err);
-        if (mb->held)
-            release(r, mb);
-        else
-            free(data);
-        mb->done = 1;
-    }
+    if (rc)
+        return rc;
+    my_block **list = malloc((r->nmine ? r->nmine : 1) * sizeof *list);
+    if (!list)
+        return hq_fail(err, HQ_EMEM, "out of memory listing blocks");
+    uint64_t n = 0;
+    for (uint64_t j = 0; j < r->nmine; j++)
+        if (!r->item_shared[r->mine[j].b->item] && !r->mine[j].done)
+            list[n++] = &r->mine[j];
+    rc = run_stream(r, STREAM_REMAP, list, n, err);
+    free(list);
     return rc;
 }
 
@@ -717,6 +775,8 @@ static int make_engine(run *r, hq_err *err)
             cfg.threads = 1;
     }
     int rc;
+    if (o->device == HQ_DEV_COPY)
+        return hq_comm_agree(r->c, hq_copy_engine_create(&r->eng, err), err);
     int ngpu = hq_gpu_device_count();
     if (o->device == HQ_DEV_GPU || (o->device == HQ_DEV_AUTO && ngpu > 0)) {
         rc = hq_gpu_engine_create(&cfg, &r->eng, err);
@@ -841,10 +901,7 @@ int hq_run(const hq_options *o, const hq_comm *c, hq_err *err)
     if (!rc)
         rc = hq_comm_agree(c, classify_work(&r, err), err);
     r.budget = o->memory ? o->memory : default_budget(c);
-    if (!rc)
-        rc = make_engine(&r, err);
-    if (!rc && o->verbose)
-        report_plan(&r);
+    r.threaded_io = getenv("HQ_SERIAL_IO") == NULL; /* HQ_SERIAL_IO=1: one thread, for debugging */
     if (!rc)
         rc = r.io_ops->open_input(&r.inv, c->world, &r.io, err);
     if (rc) {
@@ -853,6 +910,10 @@ int hq_run(const hq_options *o, const hq_comm *c, hq_err *err)
     }
     hq_out_opts oo = {o->output, o->force, o->png_level, o->verbose};
     rc = r.io_ops->create_output(r.io, &oo, c->world, err);
+    if (!rc)
+        rc = make_engine(&r, err);
+    if (!rc && o->verbose)
+        report_plan(&r);
     if (!rc) {
         /* The passes. Each rank carries its own status through the collective parts and the ranks
          * agree on it only where they next meet, so a failure never strands a rank in a call. */

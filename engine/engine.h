@@ -51,6 +51,9 @@ int hq_cpu_engine_create(const hq_engine_cfg *cfg, hq_engine **out, hq_err *err)
 /* GPU engine: HQ_EDEVICE when this build has no CUDA or no GPU is visible. */
 int hq_gpu_engine_create(const hq_engine_cfg *cfg, hq_engine **out, hq_err *err);
 
+/* Copy engine: histograms stay empty and pixels unchanged; for I/O-only benchmark runs. */
+int hq_copy_engine_create(hq_engine **out, hq_err *err);
+
 /* Number of visible CUDA devices; 0 without CUDA or without a GPU. */
 int hq_gpu_device_count(void);
 

@@ -9,8 +9,9 @@
 int hq_comm_init(int *argc, char ***argv, hq_comm *c)
 {
     int provided;
-    /* FUNNELED: only the main thread calls MPI; OpenMP workers never do. */
-    if (MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided) != MPI_SUCCESS)
+    /* SERIALIZED: the I/O thread of app/pipeline.c makes MPI-IO calls (through HDF5) while the main
+     * thread makes none; OpenMP workers never call MPI. */
+    if (MPI_Init_thread(argc, argv, MPI_THREAD_SERIALIZED, &provided) != MPI_SUCCESS)
         return HQ_EIO;
     c->world = MPI_COMM_WORLD;
     MPI_Comm_rank(c->world, &c->rank);
