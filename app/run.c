@@ -448,12 +448,13 @@ static int maybe_skip(run *r, my_block *mb, int rc, const hq_err *err)
 
 /* ---- the passes ---- */
 
-/* This rank's k-th block of item i (among those matching `want`), or NULL. */
+/* This rank's k-th block of item i (k-th pending block with pending_only), or NULL. The count must
+ * not depend on progress (`done`), or the rounds would drift from the other ranks' count. */
 static my_block *nth_mine(run *r, uint64_t item, uint64_t k, int pending_only)
 {
     for (uint64_t j = 0; j < r->nmine; j++) {
         my_block *mb = &r->mine[j];
-        if (mb->b->item != item || (pending_only && (mb->fused || mb->done)))
+        if (mb->b->item != item || (pending_only && mb->fused))
             continue;
         if (k-- == 0)
             return mb;
