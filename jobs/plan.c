@@ -46,6 +46,8 @@ static uint64_t offset_of(const ctx *c, pos p)
 static pos boundary_near(const ctx *c, uint64_t target, int whole_images)
 {
     const uint64_t nimg = c->image0[c->n];
+    if (c->pix0[c->n] == 0)
+        return (pos){nimg, 0}; /* nothing to share out */
     /* Find the item holding the target: the last non-empty item whose first pixel is <= target. */
     size_t i = 0;
     for (size_t k = 0; k < c->n; k++)
