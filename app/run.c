@@ -231,6 +231,11 @@ static int classify_work(run *r, hq_err *err)
      * the output's metadata, and the collective call costs nothing next to the data. */
     if (r->scope == HQ_SCOPE_GLOBAL)
         r->shared[r->nshared++] = 0;
+    /* Items that must be transferred collectively join the lockstep walk even when one rank owns
+     * them (with several ranks; alone, every call is trivially collective). */
+    for (size_t i = 0; i < r->inv.n; i++)
+        if (r->inv.items[i].collective && p->nranks > 1)
+            r->item_shared[i] = 1;
     const uint64_t f = p->first[r->c->rank], l = p->first[r->c->rank + 1];
     r->nmine = l - f;
     r->mine = calloc(r->nmine ? r->nmine : 1, sizeof *r->mine);

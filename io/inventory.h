@@ -21,6 +21,8 @@ typedef struct hq_item {
     uint32_t sample_bytes; /* 1 or 2, as held in memory */
     uint32_t depth;        /* stored bits per sample: 8 or 16; PNG gray may be 1, 2 or 4 */
     uint32_t bad;          /* 1: the item was found unusable while scanning (with --on-error skip) */
+    uint32_t collective;   /* 1: every transfer must be collective (filtered HDF5 datasets: parallel
+                              HDF5 compresses chunks only in collective writes) */
     char *why;             /* for bad items: the one-line reason "PATH: problem" */
 } hq_item;
 

@@ -1,0 +1,19 @@
+#!/bin/sh
+# deps.sh — installs the Debian/Ubuntu packages that the build, the tests and the demo need.
+# Run as root (CI) or through sudo: `sudo sh .ci/deps.sh`. Safe to run again.
+# nvcc is not installed here: the Makefile builds the GPU engine only when it finds nvcc
+# (on PATH or under /usr/local/cuda), and the CPU-only build otherwise.
+set -eu
+
+if [ "$(id -u)" != 0 ]; then
+    echo "deps.sh: run as root, e.g. sudo sh .ci/deps.sh" >&2
+    exit 1
+fi
+
+export DEBIAN_FRONTEND=noninteractive
+apt-get update
+apt-get install -y --no-install-recommends \
+    build-essential pkg-config \
+    openmpi-bin libopenmpi-dev libhdf5-openmpi-dev hdf5-tools \
+    libpng-dev libcmocka-dev \
+    python3 python3-numpy python3-h5py python3-pil python3-pytest python3-opencv

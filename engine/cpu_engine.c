@@ -1,0 +1,591 @@
+/* cpu_engine.c — the validation reference, also built to be fast: OpenMP over pixel ranges,
+ * per-thread private histograms merged once, and integer-only pixel math from core/pixel.h.
+ * Thread count cannot change a result: histograms are integer sums, remaps are per pixel.
+ *
+ * The common layouts (8-bit gray, 16-bit gray, 8-bit RGB/RGBA in each colour mode) have loops of
+ * their own; they trade per-pixel arithmetic for small tables filled by the same pixel.h functions,
+ * so they agree with the generic loops bit for bit. Why each trick pays: bench/README.md. */
+#include <omp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../core/pixel.h"
+#include "engine.h"
+
+typedef struct cpu_impl {
+    int threads;
+} cpu_impl;
+
+/* Below this many pixels a segment is not worth splitting across threads; segments are then
+ * spread over threads instead (collections of small slices). */
+#define SMALL_SEGMENT (1u << 18)
+
+/* A table that maps two 8-bit pixels per lookup (128 KiB) costs ~20 us to fill; it pays from
+ * about a million pixels. The value-mode table (64 KiB, 32,896 divisions) pays much sooner. */
+#define PAIR_TABLE_MIN (1u << 20)
+#define VALUE_TABLE_MIN (1u << 15)
+
+/* 32-bit sub-histogram counters are flushed into the 64-bit histogram every CHUNK pixels, well
+ * before any of them could wrap. */
+#define CHUNK ((uint64_t)1 << 30)
+
+/* 8-bit sub-histograms laid 256 counters apart would put equal bins at addresses a multiple of
+ * 4 KiB apart, which the CPU's store-to-load predictor takes for a dependency (4K aliasing); the
+ * padding keeps them apart. Several sub-histograms break the chain of increments to one counter
+ * when neighbouring pixels share a bin (flat backgrounds, constant images). */
+#define SUB_STRIDE (256 + 16)
+#define SUBS 8
+
+#define ALWAYS_INLINE static inline __attribute__((always_inline))
+
+/* ---------------------------------------------------------------- 8-bit sub-histograms */
+
+typedef uint32_t sub_hist[SUBS][SUB_STRIDE];
+
+/* Adds sub-histograms [first, first + count) to hist[bin0 + hq_bin(v)] and zeroes them. */
+static void sub_flush(sub_hist sub, uint32_t first, uint32_t count, uint32_t maxv, uint64_t *hist)
+{
+    for (uint32_t v = 0; v < 256; v++) {
+        uint64_t s = 0;
+        for (uint32_t k = first; k < first + count; k++) {
+            s += sub[k][v];
+            sub[k][v] = 0;
+        }
+        if (s)
+            hist[hq_bin(v, maxv)] += s;
+    }
+}
+
+/* 8-bit gray, contiguous: 8 pixels per iteration, one per sub-histogram. */
+static void hist_gray8(const uint8_t *p, uint64_t n, uint32_t maxv, uint64_t *hist)
+{
+    sub_hist sub;
+    memset(sub, 0, sizeof sub);
+    for (uint64_t i = 0; i < n;) {
+        const uint64_t end = n - i > CHUNK ? i + CHUNK : n;
+        for (; i + 8 <= end; i += 8) {
+            uint8_t q[8];
+            memcpy(q, p + i, 8);
+            sub[0][q[0]]++;
+            sub[1][q[4]]++;
+            sub[2][q[1]]++;
+            sub[3][q[5]]++;
+            sub[4][q[2]]++;
+            sub[5][q[6]]++;
+            sub[6][q[3]]++;
+            sub[7][q[7]]++;
+        }
+        for (; i < end; i++)
+            sub[i & 7][p[i]]++;
+        sub_flush(sub, 0, SUBS, maxv, hist);
+    }
+}
+
+/* 8-bit gray+alpha: channel 0 of every stride-th byte. */
+static void hist_gray8_strided(const uint8_t *p, uint64_t n, uint32_t stride, uint32_t maxv, uint64_t *hist)
+{
+    sub_hist sub;
+    memset(sub, 0, sizeof sub);
+    for (uint64_t i = 0; i < n;) {
+        const uint64_t end = n - i > CHUNK ? i + CHUNK : n;
+        for (; i < end; i++)
+            sub[i & 3][p[i * stride]]++;
+        sub_flush(sub, 0, 4, maxv, hist);
+    }
+}
+
+/* ---------------------------------------------------------------- 8-bit RGB(A) histograms */
+
+/* Each RGB body below is inlined with a literal channel count (3 or 4) and, where it matters, a
+ * literal maxv = 255 (8 significant bits: hq_bin does nothing), so every layout gets a loop with
+ * constant strides. They count straight into the 64-bit histogram: with three samples to load per
+ * pixel, sub-histograms (and tables in place of the luma products) measured slower here. */
+ALWAYS_INLINE void hist_rgb8_body(const uint8_t *p, uint64_t n, uint32_t ch, uint32_t maxv, hq_color color,
+                                  uint64_t *hist)
+{
+    const uint32_t bins = maxv + 1;
+    if (color == HQ_COLOR_CHANNELS) {
+        for (uint64_t i = 0; i < n; i++) {
+            const uint8_t *px = p + i * ch;
+            hist[hq_bin(px[0], maxv)]++;
+            hist[bins + hq_bin(px[1], maxv)]++;
+            hist[2 * bins + hq_bin(px[2], maxv)]++;
+        }
+    } else if (color == HQ_COLOR_VALUE) {
+        for (uint64_t i = 0; i < n; i++) {
+            const uint8_t *px = p + i * ch;
+            hist[hq_bin(hq_max3(px[0], px[1], px[2]), maxv)]++;
+        }
+    } else {
+        for (uint64_t i = 0; i < n; i++) {
+            const uint8_t *px = p + i * ch;
+            const uint32_t r = hq_bin(px[0], maxv), g = hq_bin(px[1], maxv), b = hq_bin(px[2], maxv);
+            hist[hq_luma_of_fx(hq_luma_fx(r, g, b))]++;
+        }
+    }
+}
+
+static void hist_rgb8(const uint8_t *p, uint64_t n, const hq_mode *m, uint64_t *hist)
+{
+    const uint32_t maxv = hq_mode_bins(m) - 1;
+    if (m->channels == 3 && maxv == 255)
+        hist_rgb8_body(p, n, 3, 255, m->color, hist);
+    else if (m->channels == 3)
+        hist_rgb8_body(p, n, 3, maxv, m->color, hist);
+    else if (maxv == 255)
+        hist_rgb8_body(p, n, 4, 255, m->color, hist);
+    else
+        hist_rgb8_body(p, n, 4, maxv, m->color, hist);
+}
+
+/* ---------------------------------------------------------------- 16-bit gray histogram */
+
+/* 32-bit counters halve the histogram's cache footprint (256 KiB for 16 bits); the scratch is
+ * only worth allocating for large ranges, and without it the plain loop does the same work. */
+static void hist_gray16(const uint16_t *p, uint64_t n, uint32_t maxv, uint64_t *hist)
+{
+    uint32_t *sub = n >= SMALL_SEGMENT ? calloc((size_t)maxv + 1, sizeof *sub) : NULL;
+    if (!sub) {
+        for (uint64_t i = 0; i < n; i++)
+            hist[hq_bin(p[i], maxv)]++;
+        return;
+    }
+    for (uint64_t i = 0; i < n;) {
+        const uint64_t end = n - i > CHUNK ? i + CHUNK : n;
+        if (maxv == 0xffff) {
+            for (; i + 4 <= end; i += 4) {
+                uint16_t q[4];
+                memcpy(q, p + i, 8);
+                sub[q[0]]++;
+                sub[q[1]]++;
+                sub[q[2]]++;
+                sub[q[3]]++;
+            }
+        }
+        for (; i < end; i++)
+            sub[hq_bin(p[i], maxv)]++;
+        for (uint32_t v = 0; v <= maxv; v++) {
+            hist[v] += sub[v];
+            sub[v] = 0;
+        }
+    }
+    free(sub);
+}
+
+/* ---------------------------------------------------------------- generic histograms */
+
+/* The path for every other layout (16-bit RGB, 16-bit gray+alpha), written once for both widths. */
+#define DEFINE_HIST(NAME, T)                                                                                \
+    static void NAME(const T *p, uint64_t n, const hq_mode *m, uint64_t *hist)                              \
+    {                                                                                                       \
+        const uint32_t ch = m->channels, maxv = hq_mode_bins(m) - 1, bins = hq_mode_bins(m);                \
+        if (ch < 3) {                                                                                       \
+            for (uint64_t i = 0; i < n; i++)                                                                \
+                hist[hq_bin(p[i * ch], maxv)]++;                                                            \
+        } else if (m->color == HQ_COLOR_CHANNELS) {                                                         \
+            for (uint64_t i = 0; i < n; i++) {                                                              \
+                hist[hq_bin(p[i * ch], maxv)]++;                                                            \
+                hist[bins + hq_bin(p[i * ch + 1], maxv)]++;                                                 \
+                hist[2 * bins + hq_bin(p[i * ch + 2], maxv)]++;                                             \
+            }                                                                                               \
+        } else if (m->color == HQ_COLOR_VALUE) {                                                            \
+            for (uint64_t i = 0; i < n; i++)                                                                \
+                hist[hq_bin(hq_max3(p[i * ch], p[i * ch + 1], p[i * ch + 2]), maxv)]++;                     \
+        } else {                                                                                            \
+            for (uint64_t i = 0; i < n; i++) {                                                              \
+                uint32_t r = hq_bin(p[i * ch], maxv), g = hq_bin(p[i * ch + 1], maxv),                      \
+                         b = hq_bin(p[i * ch + 2], maxv);                                                   \
+                hist[hq_luma_of_fx(hq_luma_fx(r, g, b))]++;                                                 \
+            }                                                                                               \
+        }                                                                                                   \
+    }
+DEFINE_HIST(hist_u8, uint8_t)
+DEFINE_HIST(hist_u16, uint16_t)
+
+/* ---------------------------------------------------------------- remap tables */
+
+/* What a remap of one segment may precompute from its LUT. For 8-bit samples every LUT becomes a
+ * byte table with hq_bin folded in: lut values never exceed maxv <= 255. */
+typedef struct remap_tables {
+    uint8_t bytes[3][256]; /* 8-bit: per histogram, sample -> output sample */
+    uint16_t *pairs;       /* 8-bit gray: two contiguous pixels per lookup, or NULL */
+    uint8_t *value;        /* 8-bit value mode: value[V * 256 + c] = c', or NULL */
+} remap_tables;
+
+static int fast8(const hq_mode *m)
+{
+    return m->sample_bytes == 1 && m->bits <= 8;
+}
+
+/* pairs[u] for the 16-bit word u holding two pixels, built through bytes so that it does not
+ * depend on the machine's byte order. */
+static void pair_table_fill(const uint8_t *t, uint16_t *pairs)
+{
+    for (uint32_t a = 0; a < 256; a++)
+        for (uint32_t b = 0; b < 256; b++) {
+            const uint8_t in[2] = {(uint8_t)a, (uint8_t)b}, out[2] = {t[a], t[b]};
+            uint16_t u;
+            memcpy(&u, in, 2);
+            memcpy(&pairs[u], out, 2);
+        }
+}
+
+/* Every (V, c) with c <= V, the only pairs max3 can produce: the divisions move out of the pixel loop. */
+static void value_table_fill(const uint16_t *lut, uint32_t maxv, uint8_t *value)
+{
+    for (uint32_t v = 0; v <= maxv; v++)
+        for (uint32_t c = 0; c <= v; c++)
+            value[v * 256 + c] = (uint8_t)hq_value_apply(c, v, lut[v]);
+}
+
+/* Fills the tables worth having for n pixels. A table that cannot be allocated is left NULL and the
+ * remap falls back to the direct loop, so this cannot fail. */
+static void remap_tables_build(const hq_mode *m, const uint16_t *lut, uint64_t n, remap_tables *t)
+{
+    t->pairs = NULL;
+    t->value = NULL;
+    if (!fast8(m))
+        return;
+    const uint32_t maxv = hq_mode_bins(m) - 1, nh = hq_mode_nhist(m);
+    for (uint32_t h = 0; h < nh; h++)
+        for (uint32_t v = 0; v < 256; v++)
+            t->bytes[h][v] = (uint8_t)lut[h * (maxv + 1) + hq_bin(v, maxv)];
+    if (m->channels == 1 && n >= PAIR_TABLE_MIN && (t->pairs = malloc(65536 * sizeof *t->pairs)))
+        pair_table_fill(t->bytes[0], t->pairs);
+    if (m->channels >= 3 && m->color == HQ_COLOR_VALUE && n >= VALUE_TABLE_MIN && (t->value = malloc(256 * 256)))
+        value_table_fill(lut, maxv, t->value);
+}
+
+static void remap_tables_free(remap_tables *t)
+{
+    free(t->pairs);
+    free(t->value);
+}
+
+/* ---------------------------------------------------------------- 8-bit remaps */
+
+/* Loading 8 pixels before storing any keeps each load clear of the stores just before it; a
+ * plain byte loop runs ~1.5x slower in place. */
+static void remap_gray8(uint8_t *p, uint64_t n, uint32_t stride, const uint8_t *t)
+{
+    uint64_t i = 0;
+    if (stride == 1) {
+        for (; i + 8 <= n; i += 8) {
+            uint8_t q[8];
+            memcpy(q, p + i, 8);
+            for (int k = 0; k < 8; k++)
+                p[i + k] = t[q[k]];
+        }
+    }
+    for (; i < n; i++)
+        p[i * stride] = t[p[i * stride]];
+}
+
+/* Four lookups of two pixels each per 8 bytes: half the loads and stores of a byte loop. */
+static void remap_gray8_pairs(uint8_t *p, uint64_t n, const uint16_t *pairs, const uint8_t *t)
+{
+    uint64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        uint16_t u[4];
+        memcpy(u, p + i, 8);
+        u[0] = pairs[u[0]];
+        u[1] = pairs[u[1]];
+        u[2] = pairs[u[2]];
+        u[3] = pairs[u[3]];
+        memcpy(p + i, u, 8);
+    }
+    for (; i < n; i++)
+        p[i] = t[p[i]];
+}
+
+ALWAYS_INLINE void remap_channels8_body(uint8_t *p, uint64_t n, uint32_t ch, const remap_tables *t)
+{
+    for (uint64_t i = 0; i < n; i++) {
+        uint8_t *px = p + i * ch;
+        px[0] = t->bytes[0][px[0]];
+        px[1] = t->bytes[1][px[1]];
+        px[2] = t->bytes[2][px[2]];
+    }
+}
+
+ALWAYS_INLINE void remap_value8_body(uint8_t *p, uint64_t n, uint32_t ch, uint32_t maxv, const uint16_t *lut,
+                                     const remap_tables *t)
+{
+    for (uint64_t i = 0; i < n; i++) {
+        uint8_t *px = p + i * ch;
+        const uint32_t r = hq_bin(px[0], maxv), g = hq_bin(px[1], maxv), b = hq_bin(px[2], maxv);
+        const uint32_t v = hq_max3(r, g, b);
+        if (t->value) {
+            const uint8_t *row = t->value + v * 256;
+            px[0] = row[r];
+            px[1] = row[g];
+            px[2] = row[b];
+        } else {
+            const uint32_t v2 = lut[v];
+            px[0] = (uint8_t)hq_value_apply(r, v, v2);
+            px[1] = (uint8_t)hq_value_apply(g, v, v2);
+            px[2] = (uint8_t)hq_value_apply(b, v, v2);
+        }
+    }
+}
+
+/* hq_luma_apply(c, d, maxv) == clamp(c + k, 0, maxv) with k = floor((d + HALF) / 2^14): c << 14 is a
+ * multiple of 2^14, so it passes through the floor unchanged, and the sum is negative exactly when
+ * its floor is. k depends on the pixel only, so it is found once for three channels, and the
+ * clamp becomes one lookup: clamp8[256 + x] = clamp(x, 0, maxv) for x in [-256, 511] (|k| <= maxv).
+ * bench/cpu_bench.cpp checks it against hq_luma_apply on every 8-bit RGB triple. */
+static void clamp8_fill(uint32_t maxv, uint8_t clamp8[768])
+{
+    for (int32_t x = -256; x < 512; x++)
+        clamp8[x + 256] = (uint8_t)(x < 0 ? 0 : (uint32_t)x > maxv ? maxv : (uint32_t)x);
+}
+
+/* floor((d + HALF) / 2^14) without shifting a negative number: |d| < 2^30, so the biased sum is
+ * positive and below 2^32. */
+ALWAYS_INLINE int32_t luma_shift(int32_t d_fx)
+{
+    const uint32_t biased = (uint32_t)d_fx + HQ_LUMA_HALF + (1u << 30);
+    return (int32_t)(biased >> HQ_LUMA_SHIFT) - (1 << (30 - HQ_LUMA_SHIFT));
+}
+
+ALWAYS_INLINE void remap_luma8_body(uint8_t *p, uint64_t n, uint32_t ch, uint32_t maxv, const uint16_t *lut)
+{
+    uint8_t clamp8[768];
+    clamp8_fill(maxv, clamp8);
+    for (uint64_t i = 0; i < n; i++) {
+        uint8_t *px = p + i * ch;
+        const uint32_t r = hq_bin(px[0], maxv), g = hq_bin(px[1], maxv), b = hq_bin(px[2], maxv);
+        const uint32_t y_fx = hq_luma_fx(r, g, b);
+        const int32_t d = (int32_t)((uint32_t)lut[hq_luma_of_fx(y_fx)] << HQ_LUMA_SHIFT) - (int32_t)y_fx;
+        const uint8_t *row = clamp8 + 256 + luma_shift(d);
+        px[0] = row[r];
+        px[1] = row[g];
+        px[2] = row[b];
+    }
+}
+
+/* Specialized on the channel count, and for luma and value on maxv = 255 (8 significant bits,
+ * where hq_bin does nothing). */
+static void remap_rgb8(uint8_t *p, uint64_t n, const hq_mode *m, const uint16_t *lut, const remap_tables *t)
+{
+    const uint32_t maxv = hq_mode_bins(m) - 1;
+    const int four = m->channels == 4, full = maxv == 255;
+    switch (m->color) {
+    case HQ_COLOR_CHANNELS:
+        four ? remap_channels8_body(p, n, 4, t) : remap_channels8_body(p, n, 3, t);
+        break;
+    case HQ_COLOR_VALUE:
+        if (full)
+            four ? remap_value8_body(p, n, 4, 255, lut, t) : remap_value8_body(p, n, 3, 255, lut, t);
+        else
+            four ? remap_value8_body(p, n, 4, maxv, lut, t) : remap_value8_body(p, n, 3, maxv, lut, t);
+        break;
+    default:
+        if (full)
+            four ? remap_luma8_body(p, n, 4, 255, lut) : remap_luma8_body(p, n, 3, 255, lut);
+        else
+            four ? remap_luma8_body(p, n, 4, maxv, lut) : remap_luma8_body(p, n, 3, maxv, lut);
+        break;
+    }
+}
+
+/* ---------------------------------------------------------------- 16-bit gray remap */
+
+static void remap_gray16(uint16_t *p, uint64_t n, uint32_t maxv, const uint16_t *lut)
+{
+    uint64_t i = 0;
+    if (maxv == 0xffff) {
+        for (; i + 4 <= n; i += 4) {
+            uint16_t q[4];
+            memcpy(q, p + i, 8);
+            p[i] = lut[q[0]];
+            p[i + 1] = lut[q[1]];
+            p[i + 2] = lut[q[2]];
+            p[i + 3] = lut[q[3]];
+        }
+    }
+    for (; i < n; i++)
+        p[i] = lut[hq_bin(p[i], maxv)];
+}
+
+/* ---------------------------------------------------------------- generic remaps */
+
+#define DEFINE_REMAP(NAME, T)                                                                               \
+    static void NAME(T *p, uint64_t n, const hq_mode *m, const uint16_t *lut)                               \
+    {                                                                                                       \
+        const uint32_t ch = m->channels, maxv = hq_mode_bins(m) - 1, bins = hq_mode_bins(m);                \
+        if (ch < 3) {                                                                                       \
+            for (uint64_t i = 0; i < n; i++)                                                                \
+                p[i * ch] = (T)lut[hq_bin(p[i * ch], maxv)];                                                \
+        } else if (m->color == HQ_COLOR_CHANNELS) {                                                         \
+            for (uint64_t i = 0; i < n; i++)                                                                \
+                for (uint32_t c = 0; c < 3; c++)                                                            \
+                    p[i * ch + c] = (T)lut[c * bins + hq_bin(p[i * ch + c], maxv)];                         \
+        } else if (m->color == HQ_COLOR_VALUE) {                                                            \
+            for (uint64_t i = 0; i < n; i++) {                                                              \
+                uint32_t r = hq_bin(p[i * ch], maxv), g = hq_bin(p[i * ch + 1], maxv),                      \
+                         b = hq_bin(p[i * ch + 2], maxv);                                                   \
+                uint32_t v = hq_max3(r, g, b), v2 = lut[v];                                                 \
+                p[i * ch] = (T)hq_value_apply(r, v, v2);                                                    \
+                p[i * ch + 1] = (T)hq_value_apply(g, v, v2);                                                \
+                p[i * ch + 2] = (T)hq_value_apply(b, v, v2);                                                \
+            }                                                                                               \
+        } else {                                                                                            \
+            for (uint64_t i = 0; i < n; i++) {                                                              \
+                uint32_t r = hq_bin(p[i * ch], maxv), g = hq_bin(p[i * ch + 1], maxv),                      \
+                         b = hq_bin(p[i * ch + 2], maxv);                                                   \
+                uint32_t y_fx = hq_luma_fx(r, g, b);                                                        \
+                int32_t d = (int32_t)((uint32_t)lut[hq_luma_of_fx(y_fx)] << HQ_LUMA_SHIFT) - (int32_t)y_fx; \
+                p[i * ch] = (T)hq_luma_apply(r, d, maxv);                                                   \
+                p[i * ch + 1] = (T)hq_luma_apply(g, d, maxv);                                               \
+                p[i * ch + 2] = (T)hq_luma_apply(b, d, maxv);                                               \
+            }                                                                                               \
+        }                                                                                                   \
+    }
+DEFINE_REMAP(remap_u8, uint8_t)
+DEFINE_REMAP(remap_u16, uint16_t)
+
+/* ---------------------------------------------------------------- dispatch */
+
+static void hist_range(const hq_mode *m, const void *base, uint64_t p0, uint64_t n, uint64_t *hist)
+{
+    const uint32_t maxv = hq_mode_bins(m) - 1;
+    if (m->sample_bytes == 1) {
+        const uint8_t *p = (const uint8_t *)base + p0 * m->channels;
+        if (m->channels == 1)
+            hist_gray8(p, n, maxv, hist);
+        else if (m->channels == 2)
+            hist_gray8_strided(p, n, 2, maxv, hist);
+        else if (fast8(m))
+            hist_rgb8(p, n, m, hist);
+        else
+            hist_u8(p, n, m, hist);
+    } else {
+        const uint16_t *p = (const uint16_t *)base + p0 * m->channels;
+        if (m->channels == 1)
+            hist_gray16(p, n, maxv, hist);
+        else
+            hist_u16(p, n, m, hist);
+    }
+}
+
+static void remap_range(const hq_mode *m, void *base, uint64_t p0, uint64_t n, const uint16_t *lut,
+                        const remap_tables *t)
+{
+    if (m->sample_bytes == 1) {
+        uint8_t *p = (uint8_t *)base + p0 * m->channels;
+        if (!fast8(m))
+            remap_u8(p, n, m, lut);
+        else if (m->channels == 1 && t->pairs)
+            remap_gray8_pairs(p, n, t->pairs, t->bytes[0]);
+        else if (m->channels < 3)
+            remap_gray8(p, n, m->channels, t->bytes[0]);
+        else
+            remap_rgb8(p, n, m, lut, t);
+    } else {
+        uint16_t *p = (uint16_t *)base + p0 * m->channels;
+        if (m->channels == 1)
+            remap_gray16(p, n, hq_mode_bins(m) - 1, lut);
+        else
+            remap_u16(p, n, m, lut);
+    }
+}
+
+static int cpu_histogram(hq_engine *e, const hq_block_data *b, const hq_mode *m, uint64_t *const *hist, hq_err *err)
+{
+    cpu_impl *c = e->impl;
+    const size_t hlen = (size_t)hq_mode_nhist(m) * hq_mode_bins(m);
+    if (b->seg_pixels < SMALL_SEGMENT) {
+        /* Many small images: one segment per iteration, each written by exactly one thread. */
+#pragma omp parallel for schedule(dynamic, 4) num_threads(c->threads)
+        for (int64_t s = 0; s < (int64_t)b->nseg; s++)
+            hist_range(m, b->data, (uint64_t)s * b->seg_pixels, b->seg_pixels, hist[s]);
+        return 0;
+    }
+    uint64_t *priv = calloc((size_t)c->threads * hlen, sizeof *priv);
+    if (!priv)
+        return hq_fail(err, HQ_EMEM, "cpu engine: out of memory for %d private histograms", c->threads);
+    for (uint64_t s = 0; s < b->nseg; s++) {
+        const uint64_t base = s * b->seg_pixels, n = b->seg_pixels;
+#pragma omp parallel num_threads(c->threads)
+        {
+            const int t = omp_get_thread_num(), nt = omp_get_num_threads();
+            uint64_t *mine = priv + (size_t)t * hlen;
+            memset(mine, 0, hlen * sizeof *mine);
+            /* Static contiguous ranges: each thread streams its own part of memory. */
+            const uint64_t lo = n * (uint64_t)t / (uint64_t)nt, hi = n * (uint64_t)(t + 1) / (uint64_t)nt;
+            hist_range(m, b->data, base + lo, hi - lo, mine);
+#pragma omp barrier
+#pragma omp for schedule(static)
+            for (int64_t v = 0; v < (int64_t)hlen; v++) {
+                uint64_t sum = 0;
+                for (int k = 0; k < nt; k++)
+                    sum += priv[(size_t)k * hlen + (size_t)v];
+                hist[s][v] += sum;
+            }
+        }
+    }
+    free(priv);
+    return 0;
+}
+
+static int cpu_remap(hq_engine *e, hq_block_data *b, const hq_mode *m, const uint16_t *const *lut, hq_err *err)
+{
+    (void)err;
+    cpu_impl *c = e->impl;
+    if (b->seg_pixels < SMALL_SEGMENT) {
+#pragma omp parallel for schedule(dynamic, 4) num_threads(c->threads)
+        for (int64_t s = 0; s < (int64_t)b->nseg; s++) {
+            remap_tables t;
+            remap_tables_build(m, lut[s], b->seg_pixels, &t);
+            remap_range(m, b->data, (uint64_t)s * b->seg_pixels, b->seg_pixels, lut[s], &t);
+            remap_tables_free(&t);
+        }
+        return 0;
+    }
+    for (uint64_t s = 0; s < b->nseg; s++) {
+        const uint64_t base = s * b->seg_pixels, n = b->seg_pixels;
+        /* Built once per segment, before the threads start, and only read by them. */
+        remap_tables t;
+        remap_tables_build(m, lut[s], n, &t);
+#pragma omp parallel num_threads(c->threads)
+        {
+            const int k = omp_get_thread_num(), nt = omp_get_num_threads();
+            const uint64_t lo = n * (uint64_t)k / (uint64_t)nt, hi = n * (uint64_t)(k + 1) / (uint64_t)nt;
+            remap_range(m, b->data, base + lo, hi - lo, lut[s], &t);
+        }
+        remap_tables_free(&t);
+    }
+    return 0;
+}
+
+static void cpu_destroy(hq_engine *e)
+{
+    free(e->impl);
+    free(e);
+}
+
+static void cpu_describe(hq_engine *e, char *buf, size_t len)
+{
+    cpu_impl *c = e->impl;
+    snprintf(buf, len, "cpu, %d thread%s", c->threads, c->threads == 1 ? "" : "s");
+}
+
+static const hq_engine_ops cpu_ops = {"cpu", cpu_histogram, cpu_remap, cpu_destroy, cpu_describe};
+
+int hq_cpu_engine_create(const hq_engine_cfg *cfg, hq_engine **out, hq_err *err)
+{
+    hq_engine *e = calloc(1, sizeof *e);
+    cpu_impl *c = calloc(1, sizeof *c);
+    if (!e || !c) {
+        free(e);
+        free(c);
+        return hq_fail(err, HQ_EMEM, "cpu engine: out of memory");
+    }
+    c->threads = cfg->threads > 0 ? cfg->threads : omp_get_num_procs();
+    e->ops = &cpu_ops;
+    e->impl = c;
+    *out = e;
+    return 0;
+}

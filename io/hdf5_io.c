@@ -1,0 +1,1537 @@
+/* hdf5_io.c — the HDF5 backend of io.h: image datasets in, equalized datasets out, through
+ * parallel HDF5 (MPI-IO).
+ *
+ * Contract:
+ *  - scan (rank 0, serial): every dataset of the file (or the one named) becomes an item. Supported:
+ *    unsigned 8- or 16-bit integers of any byte order, shaped (H,W) gray, (N,H,W) a stack of gray,
+ *    (H,W,3|4) one RGB/RGBA image, (N,H,W,C) a stack with C = 1..4 channels. A 3-D dataset whose
+ *    last dimension is 3 or 4 is read as colour, so a stack of images 3 or 4 pixels wide is
+ *    (ambiguously) taken for one RGB/RGBA image. In a file this tool wrote (root attribute
+ *    histeq_dist_version), /histeq_dist/global_histogram is our record, not an image: left out.
+ *  - open_input / create_output / close are collective and return the same code and the same
+ *    message on every rank (the message of the lowest failing rank), so no rank can hang or go on
+ *    alone. read_block / write_block are collective only when asked; a rank with no block then
+ *    still takes part with an empty selection.
+ *  - The output is written as OUT.part, each dataset laid out like its input (type, shape, chunks,
+ *    filters), and renamed to OUT only by close(commit = 1) once every rank succeeded.
+ *    Filtered (compressed) datasets can only be written collectively by parallel HDF5 1.10.
+ *  - The input is only ever opened read-only. HDF5's own error printing is turned off: failures
+ *    come back as one line naming the file and dataset, with HDF5's innermost reason appended.
+ *  - Verbose (HQ_VERBOSE set and not "0" at open_input, or opts->verbose at create_output):
+ *    a collective transfer that HDF5 turned independent is reported once per dataset and rank. */
+#define _GNU_SOURCE /* fallocate */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <unistd.h>
+
+#include <hdf5.h>
+
+#include "io.h"
+
+#define OWN_GROUP "/histeq_dist"
+#define OWN_HIST OWN_GROUP "/global_histogram"
+#define OWN_VERSION_ATTR "histeq_dist_version"
+#define MAX_RANK 4
+#define CHANNELS_MAX 4
+#define MiB ((hsize_t)1 << 20)
+#define CHUNK_CACHE_MAX (32 * MiB)
+#define RESERVE_MARGIN_MAX (4 * MiB) /* room for the metadata written when the file is closed */
+#define ATTR_COPY_MAX 32768 /* larger attributes would need the dense attribute storage of newer formats */
+
+/* Per item flags: which transfers already reported a fall back to independent I/O, and whether
+ * the output dataset is filtered (then parallel HDF5 1.10 writes it only collectively). */
+enum { WARNED_READ = 1, WARNED_WRITE = 2, OUT_FILTERED = 4 };
+
+struct hq_io {
+    MPI_Comm comm; /* our own duplicate, so our collectives never mix with the caller's */
+    int rank, nranks;
+    int verbose;
+    hq_inventory inv; /* a private copy: the io does not depend on the caller's inventory */
+    hid_t in_file;
+    hid_t *in_dset;    /* per item; H5I_INVALID_HID for bad items */
+    int *frank;        /* per item, the rank of the dataset in the file */
+    unsigned char *flags;
+    hid_t dxpl_coll, dxpl_ind;
+    /* Output: present between create_output and close. */
+    hid_t out_file;
+    hid_t *out_dset;
+    char *out_path, *part_path;
+    int part_ours; /* OUT.part passed the checks (it is not the input): ours to create and remove */
+};
+
+/* ---------------------------------------------------------------------------------------------- */
+/* HDF5 plumbing                                                                                  */
+
+static void quiet_hdf5(void)
+{
+    H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
+}
+
+static void close_id(hid_t *id, herr_t (*closer)(hid_t))
+{
+    if (*id >= 0)
+        closer(*id);
+    *id = H5I_INVALID_HID;
+}
+
+typedef struct detail_ctx {
+    char *buf;
+    size_t len;
+    int n;
+} detail_ctx;
+
+/* Keeps the innermost two messages of the error stack: the innermost alone is often too terse
+ * ("MPI_File_write_at failed") while its caller says what failed in words. */
+static herr_t detail_cb(unsigned n, const H5E_error2_t *e, void *data)
+{
+    (void)n;
+    detail_ctx *c = data;
+    if (!e->desc || !e->desc[0])
+        return 0;
+    size_t used = strlen(c->buf);
+    if (c->n > 0 && used + 2 < c->len) {
+        strcat(c->buf, "; ");
+        used += 2;
+    }
+    snprintf(c->buf + used, c->len - used, "%s", e->desc);
+    return ++c->n >= 2 ? 1 : 0;
+}
+
+/* HDF5 messages may span lines (the collective-I/O ones do); ours are one line. */
+static void one_line(char *s)
+{
+    char *w = s;
+    for (const char *r = s; *r; r++) {
+        const char ch = (*r == '\n' || *r == '\t' || *r == '\r') ? ' ' : *r;
+        if (ch == ' ' && (w == s || w[-1] == ' '))
+            continue;
+        *w++ = ch;
+    }
+    while (w > s && (w[-1] == ' ' || w[-1] == '.'))
+        w--;
+    *w = '\0';
+}
+
+/* The reason HDF5 gave for the failure that just happened, as ": reason" (empty if none).
+ * Must be called before any other HDF5 call, which would clear the stack. */
+static void hdf5_detail(char *buf, size_t len)
+{
+    char inner[384] = "";
+    detail_ctx c = {inner, sizeof inner, 0};
+    H5Ewalk2(H5E_DEFAULT, H5E_WALK_UPWARD, detail_cb, &c);
+    H5Eclear2(H5E_DEFAULT);
+    one_line(inner);
+    snprintf(buf, len, "%s%s", inner[0] ? ": " : "", inner);
+}
+
+static int verbose_from_env(void)
+{
+    const char *v = getenv("HQ_VERBOSE");
+    return v && v[0] && strcmp(v, "0") != 0;
+}
+
+/* ---------------------------------------------------------------------------------------------- */
+/* What a dataset holds                                                                           */
+
+static void type_name(hid_t t, char *buf, size_t len)
+{
+    const size_t bits = H5Tget_size(t) * 8;
+    switch (H5Tget_class(t)) {
+    case H5T_INTEGER:
+        snprintf(buf, len, "%sint%zu", H5Tget_sign(t) == H5T_SGN_NONE ? "u" : "", bits);
+        break;
+    case H5T_FLOAT:
+        snprintf(buf, len, "float%zu", bits);
+        break;
+    case H5T_STRING:
+        snprintf(buf, len, "string");
+        break;
+    case H5T_COMPOUND:
+        snprintf(buf, len, "compound");
+        break;
+    case H5T_ENUM:
+        snprintf(buf, len, "enum");
+        break;
+    case H5T_ARRAY:
+        snprintf(buf, len, "array");
+        break;
+    case H5T_VLEN:
+        snprintf(buf, len, "variable-length");
+        break;
+    case H5T_BITFIELD:
+        snprintf(buf, len, "bitfield%zu", bits);
+        break;
+    case H5T_OPAQUE:
+        snprintf(buf, len, "opaque");
+        break;
+    case H5T_REFERENCE:
+        snprintf(buf, len, "reference");
+        break;
+    default:
+        snprintf(buf, len, "unknown");
+        break;
+    }
+}
+
+static void dims_text(const hsize_t *d, int n, char *buf, size_t len)
+{
+    size_t used = 0;
+    buf[0] = '\0';
+    for (int i = 0; i < n && used < len; i++)
+        used += (size_t)snprintf(buf + used, len - used, "%s%llu", i ? "x" : "", (unsigned long long)d[i]);
+}
+
+/* Which dimensions a dataset of rank frank has besides H and W: a leading N (a stack) and a
+ * trailing C (channels). Rank 3 is (H,W,C) only when the last dimension is 3 or 4 (colour). */
+static void dims_roles(int frank, uint64_t last, int *has_n, int *has_c)
+{
+    *has_c = frank == 4 || (frank == 3 && (last == 3 || last == 4));
+    *has_n = frank - 2 - *has_c;
+}
+
+/* The same for an item already described: a rank-3 item has channels only if it is colour. */
+static void item_roles(int frank, const hq_item *it, int *has_n, int *has_c)
+{
+    *has_c = frank == 4 || (frank == 3 && it->channels > 1);
+    *has_n = frank - 2 - *has_c;
+}
+
+/* Fills it->slices/height/width/channels/sample_bytes/depth from the dataset's type and shape and
+ * returns its rank in *frank; HQ_EINPUT with "FILE:/dset: why" when it is not an image. */
+static int describe_dataset(hid_t d, const char *file, const char *name, hq_item *it, int *frank, hq_err *err)
+{
+    hid_t t = H5Dget_type(d);
+    hid_t s = H5Dget_space(d);
+    int rc = 0;
+    if (t < 0 || s < 0) {
+        char why[512];
+        hdf5_detail(why, sizeof why);
+        rc = hq_fail(err, HQ_EINPUT, "%s:%s: cannot read the dataset's type or shape%s", file, name, why);
+        goto out;
+    }
+    const size_t size = H5Tget_size(t);
+    if (H5Tget_class(t) != H5T_INTEGER || H5Tget_sign(t) != H5T_SGN_NONE || (size != 1 && size != 2)) {
+        char tn[64];
+        type_name(t, tn, sizeof tn);
+        rc = hq_fail(err, HQ_EINPUT, "%s:%s: unsupported type (%s) — only uint8 and uint16 images", file, name, tn);
+        goto out;
+    }
+    const int n = H5Sget_simple_extent_ndims(s);
+    if (H5Sget_simple_extent_type(s) != H5S_SIMPLE || n < 2 || n > MAX_RANK) {
+        if (n == 0 || H5Sget_simple_extent_type(s) != H5S_SIMPLE)
+            rc = hq_fail(err, HQ_EINPUT, "%s:%s: unsupported shape (%s)", file, name,
+                         H5Sget_simple_extent_type(s) == H5S_NULL ? "empty" : "scalar");
+        else
+            rc = hq_fail(err, HQ_EINPUT, "%s:%s: unsupported shape (%d dimension%s)", file, name, n, n == 1 ? "" : "s");
+        goto out;
+    }
+    hsize_t dims[MAX_RANK];
+    H5Sget_simple_extent_dims(s, dims, NULL);
+    for (int i = 0; i < n; i++)
+        if (dims[i] == 0) {
+            rc = hq_fail(err, HQ_EINPUT, "%s:%s: zero-sized dimension", file, name);
+            goto out;
+        }
+    const hsize_t last = dims[n - 1];
+    if (n == 4 && last > CHANNELS_MAX) {
+        char dt[128];
+        dims_text(dims, n, dt, sizeof dt);
+        rc = hq_fail(err, HQ_EINPUT, "%s:%s: unsupported shape (%s: a 4-D dataset is N x H x W x 1..4 channels)",
+                     file, name, dt);
+        goto out;
+    }
+    int has_n, has_c;
+    dims_roles(n, last, &has_n, &has_c);
+    it->slices = has_n ? dims[0] : 1;
+    it->height = dims[has_n];
+    it->width = dims[has_n + 1];
+    it->channels = has_c ? (uint32_t)last : 1;
+    it->sample_bytes = (uint32_t)size;
+    it->depth = (uint32_t)size * 8;
+    *frank = n;
+out:
+    if (t >= 0)
+        H5Tclose(t);
+    if (s >= 0)
+        H5Sclose(s);
+    return rc;
+}
+
+static const char *filter_label(H5Z_filter_t f)
+{
+    switch (f) {
+    case H5Z_FILTER_DEFLATE:
+        return "deflate";
+    case H5Z_FILTER_SHUFFLE:
+        return "shuffle";
+    case H5Z_FILTER_FLETCHER32:
+        return "fletcher32";
+    case H5Z_FILTER_SZIP:
+        return "szip";
+    case H5Z_FILTER_NBIT:
+        return "nbit";
+    case H5Z_FILTER_SCALEOFFSET:
+        return "scaleoffset";
+    case 32000:
+        return "lzf";
+    case 32001:
+        return "blosc";
+    case 32004:
+        return "lz4";
+    case 32008:
+        return "bitshuffle";
+    case 32015:
+        return "zstd";
+    default:
+        return "unregistered";
+    }
+}
+
+/* Layouts we cannot honestly read in parallel or copy: external raw files and virtual datasets
+ * point at other files; compact ones are fine to read. Filters must be decodable here. */
+static int check_storage(hid_t d, const char *file, const char *name, hq_err *err)
+{
+    hid_t dcpl = H5Dget_create_plist(d);
+    if (dcpl < 0)
+        return hq_fail(err, HQ_EINPUT, "%s:%s: cannot read the dataset's layout", file, name);
+    int rc = 0;
+    const H5D_layout_t layout = H5Pget_layout(dcpl);
+    if (layout == H5D_VIRTUAL)
+        rc = hq_fail(err, HQ_EINPUT, "%s:%s: unsupported layout (virtual dataset)", file, name);
+    else if (H5Pget_external_count(dcpl) > 0)
+        rc = hq_fail(err, HQ_EINPUT, "%s:%s: unsupported layout (data in external files)", file, name);
+    const int nf = rc ? 0 : H5Pget_nfilters(dcpl);
+    for (int i = 0; i < nf && !rc; i++) {
+        unsigned flags = 0, cfg = 0;
+        size_t nelm = 0;
+        char fname[64];
+        H5Z_filter_t f = H5Pget_filter2(dcpl, (unsigned)i, &flags, &nelm, NULL, sizeof fname, fname, NULL);
+        if (f < 0 || H5Zfilter_avail(f) <= 0 || H5Zget_filter_info(f, &cfg) < 0 || !(cfg & H5Z_FILTER_CONFIG_DECODE_ENABLED))
+            rc = hq_fail(err, HQ_EINPUT, "%s:%s: compressed with filter %d (%s), which this HDF5 cannot decode", file,
+                         name, (int)f, filter_label(f));
+    }
+    H5Pclose(dcpl);
+    return rc;
+}
+
+/* Filtered (compressed) chunks: the output copies the filters, so parallel HDF5 1.10 can write
+ * the item only collectively. */
+static int input_compressed(hid_t in)
+{
+    hid_t dcpl = H5Dget_create_plist(in);
+    const int yes = dcpl >= 0 && H5Pget_layout(dcpl) == H5D_CHUNKED && H5Pget_nfilters(dcpl) > 0;
+    if (dcpl >= 0)
+        H5Pclose(dcpl);
+    return yes;
+}
+
+/* A contiguous dataset whose bytes lie past the end of the file was cut short; chunked ones are
+ * caught when a chunk is read. */
+static int check_contiguous_extent(hid_t file_id, hid_t d, const char *file, const char *name, hq_err *err)
+{
+    hsize_t fsize = 0;
+    const haddr_t off = H5Dget_offset(d);
+    if (off == HADDR_UNDEF || H5Fget_filesize(file_id, &fsize) < 0)
+        return 0;
+    const hsize_t need = H5Dget_storage_size(d);
+    if ((hsize_t)off + need > fsize)
+        return hq_fail(err, HQ_EINPUT, "%s:%s: data lies past the end of the file (truncated?)", file, name);
+    return 0;
+}
+
+/* ---------------------------------------------------------------------------------------------- */
+/* scan                                                                                           */
+
+typedef struct scan_ctx {
+    const char *file;
+    hid_t file_id;
+    int skip_bad;
+    int skip_own; /* the file is one of our outputs: its global histogram is a record, not an image */
+    hq_inventory *inv;
+    hq_err *err;
+    int rc;
+    uint64_t found;
+} scan_ctx;
+
+/* Adds the dataset at `name` ("/a/b") as an item, or as a bad item (skip_bad), or fails. */
+static int add_dataset(scan_ctx *c, const char *name)
+{
+    hq_item it = {.src = (char *)c->file, .name = (char *)name};
+    hq_err why = {{0}};
+    int frank = 0, rc;
+    hid_t d = H5Dopen2(c->file_id, name, H5P_DEFAULT);
+    if (d < 0) {
+        char det[512];
+        hdf5_detail(det, sizeof det);
+        rc = hq_fail(&why, HQ_EINPUT, "%s:%s: cannot open the dataset%s", c->file, name, det);
+    } else {
+        rc = describe_dataset(d, c->file, name, &it, &frank, &why);
+        if (!rc)
+            rc = check_storage(d, c->file, name, &why);
+        if (!rc)
+            rc = check_contiguous_extent(c->file_id, d, c->file, name, &why);
+        it.collective = !rc && input_compressed(d);
+        H5Dclose(d);
+    }
+    c->found++;
+    if (rc && !c->skip_bad) {
+        if (c->err)
+            *c->err = why;
+        return rc;
+    }
+    if (rc) {
+        it.slices = it.height = it.width = 0;
+        it.channels = it.sample_bytes = it.depth = 0;
+        it.bad = 1;
+        it.why = why.msg;
+    }
+    return hq_inventory_add(c->inv, &it, c->err);
+}
+
+static int under_own_group(const char *name)
+{
+    const size_t n = strlen(OWN_GROUP);
+    return !strncmp(name, OWN_GROUP, n) && (name[n] == '\0' || name[n] == '/');
+}
+
+static herr_t visit_cb(hid_t obj, const char *name, const H5O_info_t *info, void *data)
+{
+    (void)obj;
+    scan_ctx *c = data;
+    if (info->type != H5O_TYPE_DATASET)
+        return 0;
+    const size_t len = strlen(name) + 2;
+    char *path = malloc(len);
+    if (!path) {
+        c->rc = hq_fail(c->err, HQ_EMEM, "%s: out of memory listing datasets", c->file);
+        return 1;
+    }
+    snprintf(path, len, "/%s", name);
+    if (!(c->skip_own && !strcmp(path, OWN_HIST)))
+        c->rc = add_dataset(c, path);
+    free(path);
+    return c->rc ? 1 : 0;
+}
+
+static int scan_all(scan_ctx *c)
+{
+    c->skip_own = H5Aexists(c->file_id, OWN_VERSION_ATTR) > 0;
+    H5Eclear2(H5E_DEFAULT);
+    /* H5Ovisit visits each object once even when hard-linked twice, in name order. */
+    if (H5Ovisit2(c->file_id, H5_INDEX_NAME, H5_ITER_INC, visit_cb, c, H5O_INFO_BASIC) < 0 && !c->rc) {
+        char det[512];
+        hdf5_detail(det, sizeof det);
+        return hq_fail(c->err, HQ_EINPUT, "%s: cannot list the file's contents (truncated or corrupt?)%s", c->file,
+                       det);
+    }
+    if (c->rc)
+        return c->rc;
+    if (c->found == 0)
+        return hq_fail(c->err, HQ_EINPUT, "%s: no image datasets", c->file);
+    return 0;
+}
+
+static int scan_one(scan_ctx *c, const char *dset)
+{
+    const size_t len = strlen(dset) + 2;
+    char *name = malloc(len);
+    if (!name)
+        return hq_fail(c->err, HQ_EMEM, "%s: out of memory", c->file);
+    snprintf(name, len, "%s%s", dset[0] == '/' ? "" : "/", dset);
+    H5O_info_t oi;
+    int rc;
+    if (H5Oget_info_by_name2(c->file_id, name, &oi, H5O_INFO_BASIC, H5P_DEFAULT) < 0) {
+        H5Eclear2(H5E_DEFAULT);
+        rc = hq_fail(c->err, HQ_EINPUT, "%s:%s: no such dataset", c->file, name);
+    } else if (oi.type != H5O_TYPE_DATASET) {
+        rc = hq_fail(c->err, HQ_EINPUT, "%s:%s: is a %s, not a dataset", c->file, name,
+                     oi.type == H5O_TYPE_GROUP ? "group" : "named datatype");
+    } else {
+        rc = add_dataset(c, name);
+    }
+    free(name);
+    return rc;
+}
+
+static int hdf5_scan(const char *path, const char *dset, int skip_bad, hq_inventory *inv, hq_err *err)
+{
+    quiet_hdf5();
+    struct stat st;
+    if (stat(path, &st) != 0)
+        return errno == ENOENT ? hq_fail(err, HQ_EINPUT, "%s: no such file", path)
+                               : hq_fail(err, HQ_EINPUT, "%s: cannot open (%s)", path, strerror(errno));
+    if (S_ISDIR(st.st_mode))
+        return hq_fail(err, HQ_EINPUT, "%s: not an HDF5 file (a directory)", path);
+    if (access(path, R_OK) != 0)
+        return hq_fail(err, HQ_EINPUT, "%s: cannot open (%s)", path, strerror(errno));
+    if (H5Fis_hdf5(path) <= 0) {
+        H5Eclear2(H5E_DEFAULT);
+        return hq_fail(err, HQ_EINPUT, "%s: not an HDF5 file", path);
+    }
+    hid_t f = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
+    if (f < 0) {
+        char det[512];
+        hdf5_detail(det, sizeof det);
+        return hq_fail(err, HQ_EINPUT, "%s: cannot open HDF5 file (truncated or corrupt?)%s", path, det);
+    }
+    inv->format = HQ_FMT_HDF5;
+    inv->root_is_dir = 0;
+    int rc = 0;
+    if (!inv->root && !(inv->root = strdup(path)))
+        rc = hq_fail(err, HQ_EMEM, "%s: out of memory", path);
+    scan_ctx c = {.file = path, .file_id = f, .skip_bad = skip_bad, .inv = inv, .err = err};
+    if (!rc)
+        rc = dset && dset[0] ? scan_one(&c, dset) : scan_all(&c);
+    if (H5Fclose(f) < 0 && !rc)
+        rc = hq_fail(err, HQ_EINPUT, "%s: cannot close HDF5 file", path);
+    return rc;
+}
+
+/* ---------------------------------------------------------------------------------------------- */
+/* Agreement between ranks                                                                        */
+
+/* Every rank returns the worst code; the message is that of the lowest rank that had it, so the
+ * rank that prints shows the real reason whichever rank met it. */
+static int agree(MPI_Comm comm, int rc, hq_err *err)
+{
+    int worst = 0;
+    MPI_Allreduce(&rc, &worst, 1, MPI_INT, MPI_MAX, comm);
+    if (!worst)
+        return 0;
+    int rank, src = 0;
+    MPI_Comm_rank(comm, &rank);
+    int me = rc == worst ? rank : INT_MAX;
+    MPI_Allreduce(&me, &src, 1, MPI_INT, MPI_MIN, comm);
+    hq_err scratch = {{0}};
+    hq_err *e = err ? err : &scratch;
+    if (rank == src && !err)
+        snprintf(e->msg, sizeof e->msg, "failed on rank %d", rank);
+    MPI_Bcast(e->msg, (int)sizeof e->msg, MPI_CHAR, src, comm);
+    return worst;
+}
+
+/* Rank 0 decided; the others learn its code and message. */
+static int share_from_root(MPI_Comm comm, int rc, hq_err *err)
+{
+    MPI_Bcast(&rc, 1, MPI_INT, 0, comm);
+    if (rc) {
+        hq_err scratch = {{0}};
+        hq_err *e = err ? err : &scratch;
+        MPI_Bcast(e->msg, (int)sizeof e->msg, MPI_CHAR, 0, comm);
+    }
+    return rc;
+}
+
+/* ---------------------------------------------------------------------------------------------- */
+/* open_input                                                                                     */
+
+/* Enough chunk cache that a row band (or, for chunks deeper than one slice, a whole slice) is
+ * decompressed once rather than once per block; bounded, as each dataset keeps its own cache. */
+static hid_t input_dapl(hid_t d, int frank, const hq_item *it)
+{
+    hid_t dcpl = H5Dget_create_plist(d);
+    hsize_t cd[MAX_RANK];
+    const int sized = dcpl >= 0 && H5Pget_layout(dcpl) == H5D_CHUNKED && H5Pget_nfilters(dcpl) > 0 &&
+                      H5Pget_chunk(dcpl, frank, cd) == frank;
+    if (dcpl >= 0)
+        H5Pclose(dcpl);
+    hid_t dapl = sized ? H5Pcreate(H5P_DATASET_ACCESS) : H5I_INVALID_HID;
+    if (dapl < 0)
+        return H5I_INVALID_HID; /* the default cache will do */
+    int has_n, has_c;
+    item_roles(frank, it, &has_n, &has_c);
+    const hsize_t ch = cd[has_n], cw = cd[has_n + 1], cc = has_c ? cd[frank - 1] : 1;
+    hsize_t nchunks = (it->width + cw - 1) / cw * ((it->channels + cc - 1) / cc);
+    if (has_n && cd[0] > 1)
+        nchunks *= (it->height + ch - 1) / ch;
+    hsize_t chunk_bytes = it->sample_bytes;
+    for (int i = 0; i < frank; i++)
+        chunk_bytes *= cd[i];
+    hsize_t bytes = nchunks * chunk_bytes;
+    bytes = bytes < MiB ? MiB : bytes > CHUNK_CACHE_MAX ? CHUNK_CACHE_MAX : bytes;
+    size_t slots = (size_t)(bytes / chunk_bytes + 1) * 10 + 1;
+    H5Pset_chunk_cache(dapl, slots < 521 ? 521 : slots, (size_t)bytes, 1.0);
+    return dapl;
+}
+
+static int open_item(hq_io *io, uint64_t i, hq_err *err)
+{
+    const hq_item *it = &io->inv.items[i];
+    const char *file = io->inv.root;
+    char det[512];
+    hid_t d = H5Dopen2(io->in_file, it->name, H5P_DEFAULT);
+    if (d < 0) {
+        hdf5_detail(det, sizeof det);
+        return hq_fail(err, HQ_EIO, "%s:%s: cannot open the dataset%s", file, it->name, det);
+    }
+    hq_item now = {0};
+    int frank = 0;
+    int rc = describe_dataset(d, file, it->name, &now, &frank, err);
+    if (!rc && (now.slices != it->slices || now.height != it->height || now.width != it->width ||
+                now.channels != it->channels || now.sample_bytes != it->sample_bytes))
+        rc = hq_fail(err, HQ_EINPUT, "%s:%s: the dataset changed since it was scanned", file, it->name);
+    if (rc) {
+        H5Dclose(d);
+        return rc;
+    }
+    hid_t dapl = input_dapl(d, frank, it);
+    if (dapl >= 0) {
+        /* Reopened so that the sized chunk cache applies (it is fixed at open). */
+        H5Dclose(d);
+        d = H5Dopen2(io->in_file, it->name, dapl);
+        H5Pclose(dapl);
+    }
+    if (d < 0) {
+        hdf5_detail(det, sizeof det);
+        return hq_fail(err, HQ_EIO, "%s:%s: cannot open the dataset%s", file, it->name, det);
+    }
+    io->in_dset[i] = d;
+    io->frank[i] = frank;
+    return 0;
+}
+
+static void free_io(hq_io *io)
+{
+    if (!io)
+        return;
+    const size_t n = io->inv.n;
+    for (size_t i = 0; io->in_dset && i < n; i++)
+        close_id(&io->in_dset[i], H5Dclose);
+    for (size_t i = 0; io->out_dset && i < n; i++)
+        close_id(&io->out_dset[i], H5Dclose);
+    close_id(&io->out_file, H5Fclose);
+    close_id(&io->in_file, H5Fclose);
+    close_id(&io->dxpl_coll, H5Pclose);
+    close_id(&io->dxpl_ind, H5Pclose);
+    free(io->in_dset);
+    free(io->out_dset);
+    free(io->frank);
+    free(io->flags);
+    free(io->out_path);
+    free(io->part_path);
+    hq_inventory_free(&io->inv);
+    if (io->comm != MPI_COMM_NULL)
+        MPI_Comm_free(&io->comm);
+    free(io);
+}
+
+static int copy_inventory(const hq_inventory *src, hq_inventory *dst, hq_err *err)
+{
+    unsigned char *buf = NULL;
+    uint64_t len = 0;
+    int rc = hq_inventory_pack(src, &buf, &len, err);
+    if (!rc)
+        rc = hq_inventory_unpack(buf, len, dst, err);
+    free(buf);
+    return rc;
+}
+
+static hq_io *new_io(void)
+{
+    hq_io *io = calloc(1, sizeof *io);
+    if (!io)
+        return NULL;
+    io->comm = MPI_COMM_NULL;
+    io->in_file = io->out_file = H5I_INVALID_HID;
+    io->dxpl_coll = io->dxpl_ind = H5I_INVALID_HID;
+    return io;
+}
+
+/* Everything of open_input that involves no other rank. */
+static int prepare_io(hq_io *io, const hq_inventory *inv, hq_err *err)
+{
+    if (!inv->root)
+        return hq_fail(err, HQ_EUSAGE, "HDF5 input: no file in the input list");
+    int rc = copy_inventory(inv, &io->inv, err);
+    if (rc)
+        return rc;
+    const size_t n = io->inv.n;
+    io->in_dset = malloc((n ? n : 1) * sizeof *io->in_dset);
+    io->frank = calloc(n ? n : 1, sizeof *io->frank);
+    io->flags = calloc(n ? n : 1, 1);
+    io->dxpl_coll = H5Pcreate(H5P_DATASET_XFER);
+    io->dxpl_ind = H5Pcreate(H5P_DATASET_XFER);
+    if (!io->in_dset || !io->frank || !io->flags)
+        return hq_fail(err, HQ_EMEM, "%s: out of memory", inv->root);
+    for (size_t i = 0; i < n; i++)
+        io->in_dset[i] = H5I_INVALID_HID;
+    if (io->dxpl_coll < 0 || io->dxpl_ind < 0 || H5Pset_dxpl_mpio(io->dxpl_coll, H5FD_MPIO_COLLECTIVE) < 0 ||
+        H5Pset_dxpl_mpio(io->dxpl_ind, H5FD_MPIO_INDEPENDENT) < 0)
+        return hq_fail(err, HQ_EIO, "%s: cannot set up HDF5 transfer properties", inv->root);
+    return 0;
+}
+
+static int open_input_file(hq_io *io, hq_err *err)
+{
+    hid_t fapl = H5Pcreate(H5P_FILE_ACCESS);
+    if (fapl < 0 || H5Pset_fapl_mpio(fapl, io->comm, MPI_INFO_NULL) < 0) {
+        if (fapl >= 0)
+            H5Pclose(fapl);
+        return hq_fail(err, HQ_EIO, "%s: cannot set up MPI-IO access", io->inv.root);
+    }
+    /* Metadata reads stay independent: ranks read different datasets at different times. */
+    io->in_file = H5Fopen(io->inv.root, H5F_ACC_RDONLY, fapl);
+    H5Pclose(fapl);
+    if (io->in_file < 0) {
+        char det[512];
+        hdf5_detail(det, sizeof det);
+        return hq_fail(err, HQ_EIO, "%s: cannot open HDF5 file (truncated or corrupt?)%s", io->inv.root, det);
+    }
+    return 0;
+}
+
+static int hdf5_open_input(const hq_inventory *inv, MPI_Comm comm, hq_io **out, hq_err *err)
+{
+    quiet_hdf5();
+    *out = NULL;
+    hq_io *io = new_io();
+    MPI_Comm dup = MPI_COMM_NULL;
+    MPI_Comm_dup(comm, &dup);
+    int rc = io ? 0 : hq_fail(err, HQ_EMEM, "%s: out of memory", inv->root ? inv->root : "HDF5 input");
+    if (io) {
+        io->comm = dup;
+        MPI_Comm_rank(dup, &io->rank);
+        MPI_Comm_size(dup, &io->nranks);
+        io->verbose = verbose_from_env();
+        rc = prepare_io(io, inv, err);
+    }
+    /* Each step below is collective: a rank goes on only when all ranks can. */
+    rc = agree(dup, rc, err);
+    if (!rc)
+        rc = agree(dup, open_input_file(io, err), err);
+    if (!rc) {
+        int mine = 0;
+        for (size_t i = 0; i < io->inv.n && !mine; i++)
+            if (!io->inv.items[i].bad)
+                mine = open_item(io, i, err);
+        rc = agree(dup, mine, err);
+    }
+    if (rc) {
+        if (io)
+            free_io(io);
+        else
+            MPI_Comm_free(&dup);
+        return rc;
+    }
+    *out = io;
+    return 0;
+}
+
+/* ---------------------------------------------------------------------------------------------- */
+/* Blocks                                                                                         */
+
+static int block_fits(const hq_item *it, int frank, const hq_block *b)
+{
+    int has_n, has_c;
+    item_roles(frank, it, &has_n, &has_c);
+    if (b->s0 >= b->s1 || b->s1 > it->slices || b->r0 >= b->r1 || b->r1 > it->height)
+        return 0;
+    if (!has_n && (b->s0 != 0 || b->s1 != 1))
+        return 0;
+    return b->s1 - b->s0 == 1 || (b->r0 == 0 && b->r1 == it->height);
+}
+
+/* Selects the block in the file space and makes the matching contiguous memory space; with
+ * b == NULL both select nothing, for a rank that only joins a collective transfer. */
+static int select_block(hid_t fspace, const hq_item *it, int frank, const hq_block *b, hid_t *mspace)
+{
+    if (!b) {
+        const hsize_t one = 1;
+        *mspace = H5Screate_simple(1, &one, NULL);
+        if (*mspace < 0 || H5Sselect_none(*mspace) < 0 || H5Sselect_none(fspace) < 0)
+            return -1;
+        return 0;
+    }
+    int has_n, has_c;
+    item_roles(frank, it, &has_n, &has_c);
+    hsize_t start[MAX_RANK], count[MAX_RANK];
+    int k = 0;
+    if (has_n) {
+        start[k] = b->s0;
+        count[k++] = b->s1 - b->s0;
+    }
+    start[k] = b->r0;
+    count[k++] = b->r1 - b->r0;
+    start[k] = 0;
+    count[k++] = it->width;
+    if (has_c) {
+        start[k] = 0;
+        count[k++] = it->channels;
+    }
+    *mspace = H5Screate_simple(k, count, NULL);
+    if (*mspace < 0 || H5Sselect_hyperslab(fspace, H5S_SELECT_SET, start, NULL, count, NULL) < 0)
+        return -1;
+    return 0;
+}
+
+static void cause_text(uint32_t cause, char *buf, size_t len)
+{
+    static const struct {
+        uint32_t bit;
+        const char *text;
+    } causes[] = {
+        {H5D_MPIO_SET_INDEPENDENT, "independent transfer requested"},
+        {H5D_MPIO_DATATYPE_CONVERSION, "datatype conversion (e.g. byte order)"},
+        {H5D_MPIO_DATA_TRANSFORMS, "data transform"},
+        {H5D_MPIO_MPI_OPT_TYPES_ENV_VAR_DISABLED, "MPI derived types disabled by environment"},
+        {H5D_MPIO_NOT_SIMPLE_OR_SCALAR_DATASPACES, "dataspace neither simple nor scalar"},
+        {H5D_MPIO_NOT_CONTIGUOUS_OR_CHUNKED_DATASET, "dataset neither contiguous nor chunked"},
+        {H5D_MPIO_PARALLEL_FILTERED_WRITES_DISABLED, "parallel filtered writes disabled"},
+        {H5D_MPIO_ERROR_WHILE_CHECKING_COLLECTIVE_POSSIBLE, "error while checking whether collective is possible"},
+    };
+    size_t used = 0;
+    buf[0] = '\0';
+    for (size_t i = 0; i < sizeof causes / sizeof causes[0] && used < len; i++)
+        if (cause & causes[i].bit)
+            used += (size_t)snprintf(buf + used, len - used, "%s%s", used ? ", " : "", causes[i].text);
+    if (!buf[0])
+        snprintf(buf, len, "unknown cause (0x%x)", (unsigned)cause);
+}
+
+static void report_fallback(hq_io *io, uint64_t item, int writing)
+{
+    const unsigned char flag = writing ? WARNED_WRITE : WARNED_READ;
+    if (!io->verbose || (io->flags[item] & flag))
+        return;
+    H5D_mpio_actual_io_mode_t mode;
+    uint32_t local = 0, global = 0;
+    if (H5Pget_mpio_actual_io_mode(io->dxpl_coll, &mode) < 0 ||
+        H5Pget_mpio_no_collective_cause(io->dxpl_coll, &local, &global) < 0) {
+        H5Eclear2(H5E_DEFAULT);
+        return;
+    }
+    if (mode != H5D_MPIO_NO_COLLECTIVE || !(local | global))
+        return;
+    io->flags[item] |= flag;
+    char why[512];
+    cause_text(local | global, why, sizeof why);
+    fprintf(stderr, "histeq_dist: rank %d: HDF5 fell back to independent I/O on %s:%s: %s\n", io->rank,
+            writing ? io->out_path : io->inv.root, io->inv.items[item].name, why);
+}
+
+/* One read or write of a block (or of nothing, to take part in a collective transfer). */
+static int transfer(hq_io *io, uint64_t item, const hq_block *b, int collective, void *buf, int writing, hq_err *err)
+{
+    if (!b && !collective)
+        return 0;
+    const char *file = writing ? io->out_path : io->inv.root;
+    if (item >= io->inv.n)
+        return hq_fail(err, HQ_EIO, "%s: item %llu out of range", file ? file : "HDF5", (unsigned long long)item);
+    const hq_item *it = &io->inv.items[item];
+    hid_t d = writing ? (io->out_dset ? io->out_dset[item] : H5I_INVALID_HID) : io->in_dset[item];
+    if (d < 0)
+        return hq_fail(err, HQ_EIO, "%s:%s: not open for %s", file ? file : "HDF5 output", it->name,
+                       writing ? "writing" : "reading");
+    const char *verb = writing ? "write" : "read";
+    int rc = 0;
+    if (b && !block_fits(it, io->frank[item], b)) {
+        rc = hq_fail(err, HQ_EIO, "%s:%s: %s failed (slices %llu..%llu, rows %llu..%llu outside the dataset)", file,
+                     it->name, verb, (unsigned long long)b->s0, (unsigned long long)b->s1,
+                     (unsigned long long)b->r0, (unsigned long long)b->r1);
+        if (!collective)
+            return rc;
+        b = NULL; /* still take part, so that the other ranks do not hang */
+    }
+    if (writing && (io->flags[item] & OUT_FILTERED) && !collective) {
+        if (io->nranks > 1)
+            return hq_fail(err, HQ_EIO,
+                           "%s:%s: write failed (slices %llu..%llu, rows %llu..%llu): a compressed dataset can only be "
+                           "written collectively",
+                           file, it->name, (unsigned long long)b->s0, (unsigned long long)b->s1,
+                           (unsigned long long)b->r0, (unsigned long long)b->r1);
+        collective = 1; /* alone in the communicator, a collective write is just a write */
+    }
+    static unsigned char nothing;
+    const hid_t mtype = it->sample_bytes == 2 ? H5T_NATIVE_UINT16 : H5T_NATIVE_UINT8;
+    hid_t mspace = H5I_INVALID_HID, fspace = H5Dget_space(d);
+    herr_t st = -1;
+    if (fspace >= 0 && select_block(fspace, it, io->frank[item], b, &mspace) >= 0) {
+        const hid_t dxpl = collective ? io->dxpl_coll : io->dxpl_ind;
+        void *p = b ? buf : &nothing;
+        st = writing ? H5Dwrite(d, mtype, mspace, fspace, dxpl, p) : H5Dread(d, mtype, mspace, fspace, dxpl, p);
+    }
+    if (st < 0 && !rc) {
+        char det[512];
+        hdf5_detail(det, sizeof det);
+        if (b)
+            rc = hq_fail(err, HQ_EIO, "%s:%s: %s failed (slices %llu..%llu, rows %llu..%llu)%s", file, it->name, verb,
+                         (unsigned long long)b->s0, (unsigned long long)b->s1, (unsigned long long)b->r0,
+                         (unsigned long long)b->r1, det);
+        else
+            rc = hq_fail(err, HQ_EIO, "%s:%s: %s failed (collective, no selection)%s", file, it->name, verb, det);
+    }
+    if (st >= 0 && collective)
+        report_fallback(io, item, writing);
+    if (mspace >= 0)
+        H5Sclose(mspace);
+    if (fspace >= 0)
+        H5Sclose(fspace);
+    /* After a failed collective transfer HDF5's state may differ between ranks; every rank must
+     * learn of it now, so that all stop together instead of meeting in different collectives. */
+    return collective ? agree(io->comm, rc, err) : rc;
+}
+
+static int hdf5_read_block(hq_io *io, uint64_t item, const hq_block *b, int collective, void *dst, hq_err *err)
+{
+    return transfer(io, item, b, collective, dst, 0, err);
+}
+
+static int hdf5_write_block(hq_io *io, uint64_t item, const hq_block *b, int collective, const void *src,
+                            hq_err *err)
+{
+    if (!io->out_dset || io->out_file < 0)
+        return hq_fail(err, HQ_EIO, "%s: no output was created", io->inv.root);
+    return transfer(io, item, b, collective, (void *)src, 1, err);
+}
+
+/* ---------------------------------------------------------------------------------------------- */
+/* create_output                                                                                  */
+
+static int same_file(const struct stat *a, const struct stat *b)
+{
+    return a->st_dev == b->st_dev && a->st_ino == b->st_ino;
+}
+
+static int check_dir_writable(const char *out, hq_err *err)
+{
+    char *dir = strdup(out);
+    if (!dir)
+        return hq_fail(err, HQ_EMEM, "%s: out of memory", out);
+    char *slash = strrchr(dir, '/');
+    if (!slash)
+        strcpy(dir, ".");
+    else if (slash == dir)
+        dir[1] = '\0';
+    else
+        *slash = '\0';
+    int rc = 0;
+    if (access(dir, W_OK | X_OK) != 0)
+        rc = hq_fail(err, HQ_EIO, "%s: cannot write (%s)", out, strerror(errno));
+    free(dir);
+    return rc;
+}
+
+/* Rank 0: may we write OUT (as OUT.part, renamed at the end)? */
+static int check_output_path(const hq_io *io, const hq_out_opts *o, hq_err *err)
+{
+    const char *out = o->path;
+    struct stat in_st, st;
+    const int have_in = stat(io->inv.root, &in_st) == 0;
+    if (stat(out, &st) == 0) {
+        if (have_in && same_file(&in_st, &st))
+            return hq_fail(err, HQ_EUSAGE, "%s: output is the input", out);
+        if (S_ISDIR(st.st_mode))
+            return hq_fail(err, HQ_EUSAGE, "%s: output is a directory", out);
+        if (!o->force)
+            return hq_fail(err, HQ_EUSAGE, "%s: output exists (use --force to replace)", out);
+    }
+    if (stat(io->part_path, &st) == 0) {
+        if (have_in && same_file(&in_st, &st))
+            return hq_fail(err, HQ_EUSAGE, "%s: its temporary file %s is the input", out, io->part_path);
+        if (S_ISDIR(st.st_mode))
+            return hq_fail(err, HQ_EIO, "%s: cannot write (%s is a directory)", out, io->part_path);
+    }
+    return check_dir_writable(out, err);
+}
+
+static int create_output_file(hq_io *io, hq_err *err)
+{
+    hid_t fapl = H5Pcreate(H5P_FILE_ACCESS);
+    int ok = fapl >= 0 && H5Pset_fapl_mpio(fapl, io->comm, MPI_INFO_NULL) >= 0 &&
+             H5Pset_all_coll_metadata_ops(fapl, 1) >= 0 && H5Pset_coll_metadata_write(fapl, 1) >= 0 &&
+             H5Pset_alignment(fapl, MiB, MiB) >= 0;
+    if (ok)
+        io->out_file = H5Fcreate(io->part_path, H5F_ACC_TRUNC, H5P_DEFAULT, fapl);
+    char det[512] = "";
+    if (io->out_file < 0)
+        hdf5_detail(det, sizeof det);
+    if (fapl >= 0)
+        H5Pclose(fapl);
+    if (!ok)
+        return hq_fail(err, HQ_EIO, "%s: cannot set up MPI-IO access", io->out_path);
+    if (io->out_file < 0)
+        return hq_fail(err, HQ_EIO, "%s: cannot create %s%s", io->out_path, io->part_path, det);
+    return 0;
+}
+
+/* Copies the input's filter pipeline; a mandatory filter we cannot encode with is an error, an
+ * optional one is dropped (HDF5 would skip it on failure anyway). */
+static int copy_filters(hid_t in_dcpl, hid_t out_dcpl, const char *out, const char *name, hq_err *err)
+{
+    const int nf = H5Pget_nfilters(in_dcpl);
+    for (int i = 0; i < nf; i++) {
+        unsigned flags = 0, cfg = 0, cd[32];
+        size_t ncd = sizeof cd / sizeof cd[0];
+        char fname[64];
+        H5Z_filter_t f = H5Pget_filter2(in_dcpl, (unsigned)i, &flags, &ncd, cd, sizeof fname, fname, NULL);
+        if (f < 0)
+            return hq_fail(err, HQ_EIO, "%s:%s: cannot read the input's filter %d", out, name, i);
+        if (ncd > sizeof cd / sizeof cd[0])
+            ncd = sizeof cd / sizeof cd[0];
+        const int can = H5Zget_filter_info(f, &cfg) >= 0 && (cfg & H5Z_FILTER_CONFIG_ENCODE_ENABLED);
+        if (!can && (flags & H5Z_FLAG_OPTIONAL))
+            continue;
+        /* Fixed scale-offset bits suited the input's range, not necessarily the equalized one:
+         * let the filter size each chunk itself, which is lossless for integers. */
+        if (f == H5Z_FILTER_SCALEOFFSET) {
+            if (H5Pset_scaleoffset(out_dcpl, H5Z_SO_INT, H5Z_SO_INT_MINBITS_DEFAULT) < 0)
+                return hq_fail(err, HQ_EIO, "%s:%s: cannot set the scale-offset filter", out, name);
+            continue;
+        }
+        if (!can || H5Pset_filter(out_dcpl, f, flags, ncd, cd) < 0)
+            return hq_fail(err, HQ_EIO, "%s:%s: cannot compress with filter %d (%s) like the input", out, name, (int)f,
+                           filter_label(f));
+    }
+    return 0;
+}
+
+/* The output's creation properties: the input's chunks and filters, nothing else of its layout
+ * (compact, external or virtual storage become contiguous). Space is allocated at creation, as
+ * independent parallel writes need, except with filters, where chunks are sized as written. */
+static int output_dcpl(hid_t in, int frank, const char *out, const char *name, hid_t *dcpl_out, hq_err *err)
+{
+    hid_t in_dcpl = H5Dget_create_plist(in);
+    hid_t dcpl = H5Pcreate(H5P_DATASET_CREATE);
+    int rc = 0;
+    if (in_dcpl < 0 || dcpl < 0) {
+        rc = hq_fail(err, HQ_EIO, "%s:%s: cannot read the input's layout", out, name);
+        goto out;
+    }
+    int filtered = 0;
+    if (H5Pget_layout(in_dcpl) == H5D_CHUNKED) {
+        hsize_t cd[MAX_RANK];
+        if (H5Pget_chunk(in_dcpl, frank, cd) != frank || H5Pset_chunk(dcpl, frank, cd) < 0) {
+            rc = hq_fail(err, HQ_EIO, "%s:%s: cannot copy the input's chunk shape", out, name);
+            goto out;
+        }
+        rc = copy_filters(in_dcpl, dcpl, out, name, err);
+        filtered = H5Pget_nfilters(dcpl) > 0;
+    } else if (H5Pset_layout(dcpl, H5D_CONTIGUOUS) < 0) {
+        rc = hq_fail(err, HQ_EIO, "%s:%s: cannot set a contiguous layout", out, name);
+    }
+    if (!rc && (H5Pset_fill_time(dcpl, H5D_FILL_TIME_NEVER) < 0 ||
+                H5Pset_alloc_time(dcpl, filtered ? H5D_ALLOC_TIME_INCR : H5D_ALLOC_TIME_EARLY) < 0))
+        rc = hq_fail(err, HQ_EIO, "%s:%s: cannot set allocation properties", out, name);
+out:
+    if (in_dcpl >= 0)
+        H5Pclose(in_dcpl);
+    if (rc && dcpl >= 0)
+        H5Pclose(dcpl);
+    *dcpl_out = rc ? H5I_INVALID_HID : dcpl;
+    return rc;
+}
+
+typedef struct attr_ctx {
+    hid_t dst;
+    const char *out, *name;
+    hq_err *err;
+    int rc;
+} attr_ctx;
+
+/* Numbers and strings, of modest size, are copied; anything else (references, compounds, ...)
+ * is left out: the decision depends only on the input, so every rank makes the same one. */
+static int attr_copyable(hid_t t, hid_t s)
+{
+    const H5T_class_t cls = H5Tget_class(t);
+    const H5S_class_t sc = H5Sget_simple_extent_type(s);
+    const hssize_t n = H5Sget_simple_extent_npoints(s);
+    if ((cls != H5T_INTEGER && cls != H5T_FLOAT && cls != H5T_STRING) || (sc != H5S_SCALAR && sc != H5S_SIMPLE))
+        return 0;
+    const size_t elem = H5Tis_variable_str(t) > 0 ? sizeof(char *) : H5Tget_size(t);
+    return n > 0 && (uint64_t)n * elem <= ATTR_COPY_MAX;
+}
+
+static int copy_attr(hid_t src_obj, const char *aname, attr_ctx *c)
+{
+    hid_t a = H5Aopen(src_obj, aname, H5P_DEFAULT);
+    hid_t t = a >= 0 ? H5Aget_type(a) : H5I_INVALID_HID;
+    hid_t s = a >= 0 ? H5Aget_space(a) : H5I_INVALID_HID;
+    hid_t ft = H5I_INVALID_HID, mt = H5I_INVALID_HID, na = H5I_INVALID_HID;
+    void *buf = NULL;
+    int rc = 0;
+    if (a < 0 || t < 0 || s < 0) {
+        rc = -1;
+        goto out;
+    }
+    if (!attr_copyable(t, s))
+        goto out;
+    const int vstr = H5Tis_variable_str(t) > 0;
+    ft = H5Tcopy(t); /* a transient copy, should the input use a named datatype */
+    mt = H5Tget_class(t) == H5T_STRING ? H5Tcopy(t) : H5Tget_native_type(t, H5T_DIR_ASCEND);
+    const hssize_t n = H5Sget_simple_extent_npoints(s);
+    const size_t elem = vstr ? sizeof(char *) : (mt >= 0 ? H5Tget_size(mt) : 0);
+    buf = calloc((size_t)n, elem ? elem : 1);
+    if (ft < 0 || mt < 0 || !buf || H5Aread(a, mt, buf) < 0) {
+        rc = -1;
+        goto out;
+    }
+    na = H5Acreate2(c->dst, aname, ft, s, H5P_DEFAULT, H5P_DEFAULT);
+    if (na < 0 || H5Awrite(na, mt, buf) < 0)
+        rc = -1;
+    if (vstr)
+        H5Dvlen_reclaim(mt, s, H5P_DEFAULT, buf);
+out:
+    free(buf);
+    if (na >= 0)
+        H5Aclose(na);
+    if (mt >= 0)
+        H5Tclose(mt);
+    if (ft >= 0)
+        H5Tclose(ft);
+    if (s >= 0)
+        H5Sclose(s);
+    if (t >= 0)
+        H5Tclose(t);
+    if (a >= 0)
+        H5Aclose(a);
+    return rc;
+}
+
+static herr_t attr_cb(hid_t obj, const char *aname, const H5A_info_t *info, void *data)
+{
+    (void)info;
+    attr_ctx *c = data;
+    if (copy_attr(obj, aname, c) < 0) {
+        char det[512];
+        hdf5_detail(det, sizeof det);
+        c->rc = hq_fail(c->err, HQ_EIO, "%s:%s: cannot copy attribute \"%s\"%s", c->out, c->name, aname, det);
+        return 1;
+    }
+    return 0;
+}
+
+static int create_item_output(hq_io *io, uint64_t i, hq_err *err)
+{
+    const hq_item *it = &io->inv.items[i];
+    const char *out = io->out_path;
+    hid_t in = io->in_dset[i];
+    hid_t dcpl = H5I_INVALID_HID, lcpl = H5I_INVALID_HID, t = H5I_INVALID_HID, s = H5I_INVALID_HID;
+    int rc = output_dcpl(in, io->frank[i], out, it->name, &dcpl, err);
+    if (rc)
+        return rc;
+    hid_t it_type = H5Dget_type(in);
+    t = it_type >= 0 ? H5Tcopy(it_type) : H5I_INVALID_HID; /* transient, even from a named datatype */
+    if (it_type >= 0)
+        H5Tclose(it_type);
+    /* A type of fewer significant bits than its size (12 of 16) would clip equalized values
+     * that use the full depth; the output keeps the size and byte order with all bits. */
+    if (t >= 0 && (H5Tget_precision(t) != H5Tget_size(t) * 8 || H5Tget_offset(t) != 0) &&
+        (H5Tset_offset(t, 0) < 0 || H5Tset_precision(t, H5Tget_size(t) * 8) < 0)) {
+        H5Tclose(t);
+        t = H5I_INVALID_HID;
+    }
+    hsize_t dims[MAX_RANK];
+    hid_t in_space = H5Dget_space(in);
+    if (in_space >= 0 && H5Sget_simple_extent_dims(in_space, dims, NULL) == io->frank[i])
+        s = H5Screate_simple(io->frank[i], dims, NULL); /* fixed size, whatever the input's max dims */
+    if (in_space >= 0)
+        H5Sclose(in_space);
+    lcpl = H5Pcreate(H5P_LINK_CREATE);
+    if (t < 0 || s < 0 || lcpl < 0 || H5Pset_create_intermediate_group(lcpl, 1) < 0) {
+        rc = hq_fail(err, HQ_EIO, "%s:%s: cannot prepare the dataset", out, it->name);
+        goto out;
+    }
+    if (H5Pget_nfilters(dcpl) > 0)
+        io->flags[i] |= OUT_FILTERED;
+    io->out_dset[i] = H5Dcreate2(io->out_file, it->name, t, s, lcpl, dcpl, H5P_DEFAULT);
+    if (io->out_dset[i] < 0) {
+        char det[512];
+        hdf5_detail(det, sizeof det);
+        rc = hq_fail(err, HQ_EIO, "%s:%s: cannot create the dataset%s", out, it->name, det);
+        goto out;
+    }
+    attr_ctx c = {io->out_dset[i], out, it->name, err, 0};
+    hsize_t idx = 0;
+    if (H5Aiterate2(in, H5_INDEX_NAME, H5_ITER_INC, &idx, attr_cb, &c) < 0 && !c.rc) {
+        char det[512];
+        hdf5_detail(det, sizeof det);
+        c.rc = hq_fail(err, HQ_EIO, "%s:%s: cannot list the input's attributes%s", out, it->name, det);
+    }
+    rc = c.rc;
+out:
+    if (lcpl >= 0)
+        H5Pclose(lcpl);
+    if (s >= 0)
+        H5Sclose(s);
+    if (t >= 0)
+        H5Tclose(t);
+    if (dcpl >= 0)
+        H5Pclose(dcpl);
+    return rc;
+}
+
+/* Collective, before closing an output that will be thrown away: emptying OUT.part gives back the
+ * space of its data, so that the metadata HDF5 flushes on close fits even when the disk filled up.
+ * A flush that fails on some ranks only leaves parallel HDF5 waiting in different collectives. */
+static void empty_output(hq_io *io)
+{
+    MPI_Barrier(io->comm);
+    if (io->rank == 0 && io->part_ours && truncate(io->part_path, 0) != 0) {
+        /* nothing more to do: the close below may still succeed */
+    }
+    MPI_Barrier(io->comm);
+}
+
+/* Undoes create_output: closes what it opened and removes OUT.part. Collective. */
+static void drop_output(hq_io *io)
+{
+    if (io->out_file >= 0)
+        empty_output(io);
+    for (size_t i = 0; io->out_dset && i < io->inv.n; i++)
+        close_id(&io->out_dset[i], H5Dclose);
+    close_id(&io->out_file, H5Fclose);
+    H5Eclear2(H5E_DEFAULT);
+    MPI_Barrier(io->comm);
+    if (io->rank == 0 && io->part_ours)
+        unlink(io->part_path);
+    MPI_Barrier(io->comm);
+    io->part_ours = 0;
+    free(io->out_dset);
+    free(io->out_path);
+    free(io->part_path);
+    io->out_dset = NULL;
+    io->out_path = io->part_path = NULL;
+}
+
+/* Compressed outputs are allocated as written, so their size is unknown; the input's compressed
+ * size is a lower bound worth checking, as a full disk in the middle of a parallel compressed
+ * write can leave HDF5 1.10's ranks waiting on each other. */
+static int check_compressed_room(hq_io *io, hq_err *err)
+{
+    uint64_t need = 0;
+    for (size_t i = 0; i < io->inv.n; i++)
+        if (io->flags[i] & OUT_FILTERED)
+            need += H5Dget_storage_size(io->in_dset[i]);
+    struct statvfs vfs;
+    if (need == 0 || statvfs(io->part_path, &vfs) != 0)
+        return 0;
+    const uint64_t avail = (uint64_t)vfs.f_bavail * vfs.f_frsize;
+    if (avail < need)
+        return hq_fail(err, HQ_EIO, "%s: not enough disk space for the output (compressed data needs at least %llu "
+                       "bytes, %llu free)", io->out_path, (unsigned long long)need, (unsigned long long)avail);
+    return 0;
+}
+
+/* The end of the space allocated in the output so far. H5Fget_eoa needs a SWMR driver and
+ * H5Fget_filesize fails under MPI-IO once the EOF is unknown; then the datasets' sizes, each
+ * possibly aligned to 1 MiB, make an estimate. */
+static uint64_t allocated_bytes(hq_io *io)
+{
+    hsize_t size = 0;
+    if (H5Fget_filesize(io->out_file, &size) >= 0)
+        return size;
+    H5Eclear2(H5E_DEFAULT);
+    uint64_t sum = MiB;
+    for (size_t i = 0; i < io->inv.n; i++)
+        if (io->out_dset[i] >= 0)
+            sum += H5Dget_storage_size(io->out_dset[i]) + MiB;
+    return sum;
+}
+
+/* Collective. Rank 0 reserves the disk space of the datasets allocated so far (the uncompressed
+ * ones, allocated at creation), so that a full disk is found now, not in the middle of writing
+ * or closing. Filesystems without fallocate are left alone. */
+static int reserve_space(hq_io *io, hq_err *err)
+{
+    int rc = 0;
+    if (io->rank == 0) {
+        const uint64_t size = allocated_bytes(io);
+        int fd = open(io->part_path, O_WRONLY);
+        if (fd >= 0) {
+            uint64_t margin = 64 * 1024 + size / 64;
+            margin = margin > RESERVE_MARGIN_MAX ? RESERVE_MARGIN_MAX : margin;
+            if (fallocate(fd, FALLOC_FL_KEEP_SIZE, 0, (off_t)(size + margin)) != 0 &&
+                (errno == ENOSPC || errno == EDQUOT || errno == EFBIG))
+                rc = hq_fail(err, HQ_EIO, "%s: not enough disk space for the output (%llu bytes: %s)", io->out_path,
+                             (unsigned long long)size, strerror(errno));
+            close(fd);
+        }
+    }
+    return share_from_root(io->comm, rc, err);
+}
+
+/* The output datasets of the good items whose input is compressed (or not). */
+static int create_datasets(hq_io *io, int compressed, hq_err *err)
+{
+    for (size_t i = 0; i < io->inv.n; i++) {
+        if (io->inv.items[i].bad || input_compressed(io->in_dset[i]) != compressed)
+            continue;
+        int rc = create_item_output(io, i, err);
+        if (rc)
+            return rc;
+    }
+    return 0;
+}
+
+static int name_output(hq_io *io, const hq_out_opts *o, hq_err *err)
+{
+    if (!o || !o->path || !o->path[0])
+        return hq_fail(err, HQ_EUSAGE, "%s: no output path given", io->inv.root);
+    const size_t len = strlen(o->path) + sizeof ".part";
+    io->out_path = strdup(o->path);
+    io->part_path = malloc(len);
+    io->out_dset = malloc((io->inv.n ? io->inv.n : 1) * sizeof *io->out_dset);
+    if (!io->out_path || !io->part_path || !io->out_dset)
+        return hq_fail(err, HQ_EMEM, "%s: out of memory", o->path);
+    snprintf(io->part_path, len, "%s.part", o->path);
+    for (size_t i = 0; i < io->inv.n; i++)
+        io->out_dset[i] = H5I_INVALID_HID;
+    return 0;
+}
+
+static int hdf5_create_output(hq_io *io, const hq_out_opts *o, MPI_Comm comm, hq_err *err)
+{
+    (void)comm; /* io->comm is the duplicate of the communicator given to open_input */
+    quiet_hdf5();
+    if (io->out_file >= 0 || io->out_path)
+        return hq_fail(err, HQ_EUSAGE, "%s: output already created", io->out_path ? io->out_path : "output");
+    if (o && o->verbose)
+        io->verbose = 1;
+    int rc = agree(io->comm, name_output(io, o, err), err);
+    if (!rc) {
+        int mine = io->rank == 0 ? check_output_path(io, o, err) : 0;
+        rc = share_from_root(io->comm, mine, err);
+    }
+    if (!rc) {
+        io->part_ours = 1;
+        rc = agree(io->comm, create_output_file(io, err), err);
+    }
+    /* Metadata is collective: every rank creates every dataset, in the same order. The
+     * uncompressed ones come first, so that their space can be reserved before compressed
+     * ones make the file's end unknown. */
+    if (!rc)
+        rc = agree(io->comm, create_datasets(io, 0, err), err);
+    if (!rc)
+        rc = reserve_space(io, err);
+    if (!rc)
+        rc = agree(io->comm, create_datasets(io, 1, err), err);
+    if (!rc)
+        rc = share_from_root(io->comm, io->rank == 0 ? check_compressed_room(io, err) : 0, err);
+    if (rc)
+        drop_output(io);
+    return rc;
+}
+
+/* ---------------------------------------------------------------------------------------------- */
+/* close                                                                                          */
+
+static int write_string_attr(hid_t obj, const char *aname, const char *value)
+{
+    hid_t t = H5Tcopy(H5T_C_S1);
+    hid_t s = H5Screate(H5S_SCALAR);
+    hid_t a = H5I_INVALID_HID;
+    int ok = t >= 0 && s >= 0 && H5Tset_size(t, H5T_VARIABLE) >= 0 && H5Tset_cset(t, H5T_CSET_UTF8) >= 0;
+    if (ok && H5Aexists(obj, aname) > 0)
+        ok = H5Adelete(obj, aname) >= 0;
+    if (ok)
+        a = H5Acreate2(obj, aname, t, s, H5P_DEFAULT, H5P_DEFAULT);
+    const char *v = value ? value : "";
+    ok = ok && a >= 0 && H5Awrite(a, t, &v) >= 0;
+    if (a >= 0)
+        H5Aclose(a);
+    if (s >= 0)
+        H5Sclose(s);
+    if (t >= 0)
+        H5Tclose(t);
+    return ok ? 0 : -1;
+}
+
+static int write_u32_attr(hid_t obj, const char *aname, uint32_t value)
+{
+    hid_t s = H5Screate(H5S_SCALAR);
+    hid_t a = H5I_INVALID_HID;
+    int ok = s >= 0;
+    if (ok && H5Aexists(obj, aname) > 0)
+        ok = H5Adelete(obj, aname) >= 0;
+    if (ok)
+        a = H5Acreate2(obj, aname, H5T_STD_U32LE, s, H5P_DEFAULT, H5P_DEFAULT);
+    ok = ok && a >= 0 && H5Awrite(a, H5T_NATIVE_UINT32, &value) >= 0;
+    if (a >= 0)
+        H5Aclose(a);
+    if (s >= 0)
+        H5Sclose(s);
+    return ok ? 0 : -1;
+}
+
+static int collides_with_own_group(const hq_io *io)
+{
+    for (size_t i = 0; i < io->inv.n; i++)
+        if (!io->inv.items[i].bad && under_own_group(io->inv.items[i].name))
+            return 1;
+    return 0;
+}
+
+/* The global histogram as /histeq_dist/global_histogram, (nhist, bins) uint64. Created by all
+ * ranks (metadata is collective), written by rank 0 alone: early allocation allows that. */
+static int write_global_hist(hq_io *io, const hq_run_meta *m)
+{
+    const hsize_t dims[2] = {m->global_nhist, m->global_bins};
+    hid_t s = H5Screate_simple(2, dims, NULL);
+    hid_t lcpl = H5Pcreate(H5P_LINK_CREATE);
+    hid_t dcpl = H5Pcreate(H5P_DATASET_CREATE);
+    hid_t d = H5I_INVALID_HID;
+    int ok = s >= 0 && lcpl >= 0 && dcpl >= 0 && H5Pset_create_intermediate_group(lcpl, 1) >= 0 &&
+             H5Pset_alloc_time(dcpl, H5D_ALLOC_TIME_EARLY) >= 0 && H5Pset_fill_time(dcpl, H5D_FILL_TIME_NEVER) >= 0;
+    if (ok)
+        d = H5Dcreate2(io->out_file, OWN_HIST, H5T_STD_U64LE, s, lcpl, dcpl, H5P_DEFAULT);
+    ok = ok && d >= 0;
+    if (ok && io->rank == 0)
+        ok = H5Dwrite(d, H5T_NATIVE_UINT64, H5S_ALL, H5S_ALL, io->dxpl_ind, m->global_hist) >= 0;
+    if (d >= 0 && H5Dclose(d) < 0)
+        ok = 0;
+    if (dcpl >= 0)
+        H5Pclose(dcpl);
+    if (lcpl >= 0)
+        H5Pclose(lcpl);
+    if (s >= 0)
+        H5Sclose(s);
+    return ok ? 0 : -1;
+}
+
+/* Collective: every rank writes the same attributes with the same values. */
+static int record_meta(hq_io *io, const hq_run_meta *m, hq_err *err)
+{
+    hid_t root = H5Gopen2(io->out_file, "/", H5P_DEFAULT);
+    int ok = root >= 0 && write_string_attr(root, OWN_VERSION_ATTR, m->version) == 0 &&
+             write_string_attr(root, "method", hq_method_name(m->method)) == 0 &&
+             write_string_attr(root, "scope", hq_scope_name(m->scope)) == 0 &&
+             write_string_attr(root, "color", hq_color_name(m->color)) == 0 &&
+             write_u32_attr(root, "bits", m->bits) == 0 && write_string_attr(root, "source", io->inv.root) == 0;
+    char det[512] = "";
+    if (!ok)
+        hdf5_detail(det, sizeof det);
+    if (root >= 0)
+        H5Gclose(root);
+    if (!ok)
+        return hq_fail(err, HQ_EIO, "%s: cannot record the run's attributes%s", io->out_path, det);
+    if (m->global_hist && m->global_nhist && m->global_bins && !collides_with_own_group(io) &&
+        write_global_hist(io, m) < 0) {
+        hdf5_detail(det, sizeof det);
+        return hq_fail(err, HQ_EIO, "%s:%s: cannot write%s", io->out_path, OWN_HIST, det);
+    }
+    return 0;
+}
+
+/* Closes the output's datasets and file; a failure here is a failed flush (disk full). */
+static int close_output_ids(hq_io *io, hq_err *err)
+{
+    int rc = 0;
+    char det[512];
+    for (size_t i = 0; io->out_dset && i < io->inv.n; i++) {
+        if (io->out_dset[i] >= 0 && H5Dclose(io->out_dset[i]) < 0 && !rc) {
+            hdf5_detail(det, sizeof det);
+            rc = hq_fail(err, HQ_EIO, "%s:%s: closing the dataset failed%s", io->out_path, io->inv.items[i].name, det);
+        }
+        io->out_dset[i] = H5I_INVALID_HID;
+    }
+    if (io->out_file >= 0 && H5Fclose(io->out_file) < 0 && !rc) {
+        hdf5_detail(det, sizeof det);
+        rc = hq_fail(err, HQ_EIO, "%s: closing the output failed%s", io->out_path, det);
+    }
+    io->out_file = H5I_INVALID_HID;
+    return rc;
+}
+
+static int close_input_ids(hq_io *io, hq_err *err)
+{
+    for (size_t i = 0; i < io->inv.n; i++)
+        close_id(&io->in_dset[i], H5Dclose);
+    int rc = 0;
+    if (io->in_file >= 0 && H5Fclose(io->in_file) < 0)
+        rc = hq_fail(err, HQ_EIO, "%s: closing the input failed", io->inv.root);
+    io->in_file = H5I_INVALID_HID;
+    return rc;
+}
+
+/* Rank 0, after every rank closed: the file must open again and hold every dataset. Some MPI-IO
+ * layers (Open MPI's OMPIO collective writes) have been seen to drop a failed write without
+ * reporting it; this catches the worst of it (a lost superblock or object header) before the
+ * file takes its final name. */
+static int verify_output(hq_io *io, hq_err *err)
+{
+    hid_t f = H5Fopen(io->part_path, H5F_ACC_RDONLY, H5P_DEFAULT);
+    int ok = f >= 0;
+    for (size_t i = 0; ok && i < io->inv.n; i++) {
+        H5O_info_t oi;
+        if (!io->inv.items[i].bad)
+            ok = H5Oget_info_by_name2(f, io->inv.items[i].name, &oi, H5O_INFO_BASIC, H5P_DEFAULT) >= 0 &&
+                 oi.type == H5O_TYPE_DATASET;
+    }
+    char det[512] = "";
+    if (!ok)
+        hdf5_detail(det, sizeof det);
+    if (f >= 0)
+        H5Fclose(f);
+    if (!ok)
+        return hq_fail(err, HQ_EIO, "%s: the written file does not read back (disk full or I/O error?)%s",
+                       io->out_path, det);
+    return 0;
+}
+
+/* Rank 0 gives OUT.part its final name (replacing OUT atomically under --force) or removes it. */
+static int finish_output(hq_io *io, int keep, hq_err *err)
+{
+    int rc = 0;
+    if (io->rank == 0) {
+        if (keep && (rc = verify_output(io, err)) != 0)
+            keep = 0;
+        if (keep && rename(io->part_path, io->out_path) != 0) {
+            rc = hq_fail(err, HQ_EIO, "%s: cannot rename %s to it (%s)", io->out_path, io->part_path, strerror(errno));
+            keep = 0;
+        }
+        if (!keep)
+            unlink(io->part_path);
+    }
+    return share_from_root(io->comm, rc, err);
+}
+
+static int hdf5_close(hq_io *io, int commit, const hq_run_meta *meta, hq_err *err)
+{
+    if (!io)
+        return 0;
+    quiet_hdf5();
+    const int had_output = io->part_ours;
+    int rc = 0, keep = 0;
+    if (had_output) {
+        if (commit && meta)
+            rc = record_meta(io, meta, err);
+        /* Whether the output is kept is settled before closing, as the two closes differ. */
+        rc = agree(io->comm, rc, err);
+        keep = commit && !rc;
+        if (!keep)
+            empty_output(io);
+        hq_err e2;
+        int rc2 = close_output_ids(io, rc ? &e2 : err);
+        rc = rc ? rc : rc2;
+    }
+    {
+        hq_err e3;
+        int rc3 = close_input_ids(io, rc ? &e3 : err);
+        rc = rc ? rc : rc3;
+    }
+    /* All ranks have closed (and so flushed) before anyone renames or removes the file. */
+    rc = agree(io->comm, rc, err);
+    if (had_output) {
+        hq_err e4;
+        int rc4 = finish_output(io, keep && !rc, rc ? &e4 : err);
+        rc = rc ? rc : rc4;
+    }
+    free_io(io);
+    return rc;
+}
+
+const hq_io_ops hq_hdf5_ops = {
+    .name = "hdf5",
+    .scan = hdf5_scan,
+    .open_input = hdf5_open_input,
+    .read_block = hdf5_read_block,
+    .create_output = hdf5_create_output,
+    .write_block = hdf5_write_block,
+    .close = hdf5_close,
+};

@@ -1,0 +1,409 @@
+"""Bad input and bad usage: the exit code of cli.md, exactly one stderr line
+`histeq_dist: ...` naming the path, no crash or hang, nothing left under the output's final name
+(nor a stray .part), and the input unchanged. Each case runs as an MPI singleton and under
+mpirun -np 2 (where mpirun adds its own banner lines around ours)."""
+import os
+import shutil
+import struct
+import subprocess
+import zlib
+
+import h5py
+import numpy as np
+import pytest
+
+import pngio
+import reference as ref
+from helpers import DEVICES, assert_array_equal, equalize, read_png, run, tree_hash
+
+E_IO, E_USAGE, E_SKIPPED, E_INPUT, E_DEVICE = 1, 2, 3, 4, 5
+RANKS = [None, 2]
+ERR_TIMEOUT = 60
+
+
+def good_h5(path, shape=(40, 50), dtype=np.uint8):
+    a = ref.low_contrast(shape[0], shape[1], 50, 100, dtype, seed=90)
+    with h5py.File(path, "w") as f:
+        f.create_dataset("img", data=a)
+    return str(path)
+
+
+def good_png(path, seed=91, shape=(40, 50)):
+    pngio.write(path, ref.low_contrast(shape[0], shape[1], 50, 100, np.uint8, seed), 8, pngio.GRAY)
+    return str(path)
+
+
+def flip_idat(path, fix_crc):
+    """Flips bytes in the middle of the first IDAT payload; with fix_crc the chunk CRC is
+    recomputed so that only the zlib stream is damaged."""
+    data = bytearray(open(path, "rb").read())
+    off, n = pngio.idat_offsets(bytes(data))[0]
+    for k in range(n // 3, n // 3 + 8):
+        data[off + k] ^= 0x5A
+    if fix_crc:
+        payload = bytes(data[off - 4 : off + n])  # type + payload
+        data[off + n : off + n + 4] = struct.pack(">I", zlib.crc32(payload) & 0xFFFFFFFF)
+    open(path, "wb").write(bytes(data))
+
+
+def truncate(path, frac=0.5):
+    data = open(path, "rb").read()
+    open(path, "wb").write(data[: int(len(data) * frac)])
+
+
+def leftovers(out):
+    """Anything under the final name, or a temporary .part next to it."""
+    found = []
+    if os.path.lexists(out):
+        found.append(out)
+    parent = os.path.dirname(out) or "."
+    if os.path.isdir(parent):
+        found += [os.path.join(parent, n) for n in os.listdir(parent) if n.endswith(".part")]
+    return found
+
+
+def expect_failure(args, code, named, inputs, outputs, np_, one_line=True):
+    hashes = {p: tree_hash(p) for p in inputs if os.path.exists(p)}
+    for dev in DEVICES:
+        r = run(args + ["--device", dev], np_, timeout=ERR_TIMEOUT)
+        assert not r.timed_out, f"hung\n{r}"
+        assert r.rc == code, f"exit {r.rc}, want {code}\n{r}"
+        lines = r.err_lines if np_ is None else r.hq_lines
+        if one_line:
+            assert len(lines) == 1, f"want exactly one stderr line\n{r}"
+        assert lines and all(l.startswith("histeq_dist: ") for l in lines), f"want 'histeq_dist: ...'\n{r}"
+        assert len(set(lines)) == len(lines), f"a line printed twice\n{r}"
+        if named:
+            assert any(os.path.basename(str(named)) in l for l in lines), f"the message does not name {named}\n{r}"
+        for o in outputs:
+            assert not leftovers(str(o)), f"left behind: {leftovers(str(o))}\n{r}"
+        for p, h in hashes.items():
+            assert tree_hash(p) == h, f"input {p} changed"
+    return r
+
+
+# ---- bad inputs: (name, builder(tmp) -> (input path, path the message must name)) -------------
+
+
+def case_missing(tmp):
+    return str(tmp / "no_such.h5"), "no_such.h5"
+
+
+def case_text_as_h5(tmp):
+    (tmp / "notes.h5").write_text("just some text\nnot an image\n")
+    return str(tmp / "notes.h5"), "notes.h5"
+
+
+def case_text_as_png(tmp):
+    (tmp / "notes.png").write_text("just some text\nnot an image\n")
+    return str(tmp / "notes.png"), "notes.png"
+
+
+def case_truncated_png(tmp):
+    p = good_png(tmp / "cut.png", shape=(120, 100))
+    truncate(p)
+    return p, "cut.png"
+
+
+def case_png_idat_crc(tmp):
+    p = good_png(tmp / "crc.png", shape=(120, 100))
+    flip_idat(p, fix_crc=False)
+    return p, "crc.png"
+
+
+def case_png_idat_zlib(tmp):
+    p = good_png(tmp / "zlib.png", shape=(120, 100))
+    flip_idat(p, fix_crc=True)
+    return p, "zlib.png"
+
+
+def case_truncated_h5(tmp):
+    p = good_h5(tmp / "cut.h5", shape=(300, 300))
+    truncate(p)
+    return p, "cut.h5"
+
+
+def case_missing_dataset(tmp):
+    p = good_h5(tmp / "in.h5")
+    return p + ":/no/such/dataset", "in.h5"
+
+
+def _one_dset(tmp, name, data):
+    p = str(tmp / name)
+    with h5py.File(p, "w") as f:
+        f.create_dataset("d", data=data)
+    return p, name
+
+
+def case_float32(tmp):
+    return _one_dset(tmp, "f32.h5", np.linspace(0, 1, 600, dtype=np.float32).reshape(20, 30))
+
+
+def case_int16(tmp):
+    return _one_dset(tmp, "i16.h5", np.arange(600, dtype=np.int16).reshape(20, 30) - 300)
+
+
+def case_5d(tmp):
+    return _one_dset(tmp, "d5.h5", np.zeros((2, 2, 3, 4, 5), np.uint8))
+
+
+def case_zero_sized(tmp):
+    return _one_dset(tmp, "empty.h5", np.zeros((0, 10), np.uint8))
+
+
+def case_zero_sized_stack(tmp):
+    return _one_dset(tmp, "empty3.h5", np.zeros((3, 0, 10), np.uint16))
+
+
+def case_empty_png_dir(tmp):
+    os.makedirs(tmp / "nopngs")
+    (tmp / "nopngs" / "readme.txt").write_text("no images here\n")
+    return str(tmp / "nopngs"), "nopngs"
+
+
+def case_list_missing_entry(tmp):
+    d = tmp / "lst"
+    os.makedirs(d)
+    good_png(d / "a.png")
+    (d / "list.txt").write_text("a.png\ngone.png\n")
+    return str(d / "list.txt"), "gone.png"
+
+
+BAD_INPUTS = [case_missing, case_text_as_h5, case_text_as_png, case_truncated_png, case_png_idat_crc,
+              case_png_idat_zlib, case_truncated_h5, case_missing_dataset, case_float32, case_int16, case_5d,
+              case_zero_sized, case_zero_sized_stack, case_empty_png_dir, case_list_missing_entry]
+
+
+@pytest.mark.parametrize("np_", RANKS, ids=["single", "np2"])
+@pytest.mark.parametrize("case", BAD_INPUTS, ids=[c.__name__[5:] for c in BAD_INPUTS])
+def test_bad_input(tmp, case, np_):
+    inp, named = case(tmp)
+    ext = ".png" if inp.endswith(".png") else "" if os.path.isdir(inp) or inp.endswith(".txt") else ".h5"
+    out = str(tmp / "out") + ext
+    src = inp.split(":")[0]
+    expect_failure(["--input", inp, "--output", out], E_INPUT, named, [src], [out], np_)
+
+
+# ---- bad outputs -------------------------------------------------------------------------------
+
+
+# A failing mpirun costs ~1.5 s of its own, so the -np 2 variants are a representative subset.
+OUT_IS_IN = [(k, f, None) for k in ("h5", "png", "h5-other-spelling") for f in (False, True)] + \
+    [("h5", True, 2), ("png", False, 2)]
+
+
+@pytest.mark.parametrize("kind,force,np_", OUT_IS_IN, ids=lambda v: {None: "single", 2: "np2", True: "force",
+                                                                     False: "noforce"}.get(v, v))
+def test_output_is_input(tmp, kind, force, np_):
+    if kind == "png":
+        inp = good_png(tmp / "a.png")
+        out = inp
+    else:
+        inp = good_h5(tmp / "a.h5")
+        out = inp if kind == "h5" else os.path.join(str(tmp), ".", "sub", "..", "a.h5")
+        os.makedirs(tmp / "sub", exist_ok=True)
+    args = ["--input", inp, "--output", out] + (["--force"] if force else [])
+    hashes = tree_hash(inp)
+    expect_failure(args, E_USAGE, os.path.basename(inp), [inp], [], np_)
+    assert tree_hash(inp) == hashes
+    assert not [n for n in os.listdir(tmp) if n.endswith(".part")]
+
+
+@pytest.mark.parametrize("kind,np_", [("h5", None), ("png", None), ("pngdir", None), ("pngdir", 2), ("h5", 2)],
+                         ids=["h5", "png", "pngdir", "pngdir-np2", "h5-np2"])
+def test_existing_output(tmp, kind, np_):
+    if kind == "h5":
+        inp, out = good_h5(tmp / "a.h5"), str(tmp / "out.h5")
+        open(out, "w").write("precious\n")
+    elif kind == "png":
+        inp, out = good_png(tmp / "a.png"), str(tmp / "out.png")
+        open(out, "w").write("precious\n")
+    else:
+        os.makedirs(tmp / "in")
+        good_png(tmp / "in" / "x.png")
+        inp, out = str(tmp / "in"), str(tmp / "out")
+        os.makedirs(out)
+        open(os.path.join(out, "keep.txt"), "w").write("precious\n")
+    before = tree_hash(out)
+    args = ["--input", inp, "--output", out]
+    r = run(args + ["--device", DEVICES[0]], np_, timeout=ERR_TIMEOUT)
+    assert not r.timed_out and r.rc == E_USAGE, f"want exit 2\n{r}"
+    lines = r.err_lines if np_ is None else r.hq_lines
+    assert len(lines) == 1 and lines[0].startswith("histeq_dist: ") and os.path.basename(out) in lines[0], str(r)
+    assert tree_hash(out) == before, "the existing output was touched without --force"
+    # With --force it works and replaces the output.
+    equalize(inp, out, "--force", np_=np_)
+    if kind == "h5":
+        assert h5py.is_hdf5(out)
+    elif kind == "png":
+        assert read_png(out).width == 50
+    else:
+        assert os.path.exists(os.path.join(out, "x.png"))
+    assert not [n for n in os.listdir(tmp) if n.endswith(".part")]
+
+
+@pytest.mark.parametrize("kind,np_", [("h5", None), ("png", None), ("pngdir", None), ("h5", 2), ("pngdir", 2)],
+                         ids=["h5", "png", "pngdir", "h5-np2", "pngdir-np2"])
+def test_unwritable_output_location(tmp, kind, np_):
+    """/proc refuses new files even to root."""
+    if kind == "h5":
+        inp, out = good_h5(tmp / "a.h5"), "/proc/histeq_dist_test/out.h5"
+    elif kind == "png":
+        inp, out = good_png(tmp / "a.png"), "/proc/histeq_dist_test.png"
+    else:
+        os.makedirs(tmp / "in")
+        good_png(tmp / "in" / "x.png")
+        inp, out = str(tmp / "in"), "/proc/histeq_dist_test_dir"
+    expect_failure(["--input", inp, "--output", out], E_IO, out, [inp], [out], np_)
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root ignores directory modes")
+def test_read_only_output_dir(tmp):
+    inp = good_h5(tmp / "a.h5")
+    ro = tmp / "ro"
+    os.makedirs(ro)
+    os.chmod(ro, 0o555)
+    try:
+        expect_failure(["--input", inp, "--output", str(ro / "out.h5")], E_IO, "out.h5", [inp], [str(ro / "out.h5")],
+                       None)
+    finally:
+        os.chmod(ro, 0o755)
+
+
+# ---- --on-error -------------------------------------------------------------------------------
+
+
+def dir_with_one_bad(tmp, how):
+    d = tmp / "in"
+    os.makedirs(d)
+    imgs = {}
+    for i in range(4):
+        if i == 2:
+            continue
+        imgs[f"ok{i}.png"] = ref.low_contrast(30, 40 + i, 60, 90, np.uint8, 95 + i)
+        pngio.write(d / f"ok{i}.png", imgs[f"ok{i}.png"], 8, pngio.GRAY)
+    bad = d / "bad2.png"
+    if how == "text":
+        bad.write_text("not a png\n")
+    else:
+        good_png(bad, shape=(120, 100))
+        if how == "truncated":
+            truncate(str(bad))
+        else:
+            flip_idat(str(bad), fix_crc=(how == "zlib"))
+    return d, imgs
+
+
+@pytest.mark.parametrize("how,np_", [("text", None), ("truncated", None), ("crc", None), ("zlib", None),
+                                     ("text", 2), ("zlib", 2)],
+                         ids=["text", "truncated", "crc", "zlib", "text-np2", "zlib-np2"])
+def test_on_error_skip(tmp, how, np_):
+    d, imgs = dir_with_one_bad(tmp, how)
+    before = tree_hash(d)
+    out = tmp / "out"
+    r = run(["--input", d, "--output", out, "--on-error", "skip", "--device", DEVICES[0]], np_, timeout=ERR_TIMEOUT)
+    assert not r.timed_out and r.rc == E_SKIPPED, f"want exit 3\n{r}"
+    lines = r.err_lines if np_ is None else r.hq_lines
+    assert any("bad2.png" in l for l in lines), f"the skipped file is not listed\n{r}"
+    assert all(l.startswith("histeq_dist") for l in lines), str(r)
+    assert len(set(lines)) == len(lines), f"a line printed twice\n{r}"
+    assert sorted(os.listdir(out)) == sorted(imgs), f"output holds {sorted(os.listdir(out))}"
+    for name, im in imgs.items():
+        assert_array_equal(read_png(out / name).samples[:, :, 0], ref.equalize_one(im, 8), name)
+    assert tree_hash(d) == before
+
+
+@pytest.mark.parametrize("how,np_", [("text", None), ("zlib", None), ("zlib", 2)], ids=["text", "zlib", "zlib-np2"])
+def test_on_error_stop(tmp, how, np_):
+    d, _ = dir_with_one_bad(tmp, how)
+    out = tmp / "out"
+    expect_failure(["--input", d, "--output", out], E_INPUT, "bad2.png", [str(d)], [str(out)], np_)
+
+
+def test_on_error_skip_hdf5_dataset(tmp):
+    """A file of several datasets is a collection: an unsupported dataset is left out."""
+    good = ref.low_contrast(30, 40, 60, 90, np.uint8, 99)
+    inp = str(tmp / "in.h5")
+    with h5py.File(inp, "w") as f:
+        f.create_dataset("good", data=good)
+        f.create_dataset("bad", data=np.zeros((5, 5), np.float32))
+    out = tmp / "out.h5"
+    r = run(["--input", inp, "--output", out, "--on-error", "skip", "--device", DEVICES[0]], timeout=ERR_TIMEOUT)
+    assert r.rc == E_SKIPPED, f"want exit 3\n{r}"
+    assert any("bad" in l for l in r.err_lines), str(r)
+    with h5py.File(out, "r") as f:
+        assert_array_equal(f["good"][()], ref.equalize_one(good, 8), "/good")
+
+
+# ---- usage ------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("args", [
+    ["--no-such-option"],
+    ["--bits", "0"],
+    ["--bits", "17"],
+    ["--color", "purple"],
+    ["--method", "magic"],
+    ["--scope", "everything"],
+    ["--device", "tpu"],
+    ["--memory", "lots"],
+    ["--block", "0"],
+    ["--png-level", "10"],
+    ["--on-error", "ignore"],
+    ["--threads", "-1"],
+], ids=lambda a: " ".join(a))
+def test_usage_errors(tmp, args):
+    inp = good_h5(tmp / "a.h5")
+    out = str(tmp / "out.h5")
+    r = run(["--input", inp, "--output", out] + args, timeout=ERR_TIMEOUT)
+    assert not r.timed_out and r.rc == E_USAGE, f"want exit 2\n{r}"
+    assert len(r.err_lines) == 1 and r.err_lines[0].startswith("histeq_dist: "), str(r)
+    assert not leftovers(out)
+
+
+@pytest.mark.parametrize("np_", RANKS, ids=["single", "np2"])
+def test_missing_required(tmp, np_):
+    inp = good_h5(tmp / "a.h5")
+    cases = (["--input", inp], ["--output", str(tmp / "o.h5")], []) if np_ is None else (["--input", inp],)
+    for args in cases:
+        r = run(args, np_, timeout=ERR_TIMEOUT)
+        assert not r.timed_out and r.rc == E_USAGE, f"want exit 2\n{r}"
+        lines = r.err_lines if np_ is None else r.hq_lines
+        assert len(lines) == 1 and lines[0].startswith("histeq_dist: "), str(r)
+
+
+def test_help_and_version():
+    r = run(["--help"], timeout=ERR_TIMEOUT)
+    assert r.rc == 0 and "--input" in r.out and "--output" in r.out, str(r)
+    r2 = run(["-h"], timeout=ERR_TIMEOUT)
+    assert r2.rc == 0 and r2.out == r.out
+    r = run(["--version"], timeout=ERR_TIMEOUT)
+    assert r.rc == 0 and "0.1.0" in r.out, str(r)
+
+
+def gpu_visible():
+    if not shutil.which("nvidia-smi"):
+        return False
+    return subprocess.run(["nvidia-smi", "-L"], capture_output=True).returncode == 0
+
+
+@pytest.mark.skipif("gpu" in DEVICES or gpu_visible(), reason="a GPU is present")
+@pytest.mark.parametrize("np_", RANKS, ids=["single", "np2"])
+def test_device_gpu_without_gpu(tmp, np_):
+    inp = good_h5(tmp / "a.h5")
+    out = str(tmp / "out.h5")
+    r = run(["--input", inp, "--output", out, "--device", "gpu"], np_, timeout=ERR_TIMEOUT)
+    assert not r.timed_out and r.rc == E_DEVICE, f"want exit 5\n{r}"
+    lines = r.err_lines if np_ is None else r.hq_lines
+    assert len(lines) == 1 and lines[0].startswith("histeq_dist: "), str(r)
+    assert not leftovers(out)
+
+
+def test_quiet_and_auto_notice(tmp):
+    inp = good_h5(tmp / "a.h5")
+    r = run(["--input", inp, "--output", tmp / "q.h5", "-q"], timeout=ERR_TIMEOUT)
+    assert r.rc == 0 and r.err == "", f"-q: want a silent stderr\n{r}"
+    if not gpu_visible():
+        r = run(["--input", inp, "--output", tmp / "n.h5"], timeout=ERR_TIMEOUT)
+        notices = [l for l in r.err_lines if "gpu" in l.lower()]
+        assert r.rc == 0 and len(notices) == 1, f"--device auto without a GPU: want one notice line\n{r}"

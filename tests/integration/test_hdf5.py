@@ -1,0 +1,278 @@
+"""HDF5 inputs: every layout the program accepts, checked against reference.py."""
+import h5py
+import numpy as np
+import pytest
+
+import reference as ref
+from helpers import assert_array_equal, equalize, file_hash, h5_datasets
+
+
+def write_h5(path, datasets, **dset_kw):
+    with h5py.File(path, "w") as f:
+        for name, arr in datasets.items():
+            f.create_dataset(name, data=arr, **dset_kw)
+    return str(path)
+
+
+def read_dset(path, name):
+    with h5py.File(path, "r") as f:
+        return f[name][()]
+
+
+def attr_str(v):
+    if isinstance(v, bytes):
+        return v.decode()
+    if isinstance(v, np.ndarray) and v.shape == ():
+        v = v[()]
+    return v.decode() if isinstance(v, bytes) else str(v)
+
+
+def root_attrs(path):
+    with h5py.File(path, "r") as f:
+        return {k: f.attrs[k] for k in f.attrs}
+
+
+def check_attrs(path, method, scope, color):
+    a = root_attrs(path)
+    for k in ("histeq_dist_version", "method", "scope", "color", "bits", "source"):
+        assert k in a, f"root attribute {k} missing in {path}: {sorted(a)}"
+    assert attr_str(a["method"]) == method
+    assert attr_str(a["scope"]) == scope
+    assert attr_str(a["color"]) == color
+
+
+def test_u8_2d(tmp):
+    img = ref.low_contrast(150, 170, 90, 140, np.uint8, seed=1)
+    inp = write_h5(tmp / "in.h5", {"img": img})
+    before = file_hash(inp)
+    out = tmp / "out.h5"
+    equalize(inp, out)
+    got = read_dset(out, "img")
+    assert_array_equal(got, ref.equalize_one(img, 8), "u8 (H,W)")
+    assert got.min() == 0 and got.max() == 255
+    check_attrs(out, "equalize", "global", "luma")  # a single image: global by default
+    assert file_hash(inp) == before
+
+
+def test_u16_2d(tmp):
+    img = ref.low_contrast(130, 140, 30000, 34000, np.uint16, seed=2)
+    inp = write_h5(tmp / "in.h5", {"img": img})
+    out = tmp / "out.h5"
+    equalize(inp, out)
+    assert_array_equal(read_dset(out, "img"), ref.equalize_one(img, 16), "u16 (H,W)")
+
+
+def test_bits12_clamps_above(tmp):
+    img = ref.low_contrast(120, 100, 1000, 1400, np.uint16, seed=3)
+    rng = np.random.default_rng(3)
+    idx = rng.choice(img.size, 25, replace=False)
+    img.flat[idx] = rng.integers(4096, 65536, 25)  # a stray 13th..16th bit: clamped to 4095
+    img.flat[0] = 65535
+    inp = write_h5(tmp / "in.h5", {"ct": img})
+    out = tmp / "out.h5"
+    equalize(inp, out, "--bits", "12")
+    got = read_dset(out, "ct")
+    want = ref.equalize_one(img, 12)
+    assert want.max() <= 4095 and (want.flat[idx] == 4095).all()
+    assert_array_equal(got, want, "u16 --bits 12")
+    assert int(np.asarray(root_attrs(out)["bits"])) == 12
+
+
+@pytest.mark.parametrize("scope", ["image", "global", None])
+def test_stack_scope(tmp, scope):
+    stack = ref.stack_of(6, 64, 80, 60, 160, np.uint8, seed=4)
+    inp = write_h5(tmp / "in.h5", {"stack": stack})
+    out = tmp / "out.h5"
+    opts = ["--scope", scope] if scope else []
+    equalize(inp, out, *opts)
+    eff = scope or "image"  # a stack holds several images: image by default
+    want, gh = ref.equalize_stack(stack, 8, scope=eff)
+    assert_array_equal(read_dset(out, "stack"), want, f"(N,H,W) scope {eff}")
+    check_attrs(out, "equalize", eff, "luma")
+    with h5py.File(out, "r") as f:
+        if eff == "global":
+            h = f["histeq_dist/global_histogram"]
+            assert h.dtype == np.uint64 and h.shape == (1, 256)
+            assert_array_equal(h[()], gh, "global histogram")
+        else:
+            assert "histeq_dist/global_histogram" not in f
+
+
+def test_stack_u16_bits12_global(tmp):
+    stack = ref.stack_of(4, 50, 60, 800, 1600, np.uint16, seed=5)
+    stack[1, 3, 4] = 60000
+    inp = write_h5(tmp / "in.h5", {"s": stack})
+    out = tmp / "out.h5"
+    equalize(inp, out, "--bits", "12", "--scope", "global")
+    want, gh = ref.equalize_stack(stack, 12, scope="global")
+    assert_array_equal(read_dset(out, "s"), want, "u16 stack bits 12 global")
+    with h5py.File(out, "r") as f:
+        assert f["histeq_dist/global_histogram"].shape == (1, 4096)
+        assert_array_equal(f["histeq_dist/global_histogram"][()], gh, "global histogram")
+
+
+@pytest.mark.parametrize("color", ["luma", "channels", "value"])
+def test_rgb_2d_u8(tmp, color):
+    img = ref.low_contrast_rgb(90, 110, 70, 150, np.uint8, seed=6)
+    img[0, 0] = (0, 0, 0)  # a black pixel: V = 0 in value mode
+    img[0, 1] = (255, 10, 10)  # saturated: luma clamps
+    inp = write_h5(tmp / "in.h5", {"rgb": img})
+    out = tmp / "out.h5"
+    equalize(inp, out, "--color", color)
+    assert_array_equal(read_dset(out, "rgb"), ref.equalize_one(img, 8, color), f"(H,W,3) u8 {color}")
+    check_attrs(out, "equalize", "global", color)
+
+
+@pytest.mark.parametrize("color", ["luma", "channels", "value"])
+def test_rgb_stack_u16(tmp, color):
+    stack = ref.stack_of(3, 40, 56, 20000, 28000, np.uint16, seed=7, rgb=True)
+    inp = write_h5(tmp / "in.h5", {"rgbs": stack})
+    out = tmp / "out.h5"
+    equalize(inp, out, "--color", color)
+    want, _ = ref.equalize_stack(stack, 16, color, scope="image")
+    assert_array_equal(read_dset(out, "rgbs"), want, f"(N,H,W,3) u16 {color}")
+
+
+def test_rgb_stack_channels_global(tmp):
+    stack = ref.stack_of(3, 30, 40, 50, 120, np.uint8, seed=8, rgb=True)
+    inp = write_h5(tmp / "in.h5", {"rgbs": stack})
+    out = tmp / "out.h5"
+    equalize(inp, out, "--color", "channels", "--scope", "global")
+    want, gh = ref.equalize_stack(stack, 8, "channels", scope="global")
+    assert_array_equal(read_dset(out, "rgbs"), want, "(N,H,W,3) channels global")
+    with h5py.File(out, "r") as f:
+        h = f["histeq_dist/global_histogram"]
+        assert h.shape == (3, 256)
+        assert_array_equal(h[()], gh, "global histograms (3 channels)")
+
+
+def test_chunked_gzip_kept(tmp):
+    stack = ref.stack_of(5, 100, 120, 3000, 3600, np.uint16, seed=9)
+    inp = write_h5(tmp / "in.h5", {"vol": stack}, chunks=(1, 50, 60), compression="gzip", compression_opts=4,
+                   shuffle=True)
+    out = tmp / "out.h5"
+    equalize(inp, out)
+    (data, chunks, comp, opts, shuffle), = h5_datasets(out).values()
+    assert chunks == (1, 50, 60)
+    assert comp == "gzip" and opts == 4 and shuffle
+    want, _ = ref.equalize_stack(stack, 16)
+    assert_array_equal(data, want, "chunked gzip stack")
+
+
+def test_chunks_across_slices(tmp):
+    """Chunks spanning several slices and partial edge chunks."""
+    stack = ref.stack_of(7, 45, 33, 100, 140, np.uint8, seed=10)
+    inp = write_h5(tmp / "in.h5", {"v": stack}, chunks=(3, 16, 16), compression="gzip")
+    out = tmp / "out.h5"
+    equalize(inp, out, "--block", "4K")
+    d = h5_datasets(out)["/v"]
+    assert d[1] == (3, 16, 16) and d[2] == "gzip"
+    assert_array_equal(d[0], ref.equalize_stack(stack, 8)[0], "chunks (3,16,16)")
+
+
+def test_several_datasets_in_groups(tmp):
+    a = ref.low_contrast(40, 50, 10, 60, np.uint8, seed=11)
+    b = ref.stack_of(3, 30, 20, 5000, 9000, np.uint16, seed=12)
+    c = ref.low_contrast_rgb(25, 35, 100, 200, np.uint8, seed=13)
+    inp = str(tmp / "in.h5")
+    with h5py.File(inp, "w") as f:
+        f.create_dataset("a", data=a)
+        f.create_group("g1").create_dataset("b", data=b, chunks=(1, 10, 20))
+        f["g1"].create_group("g2").create_dataset("c", data=c)
+    out = tmp / "out.h5"
+    equalize(inp, out)
+    got = h5_datasets(out)
+    assert sorted(got) == ["/a", "/g1/b", "/g1/g2/c"]
+    assert_array_equal(got["/a"][0], ref.equalize_one(a, 8), "/a")
+    assert_array_equal(got["/g1/b"][0], ref.equalize_stack(b, 16)[0], "/g1/b")
+    assert got["/g1/b"][1] == (1, 10, 20)
+    assert_array_equal(got["/g1/g2/c"][0], ref.equalize_one(c, 8), "/g1/g2/c")
+
+
+def test_select_one_dataset(tmp):
+    a = ref.low_contrast(40, 50, 10, 60, np.uint8, seed=14)
+    b = ref.low_contrast(30, 20, 5000, 9000, np.uint16, seed=15)
+    inp = str(tmp / "in.h5")
+    with h5py.File(inp, "w") as f:
+        f.create_dataset("a", data=a)
+        f.create_group("group").create_dataset("dset", data=b)
+    out = tmp / "out.h5"
+    equalize(inp + ":/group/dset", out)
+    got = h5_datasets(out)
+    assert "/group/dset" in got
+    assert_array_equal(got["/group/dset"][0], ref.equalize_one(b, 16), "/group/dset")
+    assert "/a" not in got, "only the selected dataset is written"
+
+
+@pytest.mark.parametrize("color", ["luma", "channels"])
+def test_stretch(tmp, color):
+    gray = ref.low_contrast(60, 70, 80, 130, np.uint8, seed=16)
+    rgb = ref.low_contrast_rgb(50, 40, 1000, 3000, np.uint16, seed=17)
+    inp = str(tmp / "in.h5")
+    with h5py.File(inp, "w") as f:
+        f.create_dataset("gray", data=gray)
+        f.create_dataset("rgb", data=rgb)
+    out = tmp / "out.h5"
+    equalize(inp, out, "--method", "stretch", "--color", color)
+    got = h5_datasets(out)
+    assert_array_equal(got["/gray"][0], ref.equalize_one(gray, 8, method="stretch"), "stretch gray")
+    assert_array_equal(got["/rgb"][0], ref.equalize_one(rgb, 16, color, method="stretch"), f"stretch rgb {color}")
+    check_attrs(out, "stretch", "image", color)
+
+
+def test_constant_image_unchanged(tmp):
+    img = np.full((30, 40), 77, np.uint8)
+    inp = write_h5(tmp / "in.h5", {"c": img})
+    out = tmp / "out.h5"
+    equalize(inp, out)
+    assert_array_equal(read_dset(out, "c"), img, "constant image")
+
+
+def test_block_and_memory_limits(tmp):
+    """Small blocks and a small budget: several blocks, blocks dropped and re-read for pass 2."""
+    stack = ref.stack_of(3, 200, 150, 10000, 12000, np.uint16, seed=18)
+    inp = write_h5(tmp / "in.h5", {"s": stack})
+    out = tmp / "out.h5"
+    equalize(inp, out, "--block", "64K", "--memory", "100K", "--scope", "global")
+    assert_array_equal(read_dset(out, "s"), ref.equalize_stack(stack, 16, scope="global")[0], "64K blocks")
+
+
+@pytest.mark.parametrize("color", ["luma", "value"])
+def test_rgba(tmp, color):
+    """(H,W,4) and (N,H,W,4): RGBA, alpha untouched (even above 2^bits - 1)."""
+    img = ref.low_contrast_rgb(30, 44, 90, 160, np.uint8, seed=19, channels=4)
+    stack = ref.stack_of(2, 20, 24, 3000, 3900, np.uint16, seed=20, rgb=True)
+    alpha = np.full(stack.shape[:3] + (1,), 65535, np.uint16)
+    stack = np.concatenate([stack, alpha], axis=3)
+    inp = str(tmp / "in.h5")
+    with h5py.File(inp, "w") as f:
+        f.create_dataset("rgba", data=img)
+        f.create_dataset("stack", data=stack)
+    out = tmp / "out.h5"
+    equalize(inp, out, "--color", color)
+    got = h5_datasets(out)
+    assert_array_equal(got["/rgba"][0], ref.equalize_one(img, 8, color), f"(H,W,4) {color}")
+    assert_array_equal(got["/stack"][0], ref.equalize_stack(stack, 16, color)[0], f"(N,H,W,4) {color}")
+
+
+def test_big_endian_u16(tmp):
+    """Samples stored big-endian: read by value, written back in the input's byte order."""
+    img = ref.low_contrast(70, 90, 4000, 4300, np.uint16, seed=21)
+    inp = write_h5(tmp / "in.h5", {"be": img.astype(">u2")})
+    out = tmp / "out.h5"
+    equalize(inp, out)
+    got = read_dset(out, "be")
+    assert got.dtype == np.dtype(">u2")
+    assert_array_equal(got.astype(np.uint16), ref.equalize_one(img, 16), "big-endian u16")
+
+
+def test_own_output_as_input(tmp):
+    """An output of ours fed back in: /histeq_dist/global_histogram is a record, not an image."""
+    stack = ref.stack_of(3, 40, 50, 100, 140, np.uint8, seed=22)
+    inp = write_h5(tmp / "in.h5", {"s": stack})
+    once, twice = tmp / "once.h5", tmp / "twice.h5"
+    equalize(inp, once, "--scope", "global")
+    first = read_dset(once, "s")
+    equalize(once, twice, "--scope", "global")
+    assert sorted(h5_datasets(twice)) == ["/s"]
+    assert_array_equal(read_dset(twice, "s"), ref.equalize_stack(first, 8, scope="global")[0], "second pass")

@@ -1,0 +1,119 @@
+"""Rank and thread invariance: mpirun -np 1..4 and --threads 1 / 2 give byte-identical outputs,
+which also equal the reference. Small --block / --memory force several blocks per rank and the
+path where blocks are dropped after pass 1 and read again for pass 2."""
+import os
+
+import h5py
+import numpy as np
+import pytest
+
+import pngio
+import reference as ref
+from helpers import assert_array_equal, assert_same_output, equalize, file_hash, read_png
+
+RANKS = [1, 2, 3, 4]
+
+
+def across_ranks(tmp, inp, suffix, *opts):
+    outs = []
+    for n in RANKS:
+        out = tmp / f"out_np{n}{suffix}"
+        equalize(inp, out, *opts, np_=n)
+        outs.append(out)
+    # The MPI singleton (no mpirun) too.
+    out = tmp / f"out_single{suffix}"
+    equalize(inp, out, *opts)
+    outs.append(out)
+    for o in outs[1:]:
+        assert_same_output(str(outs[0]), str(o))
+    return outs[0]
+
+
+def test_hdf5_stack(tmp):
+    stack = ref.stack_of(9, 60, 70, 700, 1500, np.uint16, seed=60)
+    stack[2, 5, 5] = 50000  # clamped with --bits 12
+    inp = tmp / "in.h5"
+    with h5py.File(inp, "w") as f:
+        f.create_dataset("scans/ct", data=stack, chunks=(1, 30, 70), compression="gzip")
+    out = across_ranks(tmp, inp, ".h5", "--bits", "12", "--block", "16K", "--memory", "40K")
+    with h5py.File(out, "r") as f:
+        assert_array_equal(f["scans/ct"][()], ref.equalize_stack(stack, 12)[0], "stack")
+
+
+def test_hdf5_single_image_row_bands(tmp):
+    img = ref.low_contrast(1000, 777, 20000, 23000, np.uint16, seed=61)
+    inp = tmp / "in.h5"
+    with h5py.File(inp, "w") as f:
+        f.create_dataset("big", data=img)
+    out = across_ranks(tmp, inp, ".h5", "--block", "64K", "--memory", "100K")
+    with h5py.File(out, "r") as f:
+        assert_array_equal(f["big"][()], ref.equalize_one(img, 16), "1000x777 row bands")
+
+
+def test_hdf5_single_image_chunked(tmp):
+    img = ref.low_contrast_rgb(301, 203, 40, 90, np.uint8, seed=62)
+    inp = tmp / "in.h5"
+    with h5py.File(inp, "w") as f:
+        f.create_dataset("rgb", data=img, chunks=(64, 64, 3), compression="gzip")
+    out = across_ranks(tmp, inp, ".h5", "--block", "32K", "--color", "value")
+    with h5py.File(out, "r") as f:
+        assert_array_equal(f["rgb"][()], ref.equalize_one(img, 8, "value"), "chunked RGB row bands")
+
+
+def test_hdf5_global_scope(tmp):
+    a = ref.stack_of(5, 40, 50, 30, 90, np.uint8, seed=63, rgb=True)
+    b = ref.low_contrast_rgb(70, 30, 100, 200, np.uint8, seed=64)
+    inp = tmp / "in.h5"
+    with h5py.File(inp, "w") as f:
+        f.create_dataset("a", data=a)
+        f.create_dataset("g/b", data=b)
+    out = across_ranks(tmp, inp, ".h5", "--scope", "global", "--color", "channels", "--block", "8K")
+    want, gh = ref.equalize_images(list(a) + [b], 8, "channels", scope="global")
+    with h5py.File(out, "r") as f:
+        assert_array_equal(f["a"][()], np.stack(want[:5]), "/a global")
+        assert_array_equal(f["g/b"][()], want[5], "/g/b global")
+        assert_array_equal(f["histeq_dist/global_histogram"][()], gh, "global histograms")
+
+
+def test_png_directory(tmp):
+    d = tmp / "in"
+    os.makedirs(d)
+    want = {}
+    for i in range(6):
+        if i % 3 == 2:
+            im = ref.low_contrast_rgb(30 + i, 40, 50, 120, np.uint8, 70 + i)
+            pngio.write(d / f"p{i}.png", im, 8, pngio.RGB)
+        elif i % 3 == 1:
+            im = ref.low_contrast(25, 31 + i, 9000, 9900, np.uint16, 70 + i)
+            pngio.write(d / f"p{i}.png", im, 16, pngio.GRAY)
+        else:
+            im = ref.low_contrast(44, 20 + i, 70, 110, np.uint8, 70 + i)
+            pngio.write(d / f"p{i}.png", im, 8, pngio.GRAY)
+        want[f"p{i}.png"] = ref.equalize_one(im, 16 if i % 3 == 1 else 8)
+    outs = []
+    for n in RANKS:
+        out = tmp / f"out_np{n}"
+        equalize(d, out, "--block", "2K", np_=n)
+        outs.append(out)
+    for name, w in want.items():
+        for o in outs:
+            assert_array_equal(read_png(o / name).samples.reshape(w.shape), w, f"{o.name}/{name}")
+        hashes = {file_hash(o / name) for o in outs}
+        assert len(hashes) == 1, f"{name}: PNG file bytes differ across rank counts"
+
+
+@pytest.mark.parametrize("kind", ["h5", "png"])
+def test_threads(tmp, kind):
+    if kind == "h5":
+        img = ref.stack_of(2, 700, 500, 100, 140, np.uint8, seed=80)  # slices above 2^18 pixels
+        inp = tmp / "in.h5"
+        with h5py.File(inp, "w") as f:
+            f.create_dataset("s", data=img)
+    else:
+        img = ref.low_contrast_rgb(200, 150, 10, 60, np.uint8, seed=81)
+        inp = tmp / "in.png"
+        pngio.write(inp, img, 8, pngio.RGB)
+    ext = "." + kind
+    for t in ("1", "2"):
+        equalize(inp, tmp / f"t{t}{ext}", "--threads", t)
+    assert_same_output(str(tmp / f"t1{ext}"), str(tmp / f"t2{ext}"))
