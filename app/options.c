@@ -41,6 +41,7 @@ static const char USAGE[] =
     "      --memory SIZE     per-rank budget for pixels held between the passes (default: RAM/4/ranks)\n"
     "      --block SIZE      largest piece read at once (default 256M); SIZE takes K, M, G, T\n"
     "\n"
+    "      --progress SEC    a progress line every SEC seconds on long runs (default 10; 0: none)\n"
     "  -v, --verbose         say what each rank does (plan, devices, timings)\n"
     "  -q, --quiet           only errors\n"
     "  -h, --help            this text\n"
@@ -50,7 +51,7 @@ static const char USAGE[] =
     "5 device unavailable; 6 out of memory.\n";
 
 enum { OPT_SCOPE = 256, OPT_COLOR, OPT_METHOD, OPT_BITS, OPT_DEVICE, OPT_THREADS, OPT_MEMORY, OPT_BLOCK,
-       OPT_PNG_LEVEL, OPT_ON_ERROR, OPT_FORCE, OPT_VERSION };
+       OPT_PNG_LEVEL, OPT_ON_ERROR, OPT_FORCE, OPT_VERSION, OPT_PROGRESS };
 
 static const struct option LONG_OPTS[] = {
     {"input", required_argument, NULL, 'i'},      {"output", required_argument, NULL, 'o'},
@@ -59,7 +60,7 @@ static const struct option LONG_OPTS[] = {
     {"device", required_argument, NULL, OPT_DEVICE}, {"threads", required_argument, NULL, OPT_THREADS},
     {"memory", required_argument, NULL, OPT_MEMORY}, {"block", required_argument, NULL, OPT_BLOCK},
     {"png-level", required_argument, NULL, OPT_PNG_LEVEL}, {"on-error", required_argument, NULL, OPT_ON_ERROR},
-    {"force", no_argument, NULL, OPT_FORCE},      {"verbose", no_argument, NULL, 'v'},
+    {"force", no_argument, NULL, OPT_FORCE},      {"progress", required_argument, NULL, OPT_PROGRESS},      {"verbose", no_argument, NULL, 'v'},
     {"quiet", no_argument, NULL, 'q'},            {"help", no_argument, NULL, 'h'},
     {"version", no_argument, NULL, OPT_VERSION},  {NULL, 0, NULL, 0},
 };
@@ -116,6 +117,7 @@ int hq_options_parse(int argc, char **argv, int print, hq_options *o, hq_err *er
     memset(o, 0, sizeof *o);
     o->png_level = -1;
     o->block_bytes = (uint64_t)256 << 20;
+    o->progress = 10;
     opterr = 0;
     optind = 1;
     int c;
@@ -177,6 +179,11 @@ int hq_options_parse(int argc, char **argv, int print, hq_options *o, hq_err *er
             if (parse_int(optarg, 0, 9, &v))
                 return hq_fail(err, HQ_EUSAGE, "--png-level: '%s' is not a number from 0 to 9", optarg);
             o->png_level = (int)v;
+            break;
+        case OPT_PROGRESS:
+            if (parse_int(optarg, 0, 86400, &v))
+                return hq_fail(err, HQ_EUSAGE, "--progress: '%s' is not a number of seconds (0 turns it off)", optarg);
+            o->progress = (double)v;
             break;
         case OPT_MEMORY:
             if (parse_size(optarg, &o->memory))

@@ -26,6 +26,7 @@ typedef struct hq_options {
     hq_on_error on_error;
     uint64_t memory;      /* per-rank budget for held blocks, bytes */
     uint64_t block_bytes; /* largest block read at once */
+    double progress;      /* seconds between progress lines; 0 = none */
     int exit_now;
 } hq_options;
 

@@ -23,6 +23,7 @@
 #include "../engine/engine.h"
 #include "../io/io.h"
 #include "../jobs/plan.h"
+#include "../mpi/progress.h"
 #include "pipeline.h"
 
 #ifndef HQ_VERSION
@@ -65,7 +66,9 @@ typedef struct run {
     uint64_t held_bytes, budget;
     int threaded_io;      /* own items' I/O runs on a thread of its own (app/pipeline.h) */
     double t[PH_N];
-    uint64_t pixels_done, bytes_done;
+    uint64_t pixels_done, bytes_done; /* written; updated by the thread that writes */
+    uint64_t bytes_histogrammed;      /* pending blocks through pass 1; updated by the compute thread */
+    hq_progress prog;
     char *skipped;        /* this rank's skipped inputs, one line each */
     size_t skipped_len;
     uint64_t nskipped;
@@ -312,6 +315,14 @@ static hq_block_data block_view(const run *r, const hq_block *b, void *data, int
     return d;
 }
 
+/* Progress counts each block's bytes twice: once histogrammed, once written. */
+static void tick(run *r)
+{
+    const uint64_t w = __atomic_load_n(&r->bytes_done, __ATOMIC_RELAXED);
+    const uint64_t h = __atomic_load_n(&r->bytes_histogrammed, __ATOMIC_RELAXED);
+    hq_progress_tick(&r->prog, __atomic_load_n(&r->pixels_done, __ATOMIC_RELAXED), w + h);
+}
+
 static int timed_read(run *r, const hq_block *b, uint64_t item, int collective, void **data, hq_err *err)
 {
     double t0 = hq_now();
@@ -337,9 +348,10 @@ static int timed_write(run *r, const hq_block *b, uint64_t item, int collective,
     int rc = r->io_ops->write_block(r->io, item, b, collective, data, err);
     r->t[PH_WRITE] += hq_now() - t0;
     if (!rc && b) {
-        r->pixels_done += hq_block_pixels(b, r->inv.items[item].width);
-        r->bytes_done += block_bytes(r, b);
+        __atomic_add_fetch(&r->pixels_done, hq_block_pixels(b, r->inv.items[item].width), __ATOMIC_RELAXED);
+        __atomic_add_fetch(&r->bytes_done, block_bytes(r, b), __ATOMIC_RELAXED);
     }
+    tick(r);
     return rc;
 }
 
@@ -368,6 +380,7 @@ static int equalize_fused(run *r, const hq_block *b, void *data, hq_err *err)
     r->t[PH_HIST] += hq_now() - t0;
     if (rc)
         goto done;
+    __atomic_add_fetch(&r->bytes_histogrammed, block_bytes(r, b), __ATOMIC_RELAXED);
     t0 = hq_now();
     for (uint64_t s = 0; s < d.nseg; s++)
         build_luts(r, &m, hp[s], lut + s * hl);
@@ -394,6 +407,8 @@ static int histogram_pending(run *r, const hq_block *b, void *data, hq_err *err)
     uint64_t *hp[1] = {gh->hist};
     int rc = r->eng->ops->histogram(r->eng, &d, &m, hp, err);
     r->t[PH_HIST] += hq_now() - t0;
+    if (!rc)
+        __atomic_add_fetch(&r->bytes_histogrammed, block_bytes(r, b), __ATOMIC_RELAXED);
     return rc;
 }
 
@@ -921,6 +936,10 @@ int hq_run(const hq_options *o, const hq_comm *c, hq_err *err)
     if (!rc && o->verbose)
         report_plan(&r);
     if (!rc) {
+        uint64_t total_bytes = 0;
+        for (size_t i = 0; i < r.inv.n; i++)
+            total_bytes += r.inv.items[i].bad ? 0 : r.inv.items[i].slices * hq_item_image_bytes(&r.inv.items[i]);
+        hq_progress_start(&r.prog, c->world, o->quiet ? 0 : o->progress, r.plan.total_pixels, 2 * total_bytes);
         /* The passes. Each rank carries its own status through the collective parts and the ranks
          * agree on it only where they next meet, so a failure never strands a rank in a call. */
         int mine = pass1_shared(&r, err);
@@ -933,6 +952,7 @@ int hq_run(const hq_options *o, const hq_comm *c, hq_err *err)
             build_pending_luts(&r);
             rc = hq_comm_agree(c, pass2(&r, err), err);
         }
+        hq_progress_finish(&r.prog);
     }
     hq_mode gm = {1, 1, 8, 0};
     const uint64_t *gh = rc ? NULL : global_hist(&r, &gm);
