@@ -8,13 +8,18 @@
  *    last dimension is 3 or 4 is read as colour, so a stack of images 3 or 4 pixels wide is
  *    (ambiguously) taken for one RGB/RGBA image. In a file this tool wrote (root attribute
  *    histeq_dist_version), /histeq_dist/global_histogram is our record, not an image: left out.
+ *    Compressed (filtered) datasets get item.collective = 1: parallel HDF5 1.10 writes them only
+ *    collectively (alone in the communicator, any write is made collective here).
  *  - open_input / create_output / close are collective and return the same code and the same
  *    message on every rank (the message of the lowest failing rank), so no rank can hang or go on
  *    alone. read_block / write_block are collective only when asked; a rank with no block then
- *    still takes part with an empty selection.
+ *    still takes part with an empty selection, and a collective transfer, too, ends with the same
+ *    result on every rank. Whatever HDF5 would refuse on some ranks only (a chunk past the end of
+ *    the input, a full disk) is checked and agreed before the transfer: parallel HDF5 1.10 hangs
+ *    when a collective transfer fails on some ranks only.
  *  - The output is written as OUT.part, each dataset laid out like its input (type, shape, chunks,
- *    filters), and renamed to OUT only by close(commit = 1) once every rank succeeded.
- *    Filtered (compressed) datasets can only be written collectively by parallel HDF5 1.10.
+ *    filters), with its disk space reserved ahead (fallocate) where the filesystem allows, and is
+ *    renamed to OUT only by close(commit = 1) once every rank succeeded and the file reads back.
  *  - The input is only ever opened read-only. HDF5's own error printing is turned off: failures
  *    come back as one line naming the file and dataset, with HDF5's innermost reason appended.
  *  - Verbose (HQ_VERBOSE set and not "0" at open_input, or opts->verbose at create_output):
@@ -27,7 +32,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <hdf5.h>
@@ -41,7 +45,7 @@
 #define CHANNELS_MAX 4
 #define MiB ((hsize_t)1 << 20)
 #define CHUNK_CACHE_MAX (32 * MiB)
-#define RESERVE_MARGIN_MAX (4 * MiB) /* room for the metadata written when the file is closed */
+#define RESERVE_MARGIN_MAX (4 * MiB)
 #define ATTR_COPY_MAX 32768 /* larger attributes would need the dense attribute storage of newer formats */
 
 /* Per item flags: which transfers already reported a fall back to independent I/O, and whether
@@ -56,6 +60,8 @@ struct hq_io {
     hid_t in_file;
     hid_t *in_dset;    /* per item; H5I_INVALID_HID for bad items */
     int *frank;        /* per item, the rank of the dataset in the file */
+    hsize_t (*in_chunk)[MAX_RANK]; /* per item, the input's chunk shape; all 0 when not chunked */
+    uint64_t in_eoa;   /* the input's end of allocated space (0: unknown); HDF5 reads nothing past it */
     unsigned char *flags;
     hid_t dxpl_coll, dxpl_ind;
     /* Output: present between create_output and close. */
@@ -63,6 +69,8 @@ struct hq_io {
     hid_t *out_dset;
     char *out_path, *part_path;
     int part_ours; /* OUT.part passed the checks (it is not the input): ours to create and remove */
+    uint64_t reserved; /* rank 0: bytes of OUT.part reserved with fallocate */
+    int no_fallocate;  /* rank 0: the filesystem cannot reserve */
 };
 
 /* ---------------------------------------------------------------------------------------------- */
@@ -560,6 +568,24 @@ static hid_t input_dapl(hid_t d, int frank, const hq_item *it)
     return dapl;
 }
 
+/* Remembers the input's chunk shape, and refuses a contiguous dataset that ends past the end of
+ * allocated space: HDF5 would fail the read on some ranks only. */
+static int note_storage(hq_io *io, uint64_t i, hid_t d, int frank, hq_err *err)
+{
+    hid_t dcpl = H5Dget_create_plist(d);
+    const H5D_layout_t layout = dcpl >= 0 ? H5Pget_layout(dcpl) : H5D_LAYOUT_ERROR;
+    if (layout == H5D_CHUNKED && H5Pget_chunk(dcpl, frank, io->in_chunk[i]) != frank)
+        memset(io->in_chunk[i], 0, sizeof io->in_chunk[i]);
+    if (dcpl >= 0)
+        H5Pclose(dcpl);
+    const haddr_t off = layout == H5D_CONTIGUOUS ? H5Dget_offset(d) : HADDR_UNDEF;
+    H5Eclear2(H5E_DEFAULT);
+    if (off != HADDR_UNDEF && io->in_eoa && (uint64_t)off + H5Dget_storage_size(d) > io->in_eoa)
+        return hq_fail(err, HQ_EINPUT, "%s:%s: data lies past the end of the file (truncated?)", io->inv.root,
+                       io->inv.items[i].name);
+    return 0;
+}
+
 static int open_item(hq_io *io, uint64_t i, hq_err *err)
 {
     const hq_item *it = &io->inv.items[i];
@@ -576,6 +602,11 @@ static int open_item(hq_io *io, uint64_t i, hq_err *err)
     if (!rc && (now.slices != it->slices || now.height != it->height || now.width != it->width ||
                 now.channels != it->channels || now.sample_bytes != it->sample_bytes))
         rc = hq_fail(err, HQ_EINPUT, "%s:%s: the dataset changed since it was scanned", file, it->name);
+    if (rc) {
+        H5Dclose(d);
+        return rc;
+    }
+    rc = note_storage(io, i, d, frank, err);
     if (rc) {
         H5Dclose(d);
         return rc;
@@ -612,6 +643,7 @@ static void free_io(hq_io *io)
     free(io->in_dset);
     free(io->out_dset);
     free(io->frank);
+    free(io->in_chunk);
     free(io->flags);
     free(io->out_path);
     free(io->part_path);
@@ -654,10 +686,11 @@ static int prepare_io(hq_io *io, const hq_inventory *inv, hq_err *err)
     const size_t n = io->inv.n;
     io->in_dset = malloc((n ? n : 1) * sizeof *io->in_dset);
     io->frank = calloc(n ? n : 1, sizeof *io->frank);
+    io->in_chunk = calloc(n ? n : 1, sizeof *io->in_chunk);
     io->flags = calloc(n ? n : 1, 1);
     io->dxpl_coll = H5Pcreate(H5P_DATASET_XFER);
     io->dxpl_ind = H5Pcreate(H5P_DATASET_XFER);
-    if (!io->in_dset || !io->frank || !io->flags)
+    if (!io->in_dset || !io->frank || !io->flags || !io->in_chunk)
         return hq_fail(err, HQ_EMEM, "%s: out of memory", inv->root);
     for (size_t i = 0; i < n; i++)
         io->in_dset[i] = H5I_INVALID_HID;
@@ -667,8 +700,27 @@ static int prepare_io(hq_io *io, const hq_inventory *inv, hq_err *err)
     return 0;
 }
 
+/* The input's end of allocated space, read by rank 0 through the serial driver (the MPI-IO one
+ * does not report it) and shared; 0 when unknown. */
+static void learn_input_eoa(hq_io *io)
+{
+    uint64_t eoa = 0;
+    if (io->rank == 0) {
+        hid_t f = H5Fopen(io->inv.root, H5F_ACC_RDONLY, H5P_DEFAULT);
+        haddr_t a = HADDR_UNDEF;
+        if (f >= 0 && H5Fget_eoa(f, &a) >= 0 && a != HADDR_UNDEF)
+            eoa = a;
+        if (f >= 0)
+            H5Fclose(f);
+        H5Eclear2(H5E_DEFAULT);
+    }
+    MPI_Bcast(&eoa, 1, MPI_UINT64_T, 0, io->comm);
+    io->in_eoa = eoa;
+}
+
 static int open_input_file(hq_io *io, hq_err *err)
 {
+    learn_input_eoa(io);
     hid_t fapl = H5Pcreate(H5P_FILE_ACCESS);
     if (fapl < 0 || H5Pset_fapl_mpio(fapl, io->comm, MPI_INFO_NULL) < 0) {
         if (fapl >= 0)
@@ -737,21 +789,12 @@ static int block_fits(const hq_item *it, int frank, const hq_block *b)
     return b->s1 - b->s0 == 1 || (b->r0 == 0 && b->r1 == it->height);
 }
 
-/* Selects the block in the file space and makes the matching contiguous memory space; with
- * b == NULL both select nothing, for a rank that only joins a collective transfer. */
-static int select_block(hid_t fspace, const hq_item *it, int frank, const hq_block *b, hid_t *mspace)
+/* The block as a hyperslab of the dataset: for a stack start (s0, r0, 0[, 0]) count (s1-s0,
+ * r1-r0, W[, C]); for a single image start (r0, 0[, 0]). Returns the rank. */
+static int block_extent(const hq_item *it, int frank, const hq_block *b, hsize_t *start, hsize_t *count)
 {
-    if (!b) {
-        const hsize_t one = 1;
-        *mspace = H5Screate_simple(1, &one, NULL);
-        if (*mspace < 0 || H5Sselect_none(*mspace) < 0 || H5Sselect_none(fspace) < 0)
-            return -1;
-        return 0;
-    }
-    int has_n, has_c;
+    int has_n, has_c, k = 0;
     item_roles(frank, it, &has_n, &has_c);
-    hsize_t start[MAX_RANK], count[MAX_RANK];
-    int k = 0;
     if (has_n) {
         start[k] = b->s0;
         count[k++] = b->s1 - b->s0;
@@ -764,6 +807,133 @@ static int select_block(hid_t fspace, const hq_item *it, int frank, const hq_blo
         start[k] = 0;
         count[k++] = it->channels;
     }
+    return k;
+}
+
+/* Collective reads only: HDF5 refuses a chunk that lies past the end of allocated space on the
+ * rank that reads it, after the other ranks entered the MPI collective, and the job hangs. So the
+ * chunks of the block are looked up first, and the ranks agree before reading. (A file cut short
+ * fails at open; this catches one whose chunk index points past its recorded end.) */
+static int check_block_chunks(hq_io *io, uint64_t item, const hq_block *b, hq_err *err)
+{
+    const hsize_t *cd = io->in_chunk[item];
+    const hq_item *it = &io->inv.items[item];
+    if (!b || !io->in_eoa || cd[0] == 0)
+        return 0;
+    hsize_t start[MAX_RANK], count[MAX_RANK], first[MAX_RANK], last[MAX_RANK], idx[MAX_RANK], off[MAX_RANK];
+    const int k = block_extent(it, io->frank[item], b, start, count);
+    for (int d = 0; d < k; d++) {
+        first[d] = idx[d] = start[d] / cd[d];
+        last[d] = (start[d] + count[d] - 1) / cd[d];
+    }
+    for (;;) {
+        unsigned mask = 0;
+        haddr_t addr = HADDR_UNDEF;
+        hsize_t size = 0;
+        for (int d = 0; d < k; d++)
+            off[d] = idx[d] * cd[d];
+        if (H5Dget_chunk_info_by_coord(io->in_dset[item], off, &mask, &addr, &size) < 0) {
+            char det[512];
+            hdf5_detail(det, sizeof det);
+            return hq_fail(err, HQ_EIO, "%s:%s: read failed (slices %llu..%llu, rows %llu..%llu): chunk index%s",
+                           io->inv.root, it->name, (unsigned long long)b->s0, (unsigned long long)b->s1,
+                           (unsigned long long)b->r0, (unsigned long long)b->r1, det);
+        }
+        if (addr != HADDR_UNDEF && (uint64_t)addr + size > io->in_eoa)
+            return hq_fail(err, HQ_EIO,
+                           "%s:%s: read failed (slices %llu..%llu, rows %llu..%llu): a chunk lies past the end of "
+                           "the file (truncated?)",
+                           io->inv.root, it->name, (unsigned long long)b->s0, (unsigned long long)b->s1,
+                           (unsigned long long)b->r0, (unsigned long long)b->r1);
+        int d = k - 1; /* next chunk, odometer order */
+        while (d >= 0 && idx[d] == last[d]) {
+            idx[d] = first[d];
+            d--;
+        }
+        if (d < 0)
+            return 0;
+        idx[d]++;
+    }
+}
+
+/* Room for metadata: allocated in the file before it is written (at close, mostly), so the end
+ * of allocated space runs ahead of the file's size by up to this much. */
+static uint64_t metadata_margin(uint64_t file_bytes)
+{
+    const uint64_t m = 64 * 1024 + file_bytes / 64;
+    return m > RESERVE_MARGIN_MAX ? RESERVE_MARGIN_MAX : m;
+}
+
+/* Rank 0: makes sure OUT.part has disk blocks up to `end`. 0, or the errno of a full disk. */
+static int reserve_to(hq_io *io, uint64_t end)
+{
+    if (io->no_fallocate || end <= io->reserved)
+        return 0;
+    int fd = open(io->part_path, O_WRONLY);
+    if (fd < 0)
+        return 0;
+    int e = fallocate(fd, FALLOC_FL_KEEP_SIZE, 0, (off_t)end) == 0 ? 0 : errno;
+    close(fd);
+    if (e == 0)
+        io->reserved = end;
+    else if (e != ENOSPC && e != EDQUOT && e != EFBIG)
+        io->no_fallocate = 1; /* not supported here: nothing is reserved, nothing is refused */
+    return e == ENOSPC || e == EDQUOT || e == EFBIG ? e : 0;
+}
+
+/* The raw bytes of the chunks a block touches: the most a collective write of it can add to a
+ * compressed dataset (a chunk partly written is rewritten whole; deflate barely grows data). */
+static uint64_t touched_chunk_bytes(hq_io *io, uint64_t item, const hq_block *b)
+{
+    const hsize_t *cd = io->in_chunk[item];
+    const hq_item *it = &io->inv.items[item];
+    if (!b || cd[0] == 0)
+        return 0;
+    hsize_t start[MAX_RANK], count[MAX_RANK];
+    const int k = block_extent(it, io->frank[item], b, start, count);
+    uint64_t chunks = 1, chunk_bytes = it->sample_bytes;
+    for (int d = 0; d < k; d++) {
+        chunks *= (start[d] + count[d] - 1) / cd[d] - start[d] / cd[d] + 1;
+        chunk_bytes *= cd[d];
+    }
+    return chunks * (chunk_bytes + chunk_bytes / 512 + 64);
+}
+
+/* Rank 0 extends the reservation past the file's current end by `more` bytes, the most the
+ * next step can add. Every rank passes the same `more`; the ranks must then agree on the result. */
+static int reserve_more(hq_io *io, uint64_t more, const char *what, hq_err *err)
+{
+    struct stat st;
+    if (io->rank != 0 || io->no_fallocate || stat(io->part_path, &st) != 0)
+        return 0;
+    const int e = reserve_to(io, (uint64_t)st.st_size + metadata_margin((uint64_t)st.st_size) + more);
+    return e ? hq_fail(err, HQ_EIO, "%s:%s: write failed: not enough disk space (%s)", io->out_path, what,
+                       strerror(e))
+             : 0;
+}
+
+/* Before a collective write of a compressed dataset: room for what this round can add, all
+ * ranks' blocks together. Collective. */
+static int reserve_for_write(hq_io *io, uint64_t item, const hq_block *b, hq_err *err)
+{
+    uint64_t mine = touched_chunk_bytes(io, item, b), round = 0;
+    MPI_Allreduce(&mine, &round, 1, MPI_UINT64_T, MPI_SUM, io->comm);
+    return reserve_more(io, round, io->inv.items[item].name, err);
+}
+
+/* Selects the block in the file space and makes the matching contiguous memory space; with
+ * b == NULL both select nothing, for a rank that only joins a collective transfer. */
+static int select_block(hid_t fspace, const hq_item *it, int frank, const hq_block *b, hid_t *mspace)
+{
+    if (!b) {
+        const hsize_t one = 1;
+        *mspace = H5Screate_simple(1, &one, NULL);
+        if (*mspace < 0 || H5Sselect_none(*mspace) < 0 || H5Sselect_none(fspace) < 0)
+            return -1;
+        return 0;
+    }
+    hsize_t start[MAX_RANK], count[MAX_RANK];
+    const int k = block_extent(it, frank, b, start, count);
     *mspace = H5Screate_simple(k, count, NULL);
     if (*mspace < 0 || H5Sselect_hyperslab(fspace, H5S_SELECT_SET, start, NULL, count, NULL) < 0)
         return -1;
@@ -846,6 +1016,18 @@ static int transfer(hq_io *io, uint64_t item, const hq_block *b, int collective,
                            file, it->name, (unsigned long long)b->s0, (unsigned long long)b->s1,
                            (unsigned long long)b->r0, (unsigned long long)b->r1);
         collective = 1; /* alone in the communicator, a collective write is just a write */
+    }
+    /* Checks agreed before the transfer, so that all ranks skip it together. */
+    if (!writing && collective) {
+        rc = agree(io->comm, rc ? rc : check_block_chunks(io, item, b, err), err);
+        if (rc)
+            return rc;
+    }
+    if (writing && collective && (io->flags[item] & OUT_FILTERED)) {
+        const int pre = reserve_for_write(io, item, b, err);
+        rc = agree(io->comm, rc ? rc : pre, err);
+        if (rc)
+            return rc;
     }
     static unsigned char nothing;
     const hid_t mtype = it->sample_bytes == 2 ? H5T_NATIVE_UINT16 : H5T_NATIVE_UINT8;
@@ -1199,25 +1381,6 @@ static void drop_output(hq_io *io)
     io->out_path = io->part_path = NULL;
 }
 
-/* Compressed outputs are allocated as written, so their size is unknown; the input's compressed
- * size is a lower bound worth checking, as a full disk in the middle of a parallel compressed
- * write can leave HDF5 1.10's ranks waiting on each other. */
-static int check_compressed_room(hq_io *io, hq_err *err)
-{
-    uint64_t need = 0;
-    for (size_t i = 0; i < io->inv.n; i++)
-        if (io->flags[i] & OUT_FILTERED)
-            need += H5Dget_storage_size(io->in_dset[i]);
-    struct statvfs vfs;
-    if (need == 0 || statvfs(io->part_path, &vfs) != 0)
-        return 0;
-    const uint64_t avail = (uint64_t)vfs.f_bavail * vfs.f_frsize;
-    if (avail < need)
-        return hq_fail(err, HQ_EIO, "%s: not enough disk space for the output (compressed data needs at least %llu "
-                       "bytes, %llu free)", io->out_path, (unsigned long long)need, (unsigned long long)avail);
-    return 0;
-}
-
 /* The end of the space allocated in the output so far. H5Fget_eoa needs a SWMR driver and
  * H5Fget_filesize fails under MPI-IO once the EOF is unknown; then the datasets' sizes, each
  * possibly aligned to 1 MiB, make an estimate. */
@@ -1234,26 +1397,51 @@ static uint64_t allocated_bytes(hq_io *io)
     return sum;
 }
 
-/* Collective. Rank 0 reserves the disk space of the datasets allocated so far (the uncompressed
- * ones, allocated at creation), so that a full disk is found now, not in the middle of writing
- * or closing. Filesystems without fallocate are left alone. */
-static int reserve_space(hq_io *io, hq_err *err)
+/* What the compressed datasets take at least: as much as the input's compressed chunks. */
+static uint64_t compressed_lower_bound(hq_io *io)
+{
+    uint64_t lo = 0;
+    for (size_t i = 0; i < io->inv.n; i++)
+        if (io->flags[i] & OUT_FILTERED)
+            lo += H5Dget_storage_size(io->in_dset[i]);
+    H5Eclear2(H5E_DEFAULT);
+    return lo;
+}
+
+/* Disk blocks are reserved ahead of every write, so that a full disk is found before a write
+ * rather than in the middle of one: a write failing on some ranks only leaves parallel HDF5 1.10
+ * (compressed collective writes above all) waiting in different collectives. Uncompressed
+ * datasets are allocated at creation (up to `allocated`, placed first in the file) and reserved
+ * here whole, with room for the metadata written at close; compressed ones grow as written and
+ * are reserved round by round (reserve_for_write), after a first check that at least their
+ * input's size fits. Filesystems without fallocate are left alone. Collective. */
+static int reserve_space(hq_io *io, uint64_t allocated, hq_err *err)
 {
     int rc = 0;
     if (io->rank == 0) {
-        const uint64_t size = allocated_bytes(io);
-        int fd = open(io->part_path, O_WRONLY);
-        if (fd >= 0) {
-            uint64_t margin = 64 * 1024 + size / 64;
-            margin = margin > RESERVE_MARGIN_MAX ? RESERVE_MARGIN_MAX : margin;
-            if (fallocate(fd, FALLOC_FL_KEEP_SIZE, 0, (off_t)(size + margin)) != 0 &&
-                (errno == ENOSPC || errno == EDQUOT || errno == EFBIG))
-                rc = hq_fail(err, HQ_EIO, "%s: not enough disk space for the output (%llu bytes: %s)", io->out_path,
-                             (unsigned long long)size, strerror(errno));
-            close(fd);
-        }
+        const uint64_t lo = compressed_lower_bound(io);
+        int e = reserve_to(io, allocated + metadata_margin(allocated + lo) + lo);
+        if (e)
+            rc = hq_fail(err, HQ_EIO, "%s: not enough disk space for the output (%llu bytes%s: %s)", io->out_path,
+                         (unsigned long long)(allocated + lo), lo ? " or more, as compressed" : "", strerror(e));
     }
     return share_from_root(io->comm, rc, err);
+}
+
+/* Rank 0, once the output is complete: gives back the reserved blocks past its end. */
+static void release_reserve(hq_io *io)
+{
+    struct stat st;
+    if (!io->reserved || stat(io->part_path, &st) != 0 || (uint64_t)st.st_size >= io->reserved)
+        return;
+    int fd = open(io->part_path, O_WRONLY);
+    if (fd < 0)
+        return;
+    if (fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, st.st_size,
+                  (off_t)(io->reserved - (uint64_t)st.st_size)) != 0) {
+        /* the reservation stays allocated past the end; harmless but for the space */
+    }
+    close(fd);
 }
 
 /* The output datasets of the good items whose input is compressed (or not). */
@@ -1305,14 +1493,15 @@ static int hdf5_create_output(hq_io *io, const hq_out_opts *o, MPI_Comm comm, hq
     /* Metadata is collective: every rank creates every dataset, in the same order. The
      * uncompressed ones come first, so that their space can be reserved before compressed
      * ones make the file's end unknown. */
+    uint64_t allocated = 0;
     if (!rc)
         rc = agree(io->comm, create_datasets(io, 0, err), err);
-    if (!rc)
-        rc = reserve_space(io, err);
+    if (!rc && io->rank == 0)
+        allocated = allocated_bytes(io);
     if (!rc)
         rc = agree(io->comm, create_datasets(io, 1, err), err);
     if (!rc)
-        rc = share_from_root(io->comm, io->rank == 0 ? check_compressed_room(io, err) : 0, err);
+        rc = reserve_space(io, allocated, err);
     if (rc)
         drop_output(io);
     return rc;
@@ -1408,14 +1597,17 @@ static int record_meta(hq_io *io, const hq_run_meta *m, hq_err *err)
         hdf5_detail(det, sizeof det);
     if (root >= 0)
         H5Gclose(root);
-    if (!ok)
-        return hq_fail(err, HQ_EIO, "%s: cannot record the run's attributes%s", io->out_path, det);
-    if (m->global_hist && m->global_nhist && m->global_bins && !collides_with_own_group(io) &&
-        write_global_hist(io, m) < 0) {
+    int rc = ok ? 0 : hq_fail(err, HQ_EIO, "%s: cannot record the run's attributes%s", io->out_path, det);
+    rc = agree(io->comm, rc, err);
+    if (rc || !m->global_hist || !m->global_nhist || !m->global_bins || collides_with_own_group(io))
+        return rc;
+    const uint64_t bytes = (uint64_t)m->global_nhist * m->global_bins * sizeof(uint64_t);
+    rc = agree(io->comm, reserve_more(io, bytes, OWN_HIST, err), err);
+    if (!rc && write_global_hist(io, m) < 0) {
         hdf5_detail(det, sizeof det);
-        return hq_fail(err, HQ_EIO, "%s:%s: cannot write%s", io->out_path, OWN_HIST, det);
+        rc = hq_fail(err, HQ_EIO, "%s:%s: cannot write%s", io->out_path, OWN_HIST, det);
     }
-    return 0;
+    return rc;
 }
 
 /* Closes the output's datasets and file; a failure here is a failed flush (disk full). */
@@ -1479,6 +1671,8 @@ static int finish_output(hq_io *io, int keep, hq_err *err)
 {
     int rc = 0;
     if (io->rank == 0) {
+        if (keep)
+            release_reserve(io);
         if (keep && (rc = verify_output(io, err)) != 0)
             keep = 0;
         if (keep && rename(io->part_path, io->out_path) != 0) {
