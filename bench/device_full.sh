@@ -1,0 +1,54 @@
+#!/bin/bash
+# device_full.sh — on a GPU machine (the device tool), from the repository root: build the whole
+# histeq_dist with the GPU engine and the carried parallel HDF5, then
+#   1. the integration suite with every case on --device cpu AND --device gpu, outputs compared
+#      byte for byte (make test-gpu's job; the machine's own python3 has numpy, h5py, cv2, pytest)
+#   2. compute-sanitizer memcheck on a real histeq_dist run (HDF5 stack, GPU engine)
+#   3. the end-to-end benchmark: an 8 GiB uint8 HDF5 stack, --device gpu beside --device copy
+# Needs carry [".devdeps"]: .devdeps/phdf5 (fetch-parallel-hdf5.sh, plus libsz/libaec) and
+# .devdeps/png/include (libpng headers, where the machine has only the runtime library).
+# Usage: bash bench/device_full.sh [all|test|e2e] [E2E_GIB=8]
+set -u
+what=${1:-all}
+gib=${2:-8}
+OUT=${OUT:-/tmp/hq-out}
+mkdir -p "$OUT"
+log() { echo "[$(date +%H:%M:%S)] $*" | tee -a "$OUT/full_summary.txt"; }
+. bench/device/use-parallel-hdf5.sh .devdeps/phdf5
+if ! echo '#include <png.h>' | cc -E - > /dev/null 2>&1; then
+    export CPATH="$PWD/.devdeps/png/include:$CPATH"
+    mkdir -p .devdeps/png/lib
+    ln -sf "$(ls /usr/lib/x86_64-linux-gnu/libpng16.so.16* | head -1)" .devdeps/png/lib/libpng16.so
+    export LIBRARY_PATH="$PWD/.devdeps/png/lib:$LIBRARY_PATH"
+fi
+export OMPI_MCA_btl_vader_single_copy_mechanism=none
+export HQ_MPIRUN_FLAGS="--oversubscribe --allow-run-as-root"
+t0=$(date +%s)
+make -j16 CUDA_ARCH=-arch=sm_90 > "$OUT/full_build.log" 2>&1 || { log "build failed"; tail -30 "$OUT/full_build.log"; exit 1; }
+log "built build/histeq_dist in $(( $(date +%s) - t0 )) s: $(build/histeq_dist --version)"
+rc=0
+if [ "$what" = all ] || [ "$what" = test ]; then
+    t0=$(date +%s)
+    HQ_BIN=$PWD/build/histeq_dist HQ_DEVICES="cpu gpu" timeout 420 python3 -m pytest -q -x -p no:cacheprovider \
+        tests/integration > "$OUT/test_gpu.log" 2>&1
+    r=$?; [ $r -ne 0 ] && rc=1
+    log "test-gpu, every case on cpu and gpu (rc $r, $(( $(date +%s) - t0 )) s): $(tail -1 "$OUT/test_gpu.log")"
+    grep -E "^(FAILED|ERROR)" "$OUT/test_gpu.log" | head -10
+    # One real run under memcheck: a stack whose row bands and slices exercise both block kinds.
+    mpicc -O2 -o build/make_stack bench/make_stack.c -lhdf5 && build/make_stack /tmp/hq_small.h5 0.02 300 257 > /dev/null
+    t0=$(date +%s)
+    timeout 240 compute-sanitizer --tool memcheck --leak-check full --error-exitcode 9 build/histeq_dist \
+        --input /tmp/hq_small.h5 --output /tmp/hq_small_eq.h5 --device gpu --force --block 64K -v > "$OUT/memcheck_full.log" 2>&1
+    r=$?; [ $r -ne 0 ] && rc=1
+    log "memcheck histeq_dist (rc $r, $(( $(date +%s) - t0 )) s): $(grep -E 'ERROR SUMMARY' "$OUT/memcheck_full.log" | tr '\n' ' ')"
+    log "rank -> GPU map: $(build/histeq_dist --input /tmp/hq_small.h5 --output /tmp/hq_map.h5 --force -v 2>&1 | grep 'rank 0')"
+fi
+if [ "$what" = all ] || [ "$what" = e2e ]; then
+    t0=$(date +%s)
+    HQ_BIN=build/histeq_dist timeout 400 bash bench/e2e_hdf5.sh "$gib" 3 /tmp/hq_e2e > "$OUT/e2e.log" 2>&1
+    r=$?; [ $r -ne 0 ] && rc=1
+    log "e2e (rc $r, $(( $(date +%s) - t0 )) s): $(tail -1 "$OUT/e2e.log")"
+fi
+echo "---- summary"
+cat "$OUT/full_summary.txt"
+exit $rc
