@@ -25,7 +25,7 @@ NVCC      ?= $(shell command -v nvcc 2>/dev/null || ls /usr/local/cuda/bin/nvcc 
 CUDA      ?= $(if $(NVCC),1,0)
 CUDA_HOME ?= $(patsubst %/bin/nvcc,%,$(NVCC))
 CUDA_ARCH ?= -arch=sm_90
-NVCCFLAGS ?= -O3 -std=c++17 $(CUDA_ARCH) -lineinfo -Xcompiler -Wall,-Wextra,-fPIC
+NVCCFLAGS ?= -O3 -std=c++17 $(CUDA_ARCH) -lineinfo -Xcompiler -Wall,-Wextra,-fPIC,-fopenmp
 
 HOST_SRC  := $(wildcard core/*.c engine/*.c io/*.c jobs/*.c mpi/*.c app/*.c)
 ifeq ($(CUDA),1)
@@ -42,7 +42,7 @@ BIN       := $(BUILD)/histeq_dist
 UNIT_SRC  := $(wildcard tests/unit/test_*.c)
 UNIT_BIN  := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/%)
 
-.PHONY: all test unit integration test-asan test-gpu demo deps bench clean
+.PHONY: all test unit integration test-asan test-gpu gpu-check demo deps bench clean
 all: $(BIN)
 
 $(BIN): $(HOST_OBJ) $(GPU_OBJ)
@@ -88,6 +88,26 @@ demo: $(BIN)
 
 deps:
 	sh .ci/deps.sh
+
+# GPU engine against the CPU engine, every mode, on random data (needs a GPU).
+$(BUILD)/tests/gpu_equal: tests/gpu/gpu_equal.c $(BUILD)/core/error.o $(BUILD)/core/lut.o $(BUILD)/engine/cpu_engine.o $(GPU_OBJ)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -o $@ $^ $(LDFLAGS) $(LDLIBS)
+gpu-check: $(BUILD)/tests/gpu_equal
+	$<
+
+# Benchmarks (bench/README.md): CPU engine and PNG codec beside OpenCV here; the GPU ones run on a
+# GPU machine through bench/device_run.sh and bench/device_full.sh.
+OPENCV = $$(pkg-config --cflags --libs opencv4)
+$(BUILD)/bench/cpu_bench: bench/cpu_bench.cpp $(BUILD)/core/error.o $(BUILD)/core/lut.o $(BUILD)/engine/cpu_engine.o
+	@mkdir -p $(dir $@)
+	g++ -O2 -std=c++17 -fopenmp -I. -o $@ $^ $(OPENCV)
+$(BUILD)/bench/png_bench: bench/png_bench.cpp $(BUILD)/io/png_codec.o $(BUILD)/core/error.o
+	@mkdir -p $(dir $@)
+	g++ -O2 -std=c++17 -I. -o $@ $^ $(OPENCV) $$(pkg-config --cflags --libs libpng zlib)
+bench: $(BUILD)/bench/cpu_bench $(BUILD)/bench/png_bench
+	$(BUILD)/bench/cpu_bench
+	$(BUILD)/bench/png_bench 5
 
 clean:
 	rm -rf build build-asan

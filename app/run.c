@@ -307,7 +307,7 @@ static hq_block_data block_view(const run *r, const hq_block *b, void *data, int
 {
     const hq_item *it = &r->inv.items[b->item];
     const uint64_t px = hq_block_pixels(b, it->width);
-    hq_block_data d = {data, 1, px};
+    hq_block_data d = {data, 1, px, 0};
     if (per_image && b->s1 - b->s0 > 1) {
         d.nseg = b->s1 - b->s0;
         d.seg_pixels = px / d.nseg;
@@ -384,6 +384,7 @@ static int equalize_fused(run *r, const hq_block *b, void *data, hq_err *err)
     t0 = hq_now();
     for (uint64_t s = 0; s < d.nseg; s++)
         build_luts(r, &m, hp[s], lut + s * hl);
+    d.same_as_histogram = 1;
     rc = r->eng->ops->remap(r->eng, &d, &m, lp, err);
     r->t[PH_REMAP] += hq_now() - t0;
 done:

@@ -1,6 +1,7 @@
 #!/bin/bash
 # device_full.sh — on a GPU machine (the device tool), from the repository root: build the whole
 # histeq_dist with the GPU engine and the carried parallel HDF5, then
+#   0. make gpu-check: the GPU engine against the CPU engine on random data, every mode
 #   1. the integration suite with every case on --device cpu AND --device gpu, outputs compared
 #      byte for byte (make test-gpu's job; the machine's own python3 has numpy, h5py, cv2, pytest)
 #   2. compute-sanitizer memcheck on a real histeq_dist run (HDF5 stack, GPU engine)
@@ -28,6 +29,10 @@ make -j16 CUDA_ARCH=-arch=sm_90 > "$OUT/full_build.log" 2>&1 || { log "build fai
 log "built build/histeq_dist in $(( $(date +%s) - t0 )) s: $(build/histeq_dist --version)"
 rc=0
 if [ "$what" = all ] || [ "$what" = test ]; then
+    t0=$(date +%s)
+    make gpu-check > "$OUT/gpu_check.log" 2>&1
+    r=$?; [ $r -ne 0 ] && rc=1
+    log "gpu-check, GPU engine vs CPU engine (rc $r, $(( $(date +%s) - t0 )) s): $(tail -1 "$OUT/gpu_check.log")"
     t0=$(date +%s)
     HQ_BIN=$PWD/build/histeq_dist HQ_DEVICES="cpu gpu" timeout 420 python3 -m pytest -q -x -p no:cacheprovider \
         tests/integration > "$OUT/test_gpu.log" 2>&1

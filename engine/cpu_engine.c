@@ -3,8 +3,9 @@
  * Thread count cannot change a result: histograms are integer sums, remaps are per pixel.
  *
  * The common layouts (8-bit gray, 16-bit gray, 8-bit RGB/RGBA in each colour mode) have loops of
- * their own; they trade per-pixel arithmetic for small tables filled by the same pixel.h functions,
- * so they agree with the generic loops bit for bit. Why each trick pays: bench/README.md. */
+ * their own: sub-histograms with narrow counters, and remaps through tables filled from the LUT by
+ * the same pixel.h functions, so they agree with the generic loops bit for bit. A remap that would
+ * change nothing is skipped. What each trick buys, measured: bench/README.md. */
 #include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -26,9 +27,11 @@ typedef struct cpu_impl {
 #define PAIR_TABLE_MIN (1u << 20)
 #define VALUE_TABLE_MIN (1u << 15)
 
-/* 32-bit sub-histogram counters are flushed into the 64-bit histogram every CHUNK pixels, well
- * before any of them could wrap. */
-#define CHUNK ((uint64_t)1 << 30)
+/* A big segment is handed to the threads in pieces of about 1/16 of a thread's share, at least
+ * MIN_PIECE pixels: a thread slowed down by another process on its core then holds the others
+ * back by one piece at most, not by its whole static share. */
+#define MIN_PIECE ((uint64_t)1 << 16)
+#define PIECES_PER_THREAD 16
 
 /* 8-bit sub-histograms laid 256 counters apart would put equal bins at addresses a multiple of
  * 4 KiB apart, which the CPU's store-to-load predictor takes for a dependency (4K aliasing); the
@@ -39,59 +42,121 @@ typedef struct cpu_impl {
 
 #define ALWAYS_INLINE static inline __attribute__((always_inline))
 
-/* ---------------------------------------------------------------- 8-bit sub-histograms */
+/* ---------------------------------------------------------------- histogram accumulators */
 
 typedef uint32_t sub_hist[SUBS][SUB_STRIDE];
 
-/* Adds sub-histograms [first, first + count) to hist[bin0 + hq_bin(v)] and zeroes them. */
-static void sub_flush(sub_hist sub, uint32_t first, uint32_t count, uint32_t maxv, uint64_t *hist)
+/* One thread's histogram of one segment: 64-bit counters (the result), fed for gray data through
+ * narrow 32-bit counters that are cheaper to increment and are folded in once at the end, or
+ * before any of them could wrap. The RGB and generic loops count into wide directly. */
+typedef struct hist_acc {
+    uint64_t *wide;  /* hq_mode_nhist * bins counters */
+    sub_hist *sub8;  /* 8-bit gray: SUBS sub-histograms, zero when nothing is pending */
+    uint32_t *sub16; /* 16-bit gray: one counter per bin, or NULL to count into wide */
+    uint32_t maxv;
+    uint64_t pending; /* pixels in the narrow counters since the last fold */
+} hist_acc;
+
+/* Adds the narrow counters into wide and zeroes them. */
+static void acc_fold(hist_acc *a)
 {
-    for (uint32_t v = 0; v < 256; v++) {
-        uint64_t s = 0;
-        for (uint32_t k = first; k < first + count; k++) {
-            s += sub[k][v];
-            sub[k][v] = 0;
+    if (a->pending == 0)
+        return;
+    if (a->sub16) {
+        for (uint32_t v = 0; v <= a->maxv; v++) {
+            a->wide[v] += a->sub16[v];
+            a->sub16[v] = 0;
         }
-        if (s)
-            hist[hq_bin(v, maxv)] += s;
     }
+    if (a->sub8) {
+        for (uint32_t v = 0; v < 256; v++) {
+            uint64_t sum = 0;
+            for (uint32_t k = 0; k < SUBS; k++) {
+                sum += (*a->sub8)[k][v];
+                (*a->sub8)[k][v] = 0;
+            }
+            if (sum)
+                a->wide[hq_bin(v, a->maxv)] += sum;
+        }
+    }
+    a->pending = 0;
 }
 
-/* 8-bit gray, contiguous: 8 pixels per iteration, one per sub-histogram. */
-static void hist_gray8(const uint8_t *p, uint64_t n, uint32_t maxv, uint64_t *hist)
+/* Makes room for n more pixels (n < 2^32) in the narrow counters, none of which may pass 2^32 - 1. */
+static void acc_reserve(hist_acc *a, uint64_t n)
 {
-    sub_hist sub;
-    memset(sub, 0, sizeof sub);
+    if (a->pending + n > UINT32_MAX)
+        acc_fold(a);
+    a->pending += n;
+}
+
+/* Narrow counters take at most this many pixels per acc_reserve. */
+#define RESERVE_MAX ((uint64_t)1 << 30)
+
+/* ---------------------------------------------------------------- gray histograms */
+
+/* 8-bit gray, contiguous: 8 pixels per iteration, one per sub-histogram. */
+static void hist_gray8(const uint8_t *p, uint64_t n, hist_acc *a)
+{
+    sub_hist *sub = a->sub8;
     for (uint64_t i = 0; i < n;) {
-        const uint64_t end = n - i > CHUNK ? i + CHUNK : n;
+        const uint64_t end = n - i > RESERVE_MAX ? i + RESERVE_MAX : n;
+        acc_reserve(a, end - i);
         for (; i + 8 <= end; i += 8) {
             uint8_t q[8];
             memcpy(q, p + i, 8);
-            sub[0][q[0]]++;
-            sub[1][q[4]]++;
-            sub[2][q[1]]++;
-            sub[3][q[5]]++;
-            sub[4][q[2]]++;
-            sub[5][q[6]]++;
-            sub[6][q[3]]++;
-            sub[7][q[7]]++;
+            (*sub)[0][q[0]]++;
+            (*sub)[1][q[4]]++;
+            (*sub)[2][q[1]]++;
+            (*sub)[3][q[5]]++;
+            (*sub)[4][q[2]]++;
+            (*sub)[5][q[6]]++;
+            (*sub)[6][q[3]]++;
+            (*sub)[7][q[7]]++;
         }
         for (; i < end; i++)
-            sub[i & 7][p[i]]++;
-        sub_flush(sub, 0, SUBS, maxv, hist);
+            (*sub)[i & 7][p[i]]++;
     }
 }
 
 /* 8-bit gray+alpha: channel 0 of every stride-th byte. */
-static void hist_gray8_strided(const uint8_t *p, uint64_t n, uint32_t stride, uint32_t maxv, uint64_t *hist)
+static void hist_gray8_strided(const uint8_t *p, uint64_t n, uint32_t stride, hist_acc *a)
 {
-    sub_hist sub;
-    memset(sub, 0, sizeof sub);
+    sub_hist *sub = a->sub8;
     for (uint64_t i = 0; i < n;) {
-        const uint64_t end = n - i > CHUNK ? i + CHUNK : n;
+        const uint64_t end = n - i > RESERVE_MAX ? i + RESERVE_MAX : n;
+        acc_reserve(a, end - i);
         for (; i < end; i++)
-            sub[i & 3][p[i * stride]]++;
-        sub_flush(sub, 0, 4, maxv, hist);
+            (*sub)[i & 3][p[i * stride]]++;
+    }
+}
+
+/* 16-bit gray. 32-bit counters halve the histogram's cache footprint (256 KiB for 16 bits); a
+ * single set is enough, as neighbouring 16-bit samples rarely share a bin. */
+static void hist_gray16(const uint16_t *p, uint64_t n, hist_acc *a)
+{
+    const uint32_t maxv = a->maxv;
+    if (!a->sub16) {
+        for (uint64_t i = 0; i < n; i++)
+            a->wide[hq_bin(p[i], maxv)]++;
+        return;
+    }
+    uint32_t *sub = a->sub16;
+    for (uint64_t i = 0; i < n;) {
+        const uint64_t end = n - i > RESERVE_MAX ? i + RESERVE_MAX : n;
+        acc_reserve(a, end - i);
+        if (maxv == 0xffff) {
+            for (; i + 4 <= end; i += 4) {
+                uint16_t q[4];
+                memcpy(q, p + i, 8);
+                sub[q[0]]++;
+                sub[q[1]]++;
+                sub[q[2]]++;
+                sub[q[3]]++;
+            }
+        }
+        for (; i < end; i++)
+            sub[hq_bin(p[i], maxv)]++;
     }
 }
 
@@ -139,40 +204,6 @@ static void hist_rgb8(const uint8_t *p, uint64_t n, const hq_mode *m, uint64_t *
         hist_rgb8_body(p, n, 4, maxv, m->color, hist);
 }
 
-/* ---------------------------------------------------------------- 16-bit gray histogram */
-
-/* 32-bit counters halve the histogram's cache footprint (256 KiB for 16 bits); the scratch is
- * only worth allocating for large ranges, and without it the plain loop does the same work. */
-static void hist_gray16(const uint16_t *p, uint64_t n, uint32_t maxv, uint64_t *hist)
-{
-    uint32_t *sub = n >= SMALL_SEGMENT ? calloc((size_t)maxv + 1, sizeof *sub) : NULL;
-    if (!sub) {
-        for (uint64_t i = 0; i < n; i++)
-            hist[hq_bin(p[i], maxv)]++;
-        return;
-    }
-    for (uint64_t i = 0; i < n;) {
-        const uint64_t end = n - i > CHUNK ? i + CHUNK : n;
-        if (maxv == 0xffff) {
-            for (; i + 4 <= end; i += 4) {
-                uint16_t q[4];
-                memcpy(q, p + i, 8);
-                sub[q[0]]++;
-                sub[q[1]]++;
-                sub[q[2]]++;
-                sub[q[3]]++;
-            }
-        }
-        for (; i < end; i++)
-            sub[hq_bin(p[i], maxv)]++;
-        for (uint32_t v = 0; v <= maxv; v++) {
-            hist[v] += sub[v];
-            sub[v] = 0;
-        }
-    }
-    free(sub);
-}
-
 /* ---------------------------------------------------------------- generic histograms */
 
 /* The path for every other layout (16-bit RGB, 16-bit gray+alpha), written once for both widths. */
@@ -208,6 +239,7 @@ DEFINE_HIST(hist_u16, uint16_t)
 /* What a remap of one segment may precompute from its LUT. For 8-bit samples every LUT becomes a
  * byte table with hq_bin folded in: lut values never exceed maxv <= 255. */
 typedef struct remap_tables {
+    int identity;          /* the remap changes nothing: skip it */
     uint8_t bytes[3][256]; /* 8-bit: per histogram, sample -> output sample */
     uint16_t *pairs;       /* 8-bit gray: two contiguous pixels per lookup, or NULL */
     uint8_t *value;        /* 8-bit value mode: value[V * 256 + c] = c', or NULL */
@@ -239,18 +271,46 @@ static void value_table_fill(const uint16_t *lut, uint32_t maxv, uint8_t *value)
             value[v * 256 + c] = (uint8_t)hq_value_apply(c, v, lut[v]);
 }
 
-/* Fills the tables worth having for n pixels. A table that cannot be allocated is left NULL and the
- * remap falls back to the direct loop, so this cannot fail. */
+/* True when the remap would leave every sample as it is (the LUT of a constant image, of a blank
+ * slice): the block is remapped in place, so it is then skipped. Luma is never skipped: with an
+ * identity LUT a pixel whose luma rounds up by exactly one half still moves. Value and channels
+ * keep every sample under an identity LUT (c * V / V). A sample above maxv would be clamped, which
+ * the folded byte table shows and which cannot happen with 16 significant bits. */
+static int remap_is_identity(const hq_mode *m, const uint16_t *lut, const remap_tables *t)
+{
+    if (m->channels >= 3 && m->color == HQ_COLOR_LUMA)
+        return 0;
+    const uint32_t nh = hq_mode_nhist(m);
+    if (fast8(m)) {
+        for (uint32_t h = 0; h < nh; h++)
+            for (uint32_t v = 0; v < 256; v++)
+                if (t->bytes[h][v] != v)
+                    return 0;
+        return 1;
+    }
+    if (m->sample_bytes != 2 || m->bits != 16)
+        return 0;
+    for (uint32_t h = 0; h < nh; h++)
+        for (uint32_t v = 0; v < 65536; v++)
+            if (lut[(size_t)h * 65536 + v] != v)
+                return 0;
+    return 1;
+}
+
+/* Fills the tables worth having for n pixels, unless the remap is the identity. A table that cannot
+ * be allocated is left NULL and the remap falls back to the direct loop, so this cannot fail. */
 static void remap_tables_build(const hq_mode *m, const uint16_t *lut, uint64_t n, remap_tables *t)
 {
     t->pairs = NULL;
     t->value = NULL;
-    if (!fast8(m))
-        return;
     const uint32_t maxv = hq_mode_bins(m) - 1, nh = hq_mode_nhist(m);
-    for (uint32_t h = 0; h < nh; h++)
-        for (uint32_t v = 0; v < 256; v++)
-            t->bytes[h][v] = (uint8_t)lut[h * (maxv + 1) + hq_bin(v, maxv)];
+    if (fast8(m))
+        for (uint32_t h = 0; h < nh; h++)
+            for (uint32_t v = 0; v < 256; v++)
+                t->bytes[h][v] = (uint8_t)lut[h * (maxv + 1) + hq_bin(v, maxv)];
+    t->identity = remap_is_identity(m, lut, t);
+    if (t->identity || !fast8(m))
+        return;
     if (m->channels == 1 && n >= PAIR_TABLE_MIN && (t->pairs = malloc(65536 * sizeof *t->pairs)))
         pair_table_fill(t->bytes[0], t->pairs);
     if (m->channels >= 3 && m->color == HQ_COLOR_VALUE && n >= VALUE_TABLE_MIN && (t->value = malloc(256 * 256)))
@@ -448,25 +508,24 @@ DEFINE_REMAP(remap_u16, uint16_t)
 
 /* ---------------------------------------------------------------- dispatch */
 
-static void hist_range(const hq_mode *m, const void *base, uint64_t p0, uint64_t n, uint64_t *hist)
+static void hist_range(const hq_mode *m, const void *base, uint64_t p0, uint64_t n, hist_acc *a)
 {
-    const uint32_t maxv = hq_mode_bins(m) - 1;
     if (m->sample_bytes == 1) {
         const uint8_t *p = (const uint8_t *)base + p0 * m->channels;
         if (m->channels == 1)
-            hist_gray8(p, n, maxv, hist);
+            hist_gray8(p, n, a);
         else if (m->channels == 2)
-            hist_gray8_strided(p, n, 2, maxv, hist);
+            hist_gray8_strided(p, n, 2, a);
         else if (fast8(m))
-            hist_rgb8(p, n, m, hist);
+            hist_rgb8(p, n, m, a->wide);
         else
-            hist_u8(p, n, m, hist);
+            hist_u8(p, n, m, a->wide);
     } else {
         const uint16_t *p = (const uint16_t *)base + p0 * m->channels;
         if (m->channels == 1)
-            hist_gray16(p, n, maxv, hist);
+            hist_gray16(p, n, a);
         else
-            hist_u16(p, n, m, hist);
+            hist_u16(p, n, m, a->wide);
     }
 }
 
@@ -492,30 +551,57 @@ static void remap_range(const hq_mode *m, void *base, uint64_t p0, uint64_t n, c
     }
 }
 
+/* Pieces of a big segment: see MIN_PIECE. */
+static uint64_t piece_pixels(uint64_t n, int threads)
+{
+    const uint64_t piece = n / ((uint64_t)threads * PIECES_PER_THREAD);
+    return piece < MIN_PIECE ? MIN_PIECE : piece;
+}
+
+/* Many small images: one segment per iteration, each written by exactly one thread. */
+static void histogram_small_segments(const cpu_impl *c, const hq_block_data *b, const hq_mode *m,
+                                     uint64_t *const *hist)
+{
+#pragma omp parallel for schedule(dynamic, 4) num_threads(c->threads)
+    for (int64_t s = 0; s < (int64_t)b->nseg; s++) {
+        sub_hist sub;
+        memset(sub, 0, sizeof sub);
+        hist_acc a = {hist[s], &sub, NULL, hq_mode_bins(m) - 1, 0};
+        hist_range(m, b->data, (uint64_t)s * b->seg_pixels, b->seg_pixels, &a);
+        acc_fold(&a);
+    }
+}
+
 static int cpu_histogram(hq_engine *e, const hq_block_data *b, const hq_mode *m, uint64_t *const *hist, hq_err *err)
 {
     cpu_impl *c = e->impl;
-    const size_t hlen = (size_t)hq_mode_nhist(m) * hq_mode_bins(m);
+    const uint32_t bins = hq_mode_bins(m);
+    const size_t hlen = (size_t)hq_mode_nhist(m) * bins;
     if (b->seg_pixels < SMALL_SEGMENT) {
-        /* Many small images: one segment per iteration, each written by exactly one thread. */
-#pragma omp parallel for schedule(dynamic, 4) num_threads(c->threads)
-        for (int64_t s = 0; s < (int64_t)b->nseg; s++)
-            hist_range(m, b->data, (uint64_t)s * b->seg_pixels, b->seg_pixels, hist[s]);
+        histogram_small_segments(c, b, m, hist);
         return 0;
     }
     uint64_t *priv = calloc((size_t)c->threads * hlen, sizeof *priv);
     if (!priv)
         return hq_fail(err, HQ_EMEM, "cpu engine: out of memory for %d private histograms", c->threads);
+    /* Without these the 16-bit loop counts into the 64-bit histogram: slower, same result. */
+    uint32_t *sub16 = m->sample_bytes == 2 && m->channels == 1 ? calloc((size_t)c->threads * bins, sizeof *sub16) : NULL;
     for (uint64_t s = 0; s < b->nseg; s++) {
-        const uint64_t base = s * b->seg_pixels, n = b->seg_pixels;
+        const uint64_t base = s * b->seg_pixels, n = b->seg_pixels, piece = piece_pixels(n, c->threads);
+        const int64_t npieces = (int64_t)((n + piece - 1) / piece);
 #pragma omp parallel num_threads(c->threads)
         {
             const int t = omp_get_thread_num(), nt = omp_get_num_threads();
-            uint64_t *mine = priv + (size_t)t * hlen;
-            memset(mine, 0, hlen * sizeof *mine);
-            /* Static contiguous ranges: each thread streams its own part of memory. */
-            const uint64_t lo = n * (uint64_t)t / (uint64_t)nt, hi = n * (uint64_t)(t + 1) / (uint64_t)nt;
-            hist_range(m, b->data, base + lo, hi - lo, mine);
+            sub_hist sub;
+            memset(sub, 0, sizeof sub);
+            hist_acc a = {priv + (size_t)t * hlen, &sub, sub16 ? sub16 + (size_t)t * bins : NULL, bins - 1, 0};
+            memset(a.wide, 0, hlen * sizeof *a.wide);
+#pragma omp for schedule(dynamic, 1)
+            for (int64_t k = 0; k < npieces; k++) {
+                const uint64_t lo = (uint64_t)k * piece, len = n - lo < piece ? n - lo : piece;
+                hist_range(m, b->data, base + lo, len, &a);
+            }
+            acc_fold(&a);
 #pragma omp barrier
 #pragma omp for schedule(static)
             for (int64_t v = 0; v < (int64_t)hlen; v++) {
@@ -526,6 +612,7 @@ static int cpu_histogram(hq_engine *e, const hq_block_data *b, const hq_mode *m,
             }
         }
     }
+    free(sub16);
     free(priv);
     return 0;
 }
@@ -539,21 +626,24 @@ static int cpu_remap(hq_engine *e, hq_block_data *b, const hq_mode *m, const uin
         for (int64_t s = 0; s < (int64_t)b->nseg; s++) {
             remap_tables t;
             remap_tables_build(m, lut[s], b->seg_pixels, &t);
-            remap_range(m, b->data, (uint64_t)s * b->seg_pixels, b->seg_pixels, lut[s], &t);
+            if (!t.identity)
+                remap_range(m, b->data, (uint64_t)s * b->seg_pixels, b->seg_pixels, lut[s], &t);
             remap_tables_free(&t);
         }
         return 0;
     }
     for (uint64_t s = 0; s < b->nseg; s++) {
-        const uint64_t base = s * b->seg_pixels, n = b->seg_pixels;
+        const uint64_t base = s * b->seg_pixels, n = b->seg_pixels, piece = piece_pixels(n, c->threads);
+        const int64_t npieces = (int64_t)((n + piece - 1) / piece);
         /* Built once per segment, before the threads start, and only read by them. */
         remap_tables t;
         remap_tables_build(m, lut[s], n, &t);
-#pragma omp parallel num_threads(c->threads)
-        {
-            const int k = omp_get_thread_num(), nt = omp_get_num_threads();
-            const uint64_t lo = n * (uint64_t)k / (uint64_t)nt, hi = n * (uint64_t)(k + 1) / (uint64_t)nt;
-            remap_range(m, b->data, base + lo, hi - lo, lut[s], &t);
+        if (t.identity)
+            continue; /* nothing was allocated */
+#pragma omp parallel for schedule(dynamic, 1) num_threads(c->threads)
+        for (int64_t k = 0; k < npieces; k++) {
+            const uint64_t lo = (uint64_t)k * piece, len = n - lo < piece ? n - lo : piece;
+            remap_range(m, b->data, base + lo, len, lut[s], &t);
         }
         remap_tables_free(&t);
     }

@@ -18,6 +18,10 @@ typedef struct hq_block_data {
     void *data;          /* host memory, channels interleaved, native-endian samples */
     uint64_t nseg;       /* segments (images) in the block */
     uint64_t seg_pixels; /* pixels per segment */
+    int same_as_histogram; /* remap only: these exact pixels went through histogram() just before,
+                              unchanged, so an engine may use the copy it kept (the GPU skips an
+                              upload). A pointer alone cannot say it: a freed block's address can
+                              come back holding another block. */
 } hq_block_data;
 
 typedef struct hq_engine hq_engine;

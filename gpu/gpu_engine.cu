@@ -1,0 +1,353 @@
+/* gpu_engine.cu — the GPU engine behind engine/engine.h: same results as the CPU engine, bit for
+ * bit, for every mode (the per-pixel math is core/pixel.h compiled for the device).
+ *
+ * Blocks arrive in pageable host memory. They travel in chunks through a ring of pinned staging
+ * buffers on two streams, so the host copy of one chunk, the DMA of another and the kernels of a
+ * third overlap. The uploaded block stays on the device after histogram(); a remap() of the same
+ * pointer and byte size right after it remaps that copy without uploading again when the caller
+ * says the pixels are the same (hq_block_data.same_as_histogram: the driver's fused blocks), or
+ * when HQ_GPU_RESIDENT=1 (for the harness). A pointer and a size alone cannot tell that the caller
+ * freed the block and read another one of the same size into the same address (the driver's pass 2
+ * after dropping held blocks does exactly that), and reusing then would write the wrong pixels.
+ *
+ * Binding: one visible device -> device 0; otherwise local_rank % count. Every CUDA call goes
+ * through GPU_CHECK, which names the call, file and line and returns HQ_EDEVICE; nothing here
+ * prints or exits. */
+#include <cuda_runtime.h>
+#include <ctype.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+extern "C" {
+#include "../engine/engine.h"
+}
+#include "gpu_launch.h"
+
+namespace {
+
+constexpr int kSlots = 4;                /* pinned staging buffers in the ring */
+constexpr size_t kChunk = (size_t)8 << 20; /* bytes per staged chunk */
+
+struct gpu_impl {
+    int dev;
+    int copy_threads;
+    char desc[320];
+    cudaStream_t st[2];
+    cudaEvent_t slot_free[kSlots]; /* the device is done with staging slot i */
+    cudaEvent_t ready;             /* cross-stream ordering point */
+    void *pin[kSlots];
+    uint8_t *d_data;
+    size_t data_cap;
+    unsigned long long *d_hist, *h_hist;
+    size_t hist_cap, hhist_cap; /* bytes */
+    uint16_t *d_lut, *h_lut;
+    size_t lut_cap, hlut_cap; /* bytes */
+    const void *res_ptr;      /* host block whose bytes d_data holds, NULL when none */
+    size_t res_bytes;
+    bool reuse;               /* HQ_GPU_RESIDENT=1: remap may trust res_ptr/res_bytes */
+};
+
+int gpu_fail(hq_err *err, cudaError_t e, const char *call, const char *file, int line)
+{
+    return hq_fail(err, HQ_EDEVICE, "gpu: %s failed: %s (%s:%d)", call, cudaGetErrorString(e), file, line);
+}
+
+#define GPU_CHECK(call)                                                                                            \
+    do {                                                                                                           \
+        cudaError_t e_ = (call);                                                                                   \
+        if (e_ != cudaSuccess)                                                                                     \
+            return gpu_fail(err, e_, #call, __FILE__, __LINE__);                                                   \
+    } while (0)
+
+/* Host copies are the engine's bottleneck (pageable memory): split large ones over a few threads. */
+void copy_par(void *dst, const void *src, size_t n, int threads)
+{
+#ifdef _OPENMP
+    if (threads > 1 && n >= ((size_t)2 << 20)) {
+        const size_t per = (n / (size_t)threads + 4095) & ~(size_t)4095;
+#pragma omp parallel for num_threads(threads) schedule(static)
+        for (int t = 0; t < threads; t++) {
+            const size_t lo = (size_t)t * per;
+            if (lo < n)
+                memcpy((char *)dst + lo, (const char *)src + lo, n - lo < per ? n - lo : per);
+        }
+        return;
+    }
+#else
+    (void)threads;
+#endif
+    memcpy(dst, src, n);
+}
+
+int grow_device(void **p, size_t *cap, size_t need, hq_err *err)
+{
+    if (need <= *cap)
+        return 0;
+    const size_t want = (need + ((size_t)1 << 20) - 1) & ~(((size_t)1 << 20) - 1);
+    if (*p)
+        GPU_CHECK(cudaFree(*p));
+    *p = NULL;
+    *cap = 0;
+    GPU_CHECK(cudaMalloc(p, want));
+    *cap = want;
+    return 0;
+}
+
+int grow_pinned(void **p, size_t *cap, size_t need, hq_err *err)
+{
+    if (need <= *cap)
+        return 0;
+    const size_t want = (need + ((size_t)1 << 16) - 1) & ~(((size_t)1 << 16) - 1);
+    if (*p)
+        GPU_CHECK(cudaFreeHost(*p));
+    *p = NULL;
+    *cap = 0;
+    GPU_CHECK(cudaMallocHost(p, want));
+    *cap = want;
+    return 0;
+}
+
+bool mode_valid(const hq_mode *m)
+{
+    return m->channels >= 1 && m->channels <= 4 && (m->sample_bytes == 1 || m->sample_bytes == 2) && m->bits >= 1 &&
+           m->bits <= 8 * m->sample_bytes && (unsigned)m->color <= HQ_COLOR_VALUE;
+}
+
+int check_block(const hq_block_data *b, const hq_mode *m, uint64_t *px, size_t *bytes, hq_err *err)
+{
+    if (!mode_valid(m))
+        return hq_fail(err, HQ_EINPUT, "gpu: unsupported sample layout (%u channels, %u-byte samples, %u bits)",
+                       m->channels, m->sample_bytes, m->bits);
+    *px = b->nseg * b->seg_pixels;
+    *bytes = (size_t)*px * m->channels * m->sample_bytes;
+    if (*px && !b->data)
+        return hq_fail(err, HQ_EINPUT, "gpu: block of %llu pixels has no data", (unsigned long long)*px);
+    return 0;
+}
+
+/* Pixels per staged chunk: a multiple of 16 so that no two chunks share a 16-byte vector. */
+uint64_t chunk_pixels(size_t pixel_bytes)
+{
+    const uint64_t n = kChunk / pixel_bytes / 16 * 16;
+    return n ? n : 16;
+}
+
+int gpu_histogram(hq_engine *e, const hq_block_data *b, const hq_mode *m, uint64_t *const *hist, hq_err *err)
+{
+    gpu_impl *g = static_cast<gpu_impl *>(e->impl);
+    uint64_t px;
+    size_t bytes;
+    g->res_ptr = NULL;
+    int rc = check_block(b, m, &px, &bytes, err);
+    if (rc || px == 0)
+        return rc;
+    const size_t pb = (size_t)m->channels * m->sample_bytes;
+    const uint32_t nf = hqg::mode_nf(m);
+    const size_t hbytes = (size_t)b->nseg * nf * sizeof(unsigned long long);
+    GPU_CHECK(cudaSetDevice(g->dev));
+    if ((rc = grow_device((void **)&g->d_data, &g->data_cap, bytes, err)) ||
+        (rc = grow_device((void **)&g->d_hist, &g->hist_cap, hbytes, err)) ||
+        (rc = grow_pinned((void **)&g->h_hist, &g->hhist_cap, hbytes, err)))
+        return rc;
+    GPU_CHECK(cudaMemsetAsync(g->d_hist, 0, hbytes, g->st[0]));
+    GPU_CHECK(cudaEventRecord(g->ready, g->st[0]));
+    GPU_CHECK(cudaStreamWaitEvent(g->st[1], g->ready, 0));
+    const uint64_t cpx = chunk_pixels(pb), nchunks = (px + cpx - 1) / cpx;
+    for (uint64_t i = 0; i < nchunks; i++) {
+        const int slot = (int)(i % kSlots);
+        cudaStream_t st = g->st[i & 1];
+        const uint64_t p0 = i * cpx, p1 = px - p0 < cpx ? px : p0 + cpx;
+        const size_t off = (size_t)p0 * pb, len = (size_t)(p1 - p0) * pb;
+        GPU_CHECK(cudaEventSynchronize(g->slot_free[slot]));
+        copy_par(g->pin[slot], (const char *)b->data + off, len, g->copy_threads);
+        GPU_CHECK(cudaMemcpyAsync(g->d_data + off, g->pin[slot], len, cudaMemcpyHostToDevice, st));
+        GPU_CHECK(cudaEventRecord(g->slot_free[slot], st));
+        GPU_CHECK(hqg::hist_launch(m, g->d_data, p0, p1, b->seg_pixels, g->d_hist, st));
+    }
+    GPU_CHECK(cudaEventRecord(g->ready, g->st[1]));
+    GPU_CHECK(cudaStreamWaitEvent(g->st[0], g->ready, 0));
+    GPU_CHECK(cudaMemcpyAsync(g->h_hist, g->d_hist, hbytes, cudaMemcpyDeviceToHost, g->st[0]));
+    GPU_CHECK(cudaStreamSynchronize(g->st[0]));
+    for (uint64_t s = 0; s < b->nseg; s++) {
+        const unsigned long long *src = g->h_hist + s * nf;
+        uint64_t *dst = hist[s];
+        for (uint32_t f = 0; f < nf; f++)
+            dst[f] += src[f];
+    }
+    g->res_ptr = b->data;
+    g->res_bytes = bytes;
+    return 0;
+}
+
+int gpu_remap(hq_engine *e, hq_block_data *b, const hq_mode *m, const uint16_t *const *lut, hq_err *err)
+{
+    gpu_impl *g = static_cast<gpu_impl *>(e->impl);
+    uint64_t px;
+    size_t bytes;
+    const bool resident = (g->reuse || b->same_as_histogram) && g->res_ptr && g->res_ptr == b->data &&
+                          g->res_bytes == (size_t)b->nseg * b->seg_pixels * m->channels * m->sample_bytes;
+    g->res_ptr = NULL;
+    int rc = check_block(b, m, &px, &bytes, err);
+    if (rc || px == 0)
+        return rc;
+    const size_t pb = (size_t)m->channels * m->sample_bytes;
+    const uint32_t nf = hqg::mode_nf(m);
+    const size_t lbytes = (size_t)b->nseg * nf * sizeof(uint16_t);
+    GPU_CHECK(cudaSetDevice(g->dev));
+    if ((rc = grow_device((void **)&g->d_data, &g->data_cap, bytes, err)) ||
+        (rc = grow_device((void **)&g->d_lut, &g->lut_cap, lbytes, err)) ||
+        (rc = grow_pinned((void **)&g->h_lut, &g->hlut_cap, lbytes, err)))
+        return rc;
+    for (uint64_t s = 0; s < b->nseg; s++)
+        memcpy(g->h_lut + s * nf, lut[s], nf * sizeof(uint16_t));
+    GPU_CHECK(cudaMemcpyAsync(g->d_lut, g->h_lut, lbytes, cudaMemcpyHostToDevice, g->st[0]));
+    GPU_CHECK(cudaEventRecord(g->ready, g->st[0]));
+    GPU_CHECK(cudaStreamWaitEvent(g->st[1], g->ready, 0));
+    const uint64_t cpx = chunk_pixels(pb), nchunks = (px + cpx - 1) / cpx;
+    /* Chunk i is issued (upload, remap, download into its slot) kSlots steps before the host
+     * drains it, which frees its slot for chunk i + kSlots. */
+    for (uint64_t i = 0; i < nchunks + kSlots; i++) {
+        if (i >= (uint64_t)kSlots) {
+            const uint64_t j = i - kSlots, p0 = j * cpx, p1 = px - p0 < cpx ? px : p0 + cpx;
+            const int slot = (int)(j % kSlots);
+            GPU_CHECK(cudaEventSynchronize(g->slot_free[slot]));
+            copy_par((char *)b->data + (size_t)p0 * pb, g->pin[slot], (size_t)(p1 - p0) * pb, g->copy_threads);
+        }
+        if (i < nchunks) {
+            const int slot = (int)(i % kSlots);
+            cudaStream_t st = g->st[i & 1];
+            const uint64_t p0 = i * cpx, p1 = px - p0 < cpx ? px : p0 + cpx;
+            const size_t off = (size_t)p0 * pb, len = (size_t)(p1 - p0) * pb;
+            if (!resident) {
+                copy_par(g->pin[slot], (const char *)b->data + off, len, g->copy_threads);
+                GPU_CHECK(cudaMemcpyAsync(g->d_data + off, g->pin[slot], len, cudaMemcpyHostToDevice, st));
+            }
+            GPU_CHECK(hqg::remap_launch(m, g->d_data, p0, p1, b->seg_pixels, g->d_lut, st));
+            GPU_CHECK(cudaMemcpyAsync(g->pin[slot], g->d_data + off, len, cudaMemcpyDeviceToHost, st));
+            GPU_CHECK(cudaEventRecord(g->slot_free[slot], st));
+        }
+    }
+    return 0;
+}
+
+void gpu_release(gpu_impl *g)
+{
+    cudaSetDevice(g->dev);
+    for (int i = 0; i < 2; i++)
+        if (g->st[i])
+            cudaStreamSynchronize(g->st[i]);
+    for (int i = 0; i < kSlots; i++) {
+        if (g->pin[i])
+            cudaFreeHost(g->pin[i]);
+        if (g->slot_free[i])
+            cudaEventDestroy(g->slot_free[i]);
+    }
+    if (g->ready)
+        cudaEventDestroy(g->ready);
+    for (int i = 0; i < 2; i++)
+        if (g->st[i])
+            cudaStreamDestroy(g->st[i]);
+    cudaFree(g->d_data);
+    cudaFree(g->d_hist);
+    cudaFree(g->d_lut);
+    cudaFreeHost(g->h_hist);
+    cudaFreeHost(g->h_lut);
+}
+
+void gpu_destroy(hq_engine *e)
+{
+    if (!e)
+        return;
+    gpu_impl *g = static_cast<gpu_impl *>(e->impl);
+    if (g) {
+        gpu_release(g);
+        free(g);
+    }
+    free(e);
+}
+
+void gpu_describe(hq_engine *e, char *buf, size_t len)
+{
+    const gpu_impl *g = static_cast<const gpu_impl *>(e->impl);
+    snprintf(buf, len, "%s", g->desc);
+}
+
+const hq_engine_ops gpu_ops = {"gpu", gpu_histogram, gpu_remap, gpu_destroy, gpu_describe};
+
+int gpu_open(gpu_impl *g, const hq_engine_cfg *cfg, hq_err *err)
+{
+    cudaDeviceProp prop;
+    char bus[32] = "?";
+    GPU_CHECK(cudaSetDevice(g->dev));
+    GPU_CHECK(cudaGetDeviceProperties(&prop, g->dev));
+    if (cudaDeviceGetPCIBusId(bus, (int)sizeof bus, g->dev) == cudaSuccess)
+        for (char *c = bus; *c; c++)
+            *c = (char)tolower((unsigned char)*c);
+    snprintf(g->desc, sizeof g->desc, "gpu %d: %s (%s)", g->dev, prop.name, bus);
+    cudaError_t ke = hqg::kernels_usable();
+    if (ke != cudaSuccess)
+        return hq_fail(err, HQ_EDEVICE,
+                       "gpu: %s cannot run this build's kernels (%s); rebuild for compute capability %d.%d",
+                       g->desc, cudaGetErrorString(ke), prop.major, prop.minor);
+    for (int i = 0; i < 2; i++)
+        GPU_CHECK(cudaStreamCreateWithFlags(&g->st[i], cudaStreamNonBlocking));
+    GPU_CHECK(cudaEventCreateWithFlags(&g->ready, cudaEventDisableTiming));
+    for (int i = 0; i < kSlots; i++) {
+        GPU_CHECK(cudaEventCreateWithFlags(&g->slot_free[i], cudaEventDisableTiming));
+        GPU_CHECK(cudaMallocHost(&g->pin[i], kChunk));
+    }
+    const long nproc = sysconf(_SC_NPROCESSORS_ONLN);
+    const int per_rank = (int)(nproc > 0 ? nproc : 1) / (cfg->local_size > 0 ? cfg->local_size : 1);
+    const int want = cfg->threads > 0 ? cfg->threads : per_rank;
+    g->copy_threads = want < 1 ? 1 : want > 8 ? 8 : want;
+    const char *r = getenv("HQ_GPU_RESIDENT");
+    g->reuse = r && strcmp(r, "1") == 0;
+    return 0;
+}
+
+} /* namespace */
+
+int hq_gpu_device_count(void)
+{
+    int n = 0;
+    if (cudaGetDeviceCount(&n) != cudaSuccess) {
+        cudaGetLastError();
+        return 0;
+    }
+    return n;
+}
+
+int hq_gpu_engine_create(const hq_engine_cfg *cfg, hq_engine **out, hq_err *err)
+{
+    *out = NULL;
+    int count = 0;
+    cudaError_t ce = cudaGetDeviceCount(&count);
+    if (ce != cudaSuccess || count < 1) {
+        cudaGetLastError();
+        return hq_fail(err, HQ_EDEVICE, "gpu: no CUDA device visible (%s)",
+                       cudaGetErrorString(ce != cudaSuccess ? ce : cudaErrorNoDevice));
+    }
+    hq_engine *e = static_cast<hq_engine *>(calloc(1, sizeof *e));
+    gpu_impl *g = static_cast<gpu_impl *>(calloc(1, sizeof *g));
+    if (!e || !g) {
+        free(e);
+        free(g);
+        return hq_fail(err, HQ_EMEM, "gpu engine: out of memory");
+    }
+    const int rank = cfg->local_rank > 0 ? cfg->local_rank : 0;
+    g->dev = count == 1 ? 0 : rank % count;
+    e->ops = &gpu_ops;
+    e->impl = g;
+    int rc = gpu_open(g, cfg, err);
+    if (rc) {
+        gpu_destroy(e);
+        return rc;
+    }
+    *out = e;
+    return 0;
+}

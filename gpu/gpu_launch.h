@@ -1,0 +1,52 @@
+/* gpu_launch.h — host entry points to the GPU kernels on device-resident data (C++ only; used by
+ * the engine, gpu_engine.cu, and by bench/gpu_bench.cu).
+ *
+ * Contract: every function enqueues on `stream` and returns the launch's cudaError_t; none
+ * synchronizes. Data pointers are cudaMalloc'd (16-byte aligned) and hold the whole block, pixel 0
+ * at the pointer. Histograms are u64 counters, segment-major then flat bin (h*bins + bin), exactly
+ * the layout the engine interface hands the host; LUTs are u16 with the same indexing. */
+#ifndef HQ_GPU_LAUNCH_H
+#define HQ_GPU_LAUNCH_H
+
+#include <cuda_runtime.h>
+#include <stdint.h>
+
+extern "C" {
+#include "../core/mode.h"
+}
+
+namespace hqg {
+
+/* Flat histogram entries per segment: nhist * bins. */
+static inline uint32_t mode_nf(const hq_mode *m)
+{
+    return hq_mode_nhist(m) * hq_mode_bins(m);
+}
+
+/* Adds the histograms of pixels [p0, p1) of a block (segments of seg_pixels) into d_hist. */
+cudaError_t hist_launch(const hq_mode *m, const void *d_data, uint64_t p0, uint64_t p1, uint64_t seg_pixels,
+                        unsigned long long *d_hist, cudaStream_t stream);
+
+/* Remaps pixels [p0, p1) in place with d_lut (mode_nf entries per segment). */
+cudaError_t remap_launch(const hq_mode *m, void *d_data, uint64_t p0, uint64_t p1, uint64_t seg_pixels,
+                         const uint16_t *d_lut, cudaStream_t stream);
+
+/* Equalize LUTs of nseg segments from their histograms (core/lut.c's rule, built on the device). */
+cudaError_t lut_equalize_launch(const hq_mode *m, const unsigned long long *d_hist, uint64_t nseg, uint16_t *d_lut,
+                                cudaStream_t stream);
+
+/* The whole equalization of a resident block in one cooperative launch: histogram, grid barrier,
+ * LUT, remap in place. d_hist (nseg * mode_nf u64) must be zero on entry and holds the histograms
+ * on return; d_hist_next (same size, may be NULL) is zeroed on the way, so that callers alternating
+ * two buffers need no memset between runs. d_lut (nseg * mode_nf u16) receives the LUTs when the
+ * mode has more than 1024 bins or nseg > 1 (and is untouched otherwise; may then be NULL). */
+cudaError_t equalize_fused(const hq_mode *m, void *d_data, uint64_t nseg, uint64_t seg_pixels,
+                           unsigned long long *d_hist, unsigned long long *d_hist_next, uint16_t *d_lut,
+                           cudaStream_t stream);
+
+/* 0 when this build has kernels for the current device, else the CUDA error (e.g. no sm_90). */
+cudaError_t kernels_usable(void);
+
+} /* namespace hqg */
+
+#endif

@@ -1,0 +1,256 @@
+/* gpu_equal.c — the GPU engine against the CPU engine, bit for bit, over every mode.
+ *
+ * For each layout (channels 1..4, 1- or 2-byte samples, bits 1/4/8/12/16 where they fit, every
+ * colour mode for 3+ channels) and geometry (1 or 37 segments of odd sizes), fresh random data of
+ * several kinds (full-range noise with samples above the significant bits, in-range noise, smooth
+ * gradient plus noise, constant) go through both engines: histograms are accumulated into
+ * pre-poisoned counters (checks +=), then remapped with LUTs built by core/lut.c (equalize,
+ * stretch) or drawn at random. Half the cases remap right after their own histogram, half after a
+ * histogram of another block of the same size; half run on an engine that reuses the uploaded
+ * block (HQ_GPU_RESIDENT=1), which must do so only in the first situation.
+ * Prints "N passed, N failed"; exits 1 on any difference. --small keeps blocks tiny and --every N
+ * runs every Nth case only (for the sanitizers, which are slow). */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../../core/lut.h"
+#include "../../engine/engine.h"
+
+static uint64_t rng = 0x9e3779b97f4a7c15ull;
+
+static uint64_t rnd(void)
+{
+    uint64_t z = (rng += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+enum { PAT_FULL, PAT_RANGE, PAT_SMOOTH, PAT_CONST, NPAT };
+static const char *pat_name[NPAT] = {"full-range noise", "in-range noise", "smooth+noise", "constant"};
+
+static void fill(void *buf, uint64_t pixels, const hq_mode *m, int pat)
+{
+    const uint64_t n = pixels * m->channels;
+    const uint32_t tmax = m->sample_bytes == 1 ? 0xffu : 0xffffu, maxv = hq_mode_bins(m) - 1;
+    uint32_t cval[4];
+    for (int c = 0; c < 4; c++)
+        cval[c] = (uint32_t)(rnd() % ((uint64_t)maxv + 1));
+    for (uint64_t i = 0; i < n; i++) {
+        uint32_t v;
+        if (pat == PAT_FULL)
+            v = (uint32_t)(rnd() & tmax);
+        else if (pat == PAT_RANGE)
+            v = (uint32_t)(rnd() % ((uint64_t)maxv + 1));
+        else if (pat == PAT_CONST)
+            v = cval[i % m->channels];
+        else {
+            /* runs of 32 equal pixels, an eighth of them nudged: uniform and mixed vectors */
+            const uint64_t px = i / m->channels;
+            const uint64_t ramp = ((px >> 5) * 13 + (i % m->channels) * 1000) % ((uint64_t)maxv + 1);
+            const uint64_t r = rnd();
+            const int64_t noise = (r & 7) ? 0 : (int64_t)((r >> 3) % 5) - 2;
+            int64_t t = (int64_t)ramp + noise;
+            v = (uint32_t)(t < 0 ? 0 : t > (int64_t)maxv ? (int64_t)maxv : t);
+        }
+        if (m->sample_bytes == 1)
+            ((uint8_t *)buf)[i] = (uint8_t)v;
+        else
+            ((uint16_t *)buf)[i] = (uint16_t)v;
+    }
+}
+
+typedef struct {
+    int passed, failed;
+} tally;
+
+static uint64_t **seg_ptrs64(uint64_t *base, uint64_t nseg, uint32_t nf)
+{
+    uint64_t **p = malloc(nseg * sizeof *p);
+    for (uint64_t s = 0; s < nseg; s++)
+        p[s] = base + s * nf;
+    return p;
+}
+
+static int run_case(hq_engine *cpu, hq_engine *gpu, const hq_mode *m, uint64_t nseg, uint64_t sp, int pat,
+                    int lutkind, int stale, char *why, size_t whylen)
+{
+    const uint32_t nf = hq_mode_nhist(m) * hq_mode_bins(m), bins = hq_mode_bins(m);
+    const size_t bytes = (size_t)(nseg * sp) * m->channels * m->sample_bytes;
+    uint8_t *orig = malloc(bytes ? bytes : 1), *a = malloc(bytes ? bytes : 1), *b = malloc(bytes ? bytes : 1),
+            *other = malloc(bytes ? bytes : 1);
+    uint64_t *poison = malloc(nseg * nf * sizeof(uint64_t)), *hc = malloc(nseg * nf * sizeof(uint64_t)),
+             *hg = malloc(nseg * nf * sizeof(uint64_t)), *hscratch = calloc(nseg * nf, sizeof(uint64_t));
+    uint16_t *lutbuf = malloc(nseg * nf * sizeof(uint16_t));
+    uint64_t **pc = seg_ptrs64(hc, nseg, nf), **pg = seg_ptrs64(hg, nseg, nf), **ps = seg_ptrs64(hscratch, nseg, nf);
+    const uint16_t **pl = malloc(nseg * sizeof *pl);
+    int ok = 1;
+    hq_err err = {{0}};
+
+    fill(orig, nseg * sp, m, pat);
+    fill(other, nseg * sp, m, PAT_FULL);
+    memcpy(a, orig, bytes);
+    memcpy(b, orig, bytes);
+    for (uint64_t i = 0; i < nseg * nf; i++)
+        poison[i] = rnd() >> 20;
+    memcpy(hc, poison, nseg * nf * sizeof(uint64_t));
+    memcpy(hg, poison, nseg * nf * sizeof(uint64_t));
+    hq_block_data ba = {a, nseg, sp, 0}, bb = {b, nseg, sp, 0}, bo = {other, nseg, sp, 0};
+
+    if (cpu->ops->histogram(cpu, &ba, m, pc, &err)) {
+        snprintf(why, whylen, "cpu histogram: %s", err.msg);
+        ok = 0;
+        goto out;
+    }
+    if (gpu->ops->histogram(gpu, &bb, m, pg, &err)) {
+        snprintf(why, whylen, "gpu histogram: %s", err.msg);
+        ok = 0;
+        goto out;
+    }
+    for (uint64_t i = 0; i < nseg * nf; i++)
+        if (hc[i] != hg[i]) {
+            snprintf(why, whylen, "histogram differs: segment %llu entry %llu: cpu %llu gpu %llu",
+                     (unsigned long long)(i / nf), (unsigned long long)(i % nf),
+                     (unsigned long long)(hc[i] - poison[i]), (unsigned long long)(hg[i] - poison[i]));
+            ok = 0;
+            goto out;
+        }
+    if (stale && gpu->ops->histogram(gpu, &bo, m, ps, &err)) {
+        snprintf(why, whylen, "gpu histogram (other block): %s", err.msg);
+        ok = 0;
+        goto out;
+    }
+    for (uint64_t s = 0; s < nseg; s++) {
+        uint16_t *l = lutbuf + s * nf;
+        for (uint32_t h = 0; h < hq_mode_nhist(m); h++) {
+            uint64_t *clean = malloc(bins * sizeof *clean);
+            for (uint32_t v = 0; v < bins; v++)
+                clean[v] = hc[s * nf + h * bins + v] - poison[s * nf + h * bins + v];
+            if (lutkind == 2)
+                for (uint32_t v = 0; v < bins; v++)
+                    l[h * bins + v] = (uint16_t)(rnd() % bins);
+            else
+                hq_lut_build(lutkind == 1 ? HQ_METHOD_STRETCH : HQ_METHOD_EQUALIZE, clean, bins, l + h * bins);
+            free(clean);
+        }
+        pl[s] = l;
+    }
+    if (cpu->ops->remap(cpu, &ba, m, pl, &err)) {
+        snprintf(why, whylen, "cpu remap: %s", err.msg);
+        ok = 0;
+        goto out;
+    }
+    if (gpu->ops->remap(gpu, &bb, m, pl, &err)) {
+        snprintf(why, whylen, "gpu remap: %s", err.msg);
+        ok = 0;
+        goto out;
+    }
+    for (size_t i = 0; i < bytes; i++)
+        if (a[i] != b[i]) {
+            snprintf(why, whylen, "remap differs at byte %zu (pixel %zu): cpu %u gpu %u (input %u)", i,
+                     i / (m->channels * m->sample_bytes), a[i], b[i], orig[i]);
+            ok = 0;
+            goto out;
+        }
+out:
+    free(orig);
+    free(a);
+    free(b);
+    free(other);
+    free(poison);
+    free(hc);
+    free(hg);
+    free(hscratch);
+    free(lutbuf);
+    free(pc);
+    free(pg);
+    free(ps);
+    free(pl);
+    return ok;
+}
+
+int main(int argc, char **argv)
+{
+    int small = 0, every = 1;
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--small") == 0)
+            small = 1;
+        else if (strcmp(argv[i], "--every") == 0 && i + 1 < argc)
+            every = atoi(argv[++i]) > 0 ? atoi(argv[i]) : 1;
+        else {
+            fprintf(stderr, "usage: gpu_equal [--small] [--every N]\n");
+            return 2;
+        }
+    }
+    if (hq_gpu_device_count() < 1) {
+        hq_engine *g = NULL;
+        hq_err err = {{0}};
+        hq_engine_cfg cfg = {0, 0, 1, 0};
+        int rc = hq_gpu_engine_create(&cfg, &g, &err);
+        printf("no CUDA device: hq_gpu_engine_create returned %d: %s\n", rc, err.msg);
+        printf("0 passed, 0 failed\n");
+        return rc == HQ_EDEVICE ? 0 : 1;
+    }
+    hq_engine_cfg cfg = {0, 0, 1, 0};
+    hq_engine *cpu = NULL, *gpu = NULL, *gpu_res = NULL;
+    hq_err err = {{0}};
+    /* Two GPU engines: the default one, and one that reuses the uploaded block (HQ_GPU_RESIDENT). */
+    if (hq_cpu_engine_create(&cfg, &cpu, &err) || hq_gpu_engine_create(&cfg, &gpu, &err) ||
+        setenv("HQ_GPU_RESIDENT", "1", 1) || hq_gpu_engine_create(&cfg, &gpu_res, &err)) {
+        fprintf(stderr, "gpu_equal: %s\n", err.msg);
+        return 1;
+    }
+    unsetenv("HQ_GPU_RESIDENT");
+    char desc[400];
+    gpu->ops->describe(gpu, desc, sizeof desc);
+    printf("engine: %s\n", desc);
+
+    /* 3 x 3000017 spans several 8 MiB staging chunks, with segments across chunk edges */
+    static const uint64_t big_geo[][2] = {{1, 1},  {1, 7},  {1, 1023},  {1, 1000003},
+                                          {37, 1}, {37, 7}, {37, 1023}, {37, 27031}, {3, 3000017}};
+    static const uint64_t small_geo[][2] = {{1, 1}, {1, 7}, {37, 7}, {3, 2049}};
+    const uint64_t(*geo)[2] = small ? small_geo : big_geo;
+    const int ngeo = small ? 4 : 9;
+    static const uint32_t bitsv[] = {1, 4, 8, 12, 16};
+    tally t = {0, 0};
+    int caseno = 0;
+    for (uint32_t bytes = 1; bytes <= 2; bytes++)
+        for (int bi = 0; bi < 5; bi++) {
+            if (bitsv[bi] > 8 * bytes)
+                continue;
+            for (uint32_t ch = 1; ch <= 4; ch++)
+                for (int color = 0; color < (ch >= 3 ? 3 : 1); color++)
+                    for (int gi = 0; gi < ngeo; gi++) {
+                        hq_mode m = {ch, bytes, bitsv[bi], (hq_color)color};
+                        const int npat = (geo[gi][1] == 1023 || geo[gi][1] == 27031 || geo[gi][1] == 2049) ? 4 : 1;
+                        for (int pk = 0; pk < npat; pk++) {
+                            const int pat = npat == 4 ? pk : caseno % 3;
+                            const int lutkind = caseno % 3, stale = caseno & 1;
+                            char why[1200] = "";
+                            if (caseno++ % every)
+                                continue;
+                            hq_engine *eng = (caseno / 2) % 2 ? gpu_res : gpu;
+                            if (run_case(cpu, eng, &m, geo[gi][0], geo[gi][1], pat, lutkind, stale, why,
+                                         sizeof why)) {
+                                t.passed++;
+                            } else {
+                                t.failed++;
+                                printf("FAIL ch=%u bytes=%u bits=%u color=%s nseg=%llu seg_pixels=%llu data=%s "
+                                       "lut=%s %s%s: %s\n",
+                                       ch, bytes, bitsv[bi], hq_color_name((hq_color)color),
+                                       (unsigned long long)geo[gi][0], (unsigned long long)geo[gi][1],
+                                       pat_name[pat], lutkind == 0 ? "equalize" : lutkind == 1 ? "stretch" : "random",
+                                       stale ? "after another block" : "right after its histogram",
+                                       eng == gpu_res ? " (reusing uploads)" : "", why);
+                            }
+                        }
+                    }
+        }
+    hq_engine_destroy(cpu);
+    hq_engine_destroy(gpu);
+    hq_engine_destroy(gpu_res);
+    printf("%d passed, %d failed\n", t.passed, t.failed);
+    return t.failed ? 1 : 0;
+}
