@@ -328,7 +328,7 @@ static int timed_read(run *r, const hq_block *b, uint64_t item, int collective, 
     double t0 = hq_now();
     *data = NULL;
     if (b) {
-        *data = malloc(block_bytes(r, b));
+        *data = hq_block_alloc(r->eng, block_bytes(r, b));
         if (!*data)
             return hq_fail(err, HQ_EMEM, "%s: out of memory for a block of %llu bytes (lower --block)",
                            r->inv.items[item].src, (unsigned long long)block_bytes(r, b));
@@ -336,7 +336,7 @@ static int timed_read(run *r, const hq_block *b, uint64_t item, int collective, 
     int rc = r->io_ops->read_block(r->io, item, b, collective, *data, err);
     r->t[PH_READ] += hq_now() - t0;
     if (rc) {
-        free(*data);
+        hq_block_free(r->eng, *data);
         *data = NULL;
     }
     return rc;
@@ -435,7 +435,7 @@ static void hold_or_drop(run *r, my_block *mb, void *data)
         mb->held = data;
         r->held_bytes += n;
     } else {
-        free(data);
+        hq_block_free(r->eng, data);
     }
 }
 
@@ -443,7 +443,7 @@ static void release(run *r, my_block *mb)
 {
     if (mb->held) {
         r->held_bytes -= block_bytes(r, mb->b);
-        free(mb->held);
+        hq_block_free(r->eng, mb->held);
         mb->held = NULL;
     }
 }
@@ -522,11 +522,11 @@ static int pass1_shared(run *r, hq_err *err)
             rc = rc ? rc : rc3;
             if (write_now) {
                 mb->done = 1;
-                free(data);
+                hq_block_free(r->eng, data);
             } else if (!rc && mb) {
                 hold_or_drop(r, mb, data);
             } else {
-                free(data);
+                hq_block_free(r->eng, data);
             }
         }
     }
@@ -562,7 +562,7 @@ static int equalize_local_image(run *r, my_block *first, uint64_t n, hq_err *err
         if (first[j].held)
             release(r, &first[j]);
         else
-            free(data);
+            hq_block_free(r->eng, data);
         first[j].done = 1;
     }
     drop_group(r, g);
@@ -622,7 +622,7 @@ static void stream_finish(void *ctx, uint64_t i, void *data, int ok)
     if (mb->held)
         release(st->r, mb);
     else
-        free(data);
+        hq_block_free(st->r->eng, data);
     if (st->kind != STREAM_HIST)
         mb->done = 1;
 }
@@ -766,7 +766,7 @@ static int pass2(run *r, hq_err *err)
                 if (mb->held)
                     release(r, mb);
                 else
-                    free(data);
+                    hq_block_free(r->eng, data);
                 mb->done = 1;
             }
         }
@@ -803,11 +803,11 @@ static int make_engine(run *r, hq_err *err)
     if (o->device == HQ_DEV_GPU || (o->device == HQ_DEV_AUTO && ngpu > 0)) {
         rc = hq_gpu_engine_create(&cfg, &r->eng, err);
         if (!rc && ngpu > 0 && r->c->local_size > ngpu && r->c->local_rank == 0 && !o->quiet)
-            fprintf(stderr, "histeq_dist: %s: %d ranks share %d GPU%s\n", r->c->host, r->c->local_size, ngpu,
+            fprintf(stderr, "histeq_dist: note: %s: %d ranks share %d GPU%s\n", r->c->host, r->c->local_size, ngpu,
                     ngpu == 1 ? "" : "s");
     } else {
         if (o->device == HQ_DEV_AUTO && r->c->rank == 0 && !o->quiet)
-            fprintf(stderr, "histeq_dist: no GPU visible, using the CPU engine\n");
+            fprintf(stderr, "histeq_dist: note: no GPU visible, using the CPU engine\n");
         rc = hq_cpu_engine_create(&cfg, &r->eng, err);
     }
     return hq_comm_agree(r->c, rc, err);
@@ -884,7 +884,7 @@ static void report_summary(const run *r, double wall)
 static void free_run(run *r)
 {
     for (uint64_t j = 0; j < r->nmine; j++)
-        free(r->mine[j].held);
+        hq_block_free(r->eng, r->mine[j].held);
     for (size_t i = 0; i < r->ngroups; i++) {
         free(r->groups[i].hist);
         free(r->groups[i].lut);

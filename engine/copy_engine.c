@@ -29,7 +29,7 @@ static void copy_describe(hq_engine *e, char *buf, size_t len)
     snprintf(buf, len, "copy (I/O only, no equalization)");
 }
 
-static const hq_engine_ops copy_ops = {"copy", copy_histogram, copy_remap, copy_destroy, copy_describe};
+static const hq_engine_ops copy_ops = {"copy", copy_histogram, copy_remap, copy_destroy, copy_describe, NULL, NULL};
 
 int hq_copy_engine_create(hq_engine **out, hq_err *err)
 {

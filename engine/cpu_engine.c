@@ -1,5 +1,6 @@
-/* cpu_engine.c — the validation reference, also built to be fast: OpenMP over pixel ranges,
- * per-thread private histograms merged once, and integer-only pixel math from core/pixel.h.
+/* cpu_engine.c — the validation reference, also built to be fast: OpenMP over pieces of each image
+ * handed out dynamically, per-thread private histograms merged once, and integer-only pixel math
+ * from core/pixel.h.
  * Thread count cannot change a result: histograms are integer sums, remaps are per pixel.
  *
  * The common layouts (8-bit gray, 16-bit gray, 8-bit RGB/RGBA in each colour mode) have loops of
@@ -22,8 +23,8 @@ typedef struct cpu_impl {
  * spread over threads instead (collections of small slices). */
 #define SMALL_SEGMENT (1u << 18)
 
-/* A table that maps two 8-bit pixels per lookup (128 KiB) costs ~20 us to fill; it pays from
- * about a million pixels. The value-mode table (64 KiB, 32,896 divisions) pays much sooner. */
+/* A table that maps two 8-bit pixels per lookup (128 KiB) costs ~40-60 us to fill and saves
+ * ~0.1 ns a pixel; it pays from about a million pixels. The value-mode table (64 KiB, 32,896 divisions) pays much sooner. */
 #define PAIR_TABLE_MIN (1u << 20)
 #define VALUE_TABLE_MIN (1u << 15)
 
@@ -250,17 +251,13 @@ static int fast8(const hq_mode *m)
     return m->sample_bytes == 1 && m->bits <= 8;
 }
 
-/* pairs[u] for the 16-bit word u holding two pixels, built through bytes so that it does not
- * depend on the machine's byte order. */
+/* pairs[u] for the 16-bit word u holding two pixels. Written on the word's numeric value, it maps
+ * each byte to its own position whatever the machine's byte order. */
 static void pair_table_fill(const uint8_t *t, uint16_t *pairs)
 {
-    for (uint32_t a = 0; a < 256; a++)
-        for (uint32_t b = 0; b < 256; b++) {
-            const uint8_t in[2] = {(uint8_t)a, (uint8_t)b}, out[2] = {t[a], t[b]};
-            uint16_t u;
-            memcpy(&u, in, 2);
-            memcpy(&pairs[u], out, 2);
-        }
+    for (uint32_t hi = 0; hi < 256; hi++)
+        for (uint32_t lo = 0; lo < 256; lo++)
+            pairs[hi << 8 | lo] = (uint16_t)(t[hi] << 8 | t[lo]);
 }
 
 /* Every (V, c) with c <= V, the only pairs max3 can produce: the divisions move out of the pixel loop. */
@@ -662,7 +659,7 @@ static void cpu_describe(hq_engine *e, char *buf, size_t len)
     snprintf(buf, len, "cpu, %d thread%s", c->threads, c->threads == 1 ? "" : "s");
 }
 
-static const hq_engine_ops cpu_ops = {"cpu", cpu_histogram, cpu_remap, cpu_destroy, cpu_describe};
+static const hq_engine_ops cpu_ops = {"cpu", cpu_histogram, cpu_remap, cpu_destroy, cpu_describe, NULL, NULL};
 
 int hq_cpu_engine_create(const hq_engine_cfg *cfg, hq_engine **out, hq_err *err)
 {

@@ -10,6 +10,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
 
 #include "../core/error.h"
 #include "../core/mode.h"
@@ -35,6 +36,11 @@ typedef struct hq_engine_ops {
     void (*destroy)(hq_engine *e);
     /* One line describing where the engine runs (threads, GPU name and bus id). */
     void (*describe)(hq_engine *e, char *buf, size_t len);
+    /* Optional (NULL: malloc/free): host memory for blocks, suited to the engine. The GPU engine
+     * hands out pinned buffers from a small pool, which its copies reach by DMA without staging.
+     * Both may be called from any thread. */
+    void *(*block_alloc)(hq_engine *e, size_t bytes);
+    void (*block_free)(hq_engine *e, void *p);
 } hq_engine_ops;
 
 struct hq_engine {
@@ -60,6 +66,19 @@ int hq_copy_engine_create(hq_engine **out, hq_err *err);
 
 /* Number of visible CUDA devices; 0 without CUDA or without a GPU. */
 int hq_gpu_device_count(void);
+
+static inline void *hq_block_alloc(hq_engine *e, size_t bytes)
+{
+    return e && e->ops->block_alloc ? e->ops->block_alloc(e, bytes) : malloc(bytes);
+}
+
+static inline void hq_block_free(hq_engine *e, void *p)
+{
+    if (e && e->ops->block_free)
+        e->ops->block_free(e, p);
+    else
+        free(p);
+}
 
 static inline void hq_engine_destroy(hq_engine *e)
 {

@@ -14,6 +14,8 @@
  * through GPU_CHECK, which names the call, file and line and returns HQ_EDEVICE; nothing here
  * prints or exits. */
 #include <cuda_runtime.h>
+#include <mutex>
+#include <new>
 #include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -32,6 +34,7 @@ namespace {
 
 constexpr int kSlots = 4;                /* pinned staging buffers in the ring */
 constexpr size_t kChunk = (size_t)8 << 20; /* bytes per staged chunk */
+constexpr int kPool = 8;                  /* pinned block buffers handed out by block_alloc */
 
 struct gpu_impl {
     int dev;
@@ -50,6 +53,11 @@ struct gpu_impl {
     const void *res_ptr;      /* host block whose bytes d_data holds, NULL when none */
     size_t res_bytes;
     bool reuse;               /* HQ_GPU_RESIDENT=1: remap may trust res_ptr/res_bytes */
+    /* Pinned block buffers handed to the driver (block_alloc): blocks in them travel by DMA
+     * straight from and to the caller's memory, with no staging copy. A few are enough: the
+     * driver's pipeline keeps three blocks alive, plus any held between the passes. */
+    struct pinned { void *p; size_t size; bool used; } pool[kPool];
+    std::mutex pool_mu;
 };
 
 int gpu_fail(hq_err *err, cudaError_t e, const char *call, const char *file, int line)
@@ -137,6 +145,18 @@ uint64_t chunk_pixels(size_t pixel_bytes)
     return n ? n : 16;
 }
 
+/* Whether [p, p + bytes) lies in one of the pool's pinned buffers. */
+bool is_pinned(gpu_impl *g, const void *p, size_t bytes)
+{
+    std::lock_guard<std::mutex> lock(g->pool_mu);
+    for (int i = 0; i < kPool; i++) {
+        const char *b = static_cast<const char *>(g->pool[i].p);
+        if (b && (const char *)p >= b && (const char *)p + bytes <= b + g->pool[i].size)
+            return true;
+    }
+    return false;
+}
+
 int gpu_histogram(hq_engine *e, const hq_block_data *b, const hq_mode *m, uint64_t *const *hist, hq_err *err)
 {
     gpu_impl *g = static_cast<gpu_impl *>(e->impl);
@@ -154,6 +174,7 @@ int gpu_histogram(hq_engine *e, const hq_block_data *b, const hq_mode *m, uint64
         (rc = grow_device((void **)&g->d_hist, &g->hist_cap, hbytes, err)) ||
         (rc = grow_pinned((void **)&g->h_hist, &g->hhist_cap, hbytes, err)))
         return rc;
+    const bool pinned = is_pinned(g, b->data, bytes);
     GPU_CHECK(cudaMemsetAsync(g->d_hist, 0, hbytes, g->st[0]));
     GPU_CHECK(cudaEventRecord(g->ready, g->st[0]));
     GPU_CHECK(cudaStreamWaitEvent(g->st[1], g->ready, 0));
@@ -163,10 +184,14 @@ int gpu_histogram(hq_engine *e, const hq_block_data *b, const hq_mode *m, uint64
         cudaStream_t st = g->st[i & 1];
         const uint64_t p0 = i * cpx, p1 = px - p0 < cpx ? px : p0 + cpx;
         const size_t off = (size_t)p0 * pb, len = (size_t)(p1 - p0) * pb;
-        GPU_CHECK(cudaEventSynchronize(g->slot_free[slot]));
-        copy_par(g->pin[slot], (const char *)b->data + off, len, g->copy_threads);
-        GPU_CHECK(cudaMemcpyAsync(g->d_data + off, g->pin[slot], len, cudaMemcpyHostToDevice, st));
-        GPU_CHECK(cudaEventRecord(g->slot_free[slot], st));
+        if (pinned) {
+            GPU_CHECK(cudaMemcpyAsync(g->d_data + off, (const char *)b->data + off, len, cudaMemcpyHostToDevice, st));
+        } else {
+            GPU_CHECK(cudaEventSynchronize(g->slot_free[slot]));
+            copy_par(g->pin[slot], (const char *)b->data + off, len, g->copy_threads);
+            GPU_CHECK(cudaMemcpyAsync(g->d_data + off, g->pin[slot], len, cudaMemcpyHostToDevice, st));
+            GPU_CHECK(cudaEventRecord(g->slot_free[slot], st));
+        }
         GPU_CHECK(hqg::hist_launch(m, g->d_data, p0, p1, b->seg_pixels, g->d_hist, st));
     }
     GPU_CHECK(cudaEventRecord(g->ready, g->st[1]));
@@ -211,6 +236,21 @@ int gpu_remap(hq_engine *e, hq_block_data *b, const hq_mode *m, const uint16_t *
     const uint64_t cpx = chunk_pixels(pb), nchunks = (px + cpx - 1) / cpx;
     /* Chunk i is issued (upload, remap, download into its slot) kSlots steps before the host
      * drains it, which frees its slot for chunk i + kSlots. */
+    if (is_pinned(g, b->data, bytes)) {
+        for (uint64_t i = 0; i < nchunks; i++) {
+            cudaStream_t st = g->st[i & 1];
+            const uint64_t p0 = i * cpx, p1 = px - p0 < cpx ? px : p0 + cpx;
+            const size_t off = (size_t)p0 * pb, len = (size_t)(p1 - p0) * pb;
+            char *host = (char *)b->data + off;
+            if (!resident)
+                GPU_CHECK(cudaMemcpyAsync(g->d_data + off, host, len, cudaMemcpyHostToDevice, st));
+            GPU_CHECK(hqg::remap_launch(m, g->d_data, p0, p1, b->seg_pixels, g->d_lut, st));
+            GPU_CHECK(cudaMemcpyAsync(host, g->d_data + off, len, cudaMemcpyDeviceToHost, st));
+        }
+        GPU_CHECK(cudaStreamSynchronize(g->st[0]));
+        GPU_CHECK(cudaStreamSynchronize(g->st[1]));
+        return 0;
+    }
     for (uint64_t i = 0; i < nchunks + kSlots; i++) {
         if (i >= (uint64_t)kSlots) {
             const uint64_t j = i - kSlots, p0 = j * cpx, p1 = px - p0 < cpx ? px : p0 + cpx;
@@ -252,6 +292,9 @@ void gpu_release(gpu_impl *g)
     for (int i = 0; i < 2; i++)
         if (g->st[i])
             cudaStreamDestroy(g->st[i]);
+    for (int i = 0; i < kPool; i++)
+        if (g->pool[i].p)
+            cudaFreeHost(g->pool[i].p);
     cudaFree(g->d_data);
     cudaFree(g->d_hist);
     cudaFree(g->d_lut);
@@ -266,7 +309,7 @@ void gpu_destroy(hq_engine *e)
     gpu_impl *g = static_cast<gpu_impl *>(e->impl);
     if (g) {
         gpu_release(g);
-        free(g);
+        delete g;
     }
     free(e);
 }
@@ -277,7 +320,60 @@ void gpu_describe(hq_engine *e, char *buf, size_t len)
     snprintf(buf, len, "%s", g->desc);
 }
 
-const hq_engine_ops gpu_ops = {"gpu", gpu_histogram, gpu_remap, gpu_destroy, gpu_describe};
+/* A pinned buffer of at least `bytes` from the pool (reused when one fits without wasting half of
+ * it), or plain malloc when the pool is full or pinning fails: correct either way, only slower. */
+void *gpu_block_alloc(hq_engine *e, size_t bytes)
+{
+    gpu_impl *g = static_cast<gpu_impl *>(e->impl);
+    std::lock_guard<std::mutex> lock(g->pool_mu);
+    int spare = -1;
+    for (int i = 0; i < kPool; i++) {
+        gpu_impl::pinned &s = g->pool[i];
+        if (s.used)
+            continue;
+        if (s.p && s.size >= bytes && s.size / 2 <= bytes) {
+            s.used = true;
+            return s.p;
+        }
+        if (spare < 0 || !s.p)
+            spare = i;
+    }
+    if (spare >= 0 && bytes > 0) {
+        gpu_impl::pinned &s = g->pool[spare];
+        /* The calling thread may be the driver's I/O thread: bind it to this rank's device first,
+         * or the allocation would wake a context on device 0. */
+        cudaSetDevice(g->dev);
+        if (s.p)
+            cudaFreeHost(s.p);
+        s.p = NULL;
+        if (cudaHostAlloc(&s.p, bytes, cudaHostAllocPortable) == cudaSuccess) {
+            s.size = bytes;
+            s.used = true;
+            return s.p;
+        }
+        cudaGetLastError();
+        s.p = NULL;
+        s.size = 0;
+    }
+    return malloc(bytes);
+}
+
+void gpu_block_free(hq_engine *e, void *p)
+{
+    if (!p)
+        return;
+    gpu_impl *g = static_cast<gpu_impl *>(e->impl);
+    std::lock_guard<std::mutex> lock(g->pool_mu);
+    for (int i = 0; i < kPool; i++)
+        if (g->pool[i].p == p) {
+            g->pool[i].used = false;
+            return;
+        }
+    free(p);
+}
+
+const hq_engine_ops gpu_ops = {"gpu", gpu_histogram, gpu_remap, gpu_destroy, gpu_describe, gpu_block_alloc,
+                               gpu_block_free};
 
 int gpu_open(gpu_impl *g, const hq_engine_cfg *cfg, hq_err *err)
 {
@@ -333,10 +429,10 @@ int hq_gpu_engine_create(const hq_engine_cfg *cfg, hq_engine **out, hq_err *err)
                        cudaGetErrorString(ce != cudaSuccess ? ce : cudaErrorNoDevice));
     }
     hq_engine *e = static_cast<hq_engine *>(calloc(1, sizeof *e));
-    gpu_impl *g = static_cast<gpu_impl *>(calloc(1, sizeof *g));
+    gpu_impl *g = new (std::nothrow) gpu_impl(); /* value-initialised: zeroed, and a real std::mutex */
     if (!e || !g) {
         free(e);
-        free(g);
+        delete g;
         return hq_fail(err, HQ_EMEM, "gpu engine: out of memory");
     }
     const int rank = cfg->local_rank > 0 ? cfg->local_rank : 0;

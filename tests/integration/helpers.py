@@ -34,12 +34,14 @@ class Result:
 
     @property
     def err_lines(self):
-        return [l for l in self.err.splitlines() if l.strip()]
+        """Non-empty stderr lines, less the program's notices ("histeq_dist: note: ...")."""
+        return [l for l in self.err.splitlines() if l.strip() and not l.startswith("histeq_dist: note:")]
 
     @property
     def hq_lines(self):
-        """The program's own stderr lines (mpirun adds its banners around them)."""
-        return [l for l in self.err.splitlines() if l.startswith("histeq_dist")]
+        """The program's own stderr lines (mpirun adds its banners around them), less its notices
+        ("histeq_dist: note: ..."), which are not errors."""
+        return [l for l in self.err.splitlines() if l.startswith("histeq_dist") and not l.startswith("histeq_dist: note:")]
 
     def __str__(self):
         return f"$ {' '.join(map(shlex.quote, self.cmd))}\nexit {self.rc}\n--- stdout\n{self.out}--- stderr\n{self.err}"
