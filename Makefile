@@ -90,7 +90,8 @@ deps:
 	sh .ci/deps.sh
 
 # GPU engine against the CPU engine, every mode, on random data (needs a GPU).
-$(BUILD)/tests/gpu_equal: tests/gpu/gpu_equal.c $(BUILD)/core/error.o $(BUILD)/core/lut.o $(BUILD)/engine/cpu_engine.o $(GPU_OBJ)
+$(BUILD)/tests/gpu_equal: tests/gpu/gpu_equal.c $(BUILD)/core/error.o $(BUILD)/core/lut.o $(BUILD)/engine/cpu_engine.o \
+                          $(BUILD)/engine/block_pool.o $(GPU_OBJ)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -o $@ $^ $(LDFLAGS) $(LDLIBS)
 gpu-check: $(BUILD)/tests/gpu_equal
@@ -99,7 +100,8 @@ gpu-check: $(BUILD)/tests/gpu_equal
 # Benchmarks (bench/README.md): CPU engine and PNG codec beside OpenCV here; the GPU ones run on a
 # GPU machine through bench/device_run.sh and bench/device_full.sh.
 OPENCV = $$(pkg-config --cflags --libs opencv4)
-$(BUILD)/bench/cpu_bench: bench/cpu_bench.cpp $(BUILD)/core/error.o $(BUILD)/core/lut.o $(BUILD)/engine/cpu_engine.o
+$(BUILD)/bench/cpu_bench: bench/cpu_bench.cpp $(BUILD)/core/error.o $(BUILD)/core/lut.o $(BUILD)/engine/cpu_engine.o \
+                          $(BUILD)/engine/block_pool.o
 	@mkdir -p $(dir $@)
 	g++ -O2 -std=c++17 -fopenmp -I. -o $@ $^ $(OPENCV)
 $(BUILD)/bench/png_bench: bench/png_bench.cpp $(BUILD)/io/png_codec.o $(BUILD)/core/error.o

@@ -36,7 +36,7 @@ for f in gpu/gpu_launch gpu/gpu_fused gpu/gpu_engine; do
         pids+=($!)
     fi
 done
-for f in core/error core/lut engine/cpu_engine tests/gpu/gpu_equal; do
+for f in core/error core/lut engine/cpu_engine engine/block_pool tests/gpu/gpu_equal; do
     gcc $CFLAGS -c $f.c -o $B/$(basename $f).o || echo "BUILD FAILED: $f.c" >> $B/fail
 done
 npp=""
@@ -56,7 +56,7 @@ if [ -e $B/fail ]; then
     exit 1
 fi
 GPU_OBJ="$B/gpu_launch.o $B/gpu_fused.o $B/gpu_engine.o"
-HOST_OBJ="$B/error.o $B/lut.o $B/cpu_engine.o"
+HOST_OBJ="$B/error.o $B/lut.o $B/cpu_engine.o $B/block_pool.o"
 gcc -fopenmp -o $B/gpu_equal $B/gpu_equal.o $HOST_OBJ $GPU_OBJ $LIBS || { log "link gpu_equal failed"; exit 1; }
 npplibs=""
 [ -n "$npp" ] && npplibs="-lnppist -lnppicc -lnppc"

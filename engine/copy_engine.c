@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "block_pool.h"
 #include "engine.h"
 
 static int copy_histogram(hq_engine *e, const hq_block_data *b, const hq_mode *m, uint64_t *const *hist, hq_err *err)
@@ -18,8 +19,22 @@ static int copy_remap(hq_engine *e, hq_block_data *b, const hq_mode *m, const ui
     return 0;
 }
 
+/* The copy engine allocates block memory as the CPU engine does, so that the I/O baseline pays
+ * exactly what a CPU run pays for it. */
+static void *copy_block_alloc(hq_engine *e, size_t bytes)
+{
+    return hq_pool_alloc(e->impl, bytes);
+}
+
+static void copy_block_free(hq_engine *e, void *p)
+{
+    hq_pool_free(e->impl, p);
+}
+
 static void copy_destroy(hq_engine *e)
 {
+    hq_pool_destroy(e->impl);
+    free(e->impl);
     free(e);
 }
 
@@ -29,13 +44,20 @@ static void copy_describe(hq_engine *e, char *buf, size_t len)
     snprintf(buf, len, "copy (I/O only, no equalization)");
 }
 
-static const hq_engine_ops copy_ops = {"copy", copy_histogram, copy_remap, copy_destroy, copy_describe, NULL, NULL};
+static const hq_engine_ops copy_ops = {"copy", copy_histogram, copy_remap, copy_destroy, copy_describe, copy_block_alloc,
+                                       copy_block_free};
 
 int hq_copy_engine_create(hq_engine **out, hq_err *err)
 {
     hq_engine *e = calloc(1, sizeof *e);
-    if (!e)
+    hq_block_pool *pool = malloc(sizeof *pool);
+    if (!e || !pool) {
+        free(e);
+        free(pool);
         return hq_fail(err, HQ_EMEM, "copy engine: out of memory");
+    }
+    hq_pool_init(pool);
+    e->impl = pool;
     e->ops = &copy_ops;
     *out = e;
     return 0;

@@ -13,10 +13,12 @@
 #include <string.h>
 
 #include "../core/pixel.h"
+#include "block_pool.h"
 #include "engine.h"
 
 typedef struct cpu_impl {
     int threads;
+    hq_block_pool pool;
 } cpu_impl;
 
 /* Below this many pixels a segment is not worth splitting across threads; segments are then
@@ -649,6 +651,7 @@ static int cpu_remap(hq_engine *e, hq_block_data *b, const hq_mode *m, const uin
 
 static void cpu_destroy(hq_engine *e)
 {
+    hq_pool_destroy(&((cpu_impl *)e->impl)->pool);
     free(e->impl);
     free(e);
 }
@@ -659,7 +662,18 @@ static void cpu_describe(hq_engine *e, char *buf, size_t len)
     snprintf(buf, len, "cpu, %d thread%s", c->threads, c->threads == 1 ? "" : "s");
 }
 
-static const hq_engine_ops cpu_ops = {"cpu", cpu_histogram, cpu_remap, cpu_destroy, cpu_describe, NULL, NULL};
+static void *cpu_block_alloc(hq_engine *e, size_t bytes)
+{
+    return hq_pool_alloc(&((cpu_impl *)e->impl)->pool, bytes);
+}
+
+static void cpu_block_free(hq_engine *e, void *p)
+{
+    hq_pool_free(&((cpu_impl *)e->impl)->pool, p);
+}
+
+static const hq_engine_ops cpu_ops = {"cpu", cpu_histogram, cpu_remap, cpu_destroy, cpu_describe, cpu_block_alloc,
+                                      cpu_block_free};
 
 int hq_cpu_engine_create(const hq_engine_cfg *cfg, hq_engine **out, hq_err *err)
 {
@@ -670,6 +684,7 @@ int hq_cpu_engine_create(const hq_engine_cfg *cfg, hq_engine **out, hq_err *err)
         free(c);
         return hq_fail(err, HQ_EMEM, "cpu engine: out of memory");
     }
+    hq_pool_init(&c->pool);
     c->threads = cfg->threads > 0 ? cfg->threads : omp_get_num_procs();
     e->ops = &cpu_ops;
     e->impl = c;
