@@ -15,7 +15,7 @@ typedef enum { HQ_FMT_NONE = 0, HQ_FMT_HDF5 = 1, HQ_FMT_PNG = 2 } hq_format;
 
 typedef struct hq_item {
     char *src;  /* the file the item lives in */
-    char *name; /* HDF5: dataset path ("/scans/ct"); PNG: path relative to the input root */
+    char *name; /* HDF5: dataset path ("/scans/ct"); PNG: the file's base name (its output name) */
     uint64_t slices, height, width;
     uint32_t channels;     /* 1 gray, 2 gray+alpha, 3 RGB, 4 RGBA (palette PNGs read as RGB/RGBA) */
     uint32_t sample_bytes; /* 1 or 2, as held in memory */

@@ -7,9 +7,11 @@
  * collective HDF5 transfers never hang; formats without collective I/O return at once on NULL.
  *
  * Block memory layout: [slice][row][col][channel], native-endian samples of item.sample_bytes.
- * Outputs are written under a temporary name and only take the final name in close_output with
- * commit = 1, after all ranks agreed that all went well: a failed run leaves no output that
- * looks complete. The input is never opened for writing. */
+ * Outputs are written under a temporary name and only take the final name in close with
+ * commit = 1, after all ranks agreed that all went well (an HDF5 file, a single PNG); a PNG
+ * directory output renames each file as it is finished, and close with commit = 0 takes those
+ * back. Either way a failed run leaves no output that looks complete. The input is never opened
+ * for writing. */
 #ifndef HQ_IO_H
 #define HQ_IO_H
 
