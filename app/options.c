@@ -42,6 +42,7 @@ static const char USAGE[] =
     "      --block SIZE      largest piece read at once (default 256M); SIZE takes K, M, G, T\n"
     "\n"
     "      --progress SEC    a progress line every SEC seconds on long runs (default 10; 0: none)\n"
+    "      --summary FILE    write the end-of-run summary (counts, rate, time per phase) as JSON\n"
     "  -v, --verbose         say what each rank does (plan, devices, timings)\n"
     "  -q, --quiet           only errors\n"
     "  -h, --help            this text\n"
@@ -51,7 +52,7 @@ static const char USAGE[] =
     "5 device unavailable; 6 out of memory.\n";
 
 enum { OPT_SCOPE = 256, OPT_COLOR, OPT_METHOD, OPT_BITS, OPT_DEVICE, OPT_THREADS, OPT_MEMORY, OPT_BLOCK,
-       OPT_PNG_LEVEL, OPT_ON_ERROR, OPT_FORCE, OPT_VERSION, OPT_PROGRESS };
+       OPT_PNG_LEVEL, OPT_ON_ERROR, OPT_FORCE, OPT_VERSION, OPT_PROGRESS, OPT_SUMMARY };
 
 static const struct option LONG_OPTS[] = {
     {"input", required_argument, NULL, 'i'},      {"output", required_argument, NULL, 'o'},
@@ -60,7 +61,8 @@ static const struct option LONG_OPTS[] = {
     {"device", required_argument, NULL, OPT_DEVICE}, {"threads", required_argument, NULL, OPT_THREADS},
     {"memory", required_argument, NULL, OPT_MEMORY}, {"block", required_argument, NULL, OPT_BLOCK},
     {"png-level", required_argument, NULL, OPT_PNG_LEVEL}, {"on-error", required_argument, NULL, OPT_ON_ERROR},
-    {"force", no_argument, NULL, OPT_FORCE},      {"progress", required_argument, NULL, OPT_PROGRESS},      {"verbose", no_argument, NULL, 'v'},
+    {"force", no_argument, NULL, OPT_FORCE},      {"progress", required_argument, NULL, OPT_PROGRESS},
+    {"summary", required_argument, NULL, OPT_SUMMARY},      {"verbose", no_argument, NULL, 'v'},
     {"quiet", no_argument, NULL, 'q'},            {"help", no_argument, NULL, 'h'},
     {"version", no_argument, NULL, OPT_VERSION},  {NULL, 0, NULL, 0},
 };
@@ -179,6 +181,9 @@ int hq_options_parse(int argc, char **argv, int print, hq_options *o, hq_err *er
             if (parse_int(optarg, 0, 9, &v))
                 return hq_fail(err, HQ_EUSAGE, "--png-level: '%s' is not a number from 0 to 9", optarg);
             o->png_level = (int)v;
+            break;
+        case OPT_SUMMARY:
+            o->summary = optarg;
             break;
         case OPT_PROGRESS:
             if (parse_int(optarg, 0, 86400, &v))

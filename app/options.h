@@ -27,6 +27,7 @@ typedef struct hq_options {
     uint64_t memory;      /* per-rank budget for held blocks, bytes */
     uint64_t block_bytes; /* largest block read at once */
     double progress;      /* seconds between progress lines; 0 = none */
+    const char *summary;  /* --summary FILE: the end-of-run summary as JSON, or NULL */
     int exit_now;
 } hq_options;
 

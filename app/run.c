@@ -25,6 +25,7 @@
 #include "../jobs/plan.h"
 #include "../mpi/progress.h"
 #include "pipeline.h"
+#include "summary.h"
 
 #ifndef HQ_VERSION
 #define HQ_VERSION "dev"
@@ -32,6 +33,7 @@
 
 enum { PH_READ, PH_HIST, PH_REDUCE, PH_REMAP, PH_WRITE, PH_N };
 static const char *const PHASE_NAMES[PH_N] = {"read", "histogram", "allreduce", "remap", "write"};
+_Static_assert(PH_N == HQ_SUMMARY_PHASES, "the JSON summary lists every phase");
 
 typedef struct group_hist {
     uint64_t group;
@@ -858,15 +860,30 @@ static void report_skipped(const run *r)
     free(all);
 }
 
-static void report_summary(const run *r, double wall)
+static int report_summary(const run *r, double wall, uint64_t skipped, hq_err *err)
 {
     double tmax[PH_N], tsum[PH_N];
     MPI_Reduce(r->t, tmax, PH_N, MPI_DOUBLE, MPI_MAX, 0, r->c->world);
     MPI_Reduce(r->t, tsum, PH_N, MPI_DOUBLE, MPI_SUM, 0, r->c->world);
     uint64_t mine[2] = {r->pixels_done, r->bytes_done}, tot[2] = {0, 0};
     MPI_Reduce(mine, tot, 2, MPI_UINT64_T, MPI_SUM, 0, r->c->world);
-    if (r->c->rank != 0 || r->o->quiet)
-        return;
+    if (r->c->rank != 0)
+        return 0;
+    int rc = 0;
+    if (r->o->summary) {
+        char dev[128] = "";
+        r->eng->ops->describe(r->eng, dev, sizeof dev);
+        hq_summary s = {HQ_VERSION, r->o->input, r->o->output, dev, hq_scope_name(r->scope),
+                        hq_method_name(r->o->method), hq_color_name(r->o->color), r->c->size, r->plan.nimages,
+                        tot[0], tot[1], skipped, wall, PHASE_NAMES, {0}, {0}};
+        for (int k = 0; k < PH_N; k++) {
+            s.phase_max[k] = tmax[k];
+            s.phase_mean[k] = tsum[k] / r->c->size;
+        }
+        rc = hq_summary_write(r->o->summary, &s, err);
+    }
+    if (r->o->quiet)
+        return rc;
     const double mib = (double)tot[1] / (1 << 20);
     fprintf(stderr, "histeq_dist: equalized %llu image%s (%.1f Mpixel, %.1f MiB) in %.3f s, %.1f MiB/s, "
             "%d rank%s, scope %s\n", (unsigned long long)r->plan.nimages, r->plan.nimages == 1 ? "" : "s",
@@ -877,6 +894,7 @@ static void report_summary(const run *r, double wall)
             fprintf(stderr, "histeq_dist:   %-9s max %8.3f s  mean %8.3f s\n", PHASE_NAMES[k], tmax[k],
                     tsum[k] / r->c->size);
     }
+    return rc;
 }
 
 /* ---- the whole run ---- */
@@ -918,6 +936,8 @@ int hq_run(const hq_options *o, const hq_comm *c, hq_err *err)
     r.io_ops = hq_io_ops_for(r.inv.format);
     if (!rc)
         rc = hq_comm_agree(c, check_modes(&r, err), err);
+    if (!rc && o->summary)
+        rc = hq_comm_agree(c, c->rank == 0 ? hq_summary_check(o->summary, err) : 0, err);
     if (!rc)
         rc = hq_comm_agree(c, make_plan(&r, err), err);
     if (!rc)
@@ -967,12 +987,12 @@ int hq_run(const hq_options *o, const hq_comm *c, hq_err *err)
     rc = hq_comm_agree(c, rc, err);
     if (!rc) {
         report_skipped(&r);
-        report_summary(&r, hq_now() - t_start);
         uint64_t skipped = r.nskipped;
         MPI_Allreduce(MPI_IN_PLACE, &skipped, 1, MPI_UINT64_T, MPI_SUM, c->world);
         for (size_t i = 0; i < r.inv.n; i++)
             skipped += r.inv.items[i].bad;
-        if (skipped)
+        rc = hq_comm_agree(c, report_summary(&r, hq_now() - t_start, skipped, err), err);
+        if (!rc && skipped)
             rc = HQ_ESKIPPED;
     }
     free_run(&r);

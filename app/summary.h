@@ -1,0 +1,27 @@
+/* summary.h — the end-of-run summary as JSON (--summary FILE), for batch systems and dashboards
+ * that should not parse log lines. Written by rank 0 under a temporary name, then renamed. */
+#ifndef HQ_SUMMARY_H
+#define HQ_SUMMARY_H
+
+#include <stdint.h>
+
+#include "../core/error.h"
+
+#define HQ_SUMMARY_PHASES 5
+
+typedef struct hq_summary {
+    const char *version, *input, *output, *engine, *scope, *method, *color;
+    int ranks;
+    uint64_t images, pixels, bytes, skipped;
+    double wall_s;
+    const char *const *phase_names;          /* HQ_SUMMARY_PHASES names */
+    double phase_max[HQ_SUMMARY_PHASES];     /* seconds, max over ranks */
+    double phase_mean[HQ_SUMMARY_PHASES];    /* seconds, mean over ranks */
+} hq_summary;
+
+int hq_summary_write(const char *path, const hq_summary *s, hq_err *err);
+
+/* Checks up front that the summary can be written there, so a long run does not fail at its end. */
+int hq_summary_check(const char *path, hq_err *err);
+
+#endif
