@@ -441,12 +441,15 @@ static void hold_or_drop(run *r, my_block *mb, void *data)
     }
 }
 
-static void release(run *r, my_block *mb)
+/* Done with a block's pixels: held ones leave the budget, freshly read ones are simply freed. */
+static void release(run *r, my_block *mb, void *data)
 {
     if (mb->held) {
         r->held_bytes -= block_bytes(r, mb->b);
         hq_block_free(r->eng, mb->held);
         mb->held = NULL;
+    } else {
+        hq_block_free(r->eng, data);
     }
 }
 
@@ -561,10 +564,7 @@ static int equalize_local_image(run *r, my_block *first, uint64_t n, hq_err *err
             rc = remap_pending(r, first[j].b, data, err);
         if (!rc)
             rc = timed_write(r, first[j].b, first[j].b->item, 0, data, err);
-        if (first[j].held)
-            release(r, &first[j]);
-        else
-            hq_block_free(r->eng, data);
+        release(r, &first[j], data);
         first[j].done = 1;
     }
     drop_group(r, g);
@@ -621,10 +621,7 @@ static void stream_finish(void *ctx, uint64_t i, void *data, int ok)
         hold_or_drop(st->r, mb, data);
         return;
     }
-    if (mb->held)
-        release(st->r, mb);
-    else
-        hq_block_free(st->r->eng, data);
+    release(st->r, mb, data);
     if (st->kind != STREAM_HIST)
         mb->done = 1;
 }
@@ -765,10 +762,7 @@ static int pass2(run *r, hq_err *err)
             int rc3 = timed_write(r, !rc && mb ? mb->b : NULL, i, 1, data, e);
             rc = rc ? rc : rc3;
             if (mb) {
-                if (mb->held)
-                    release(r, mb);
-                else
-                    hq_block_free(r->eng, data);
+                release(r, mb, data);
                 mb->done = 1;
             }
         }

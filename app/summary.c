@@ -29,13 +29,21 @@ static void put_field(FILE *f, const char *key, const char *val, int last)
     fputs(last ? "\n" : ",\n", f);
 }
 
+/* The temporary name the summary is written under: PATH.part (malloc'd). */
+static char *part_path(const char *path)
+{
+    size_t n = strlen(path) + sizeof ".part";
+    char *tmp = malloc(n);
+    if (tmp)
+        snprintf(tmp, n, "%s.part", path);
+    return tmp;
+}
+
 int hq_summary_check(const char *path, hq_err *err)
 {
-    size_t n = strlen(path) + 16;
-    char *tmp = malloc(n);
+    char *tmp = part_path(path);
     if (!tmp)
         return hq_fail(err, HQ_EMEM, "%s: out of memory", path);
-    snprintf(tmp, n, "%s.part", path);
     FILE *f = fopen(tmp, "w");
     int rc = f ? 0 : hq_fail(err, HQ_EIO, "%s: cannot write (%s)", path, strerror(errno));
     if (f) {
@@ -48,11 +56,9 @@ int hq_summary_check(const char *path, hq_err *err)
 
 int hq_summary_write(const char *path, const hq_summary *s, hq_err *err)
 {
-    size_t n = strlen(path) + 16;
-    char *tmp = malloc(n);
+    char *tmp = part_path(path);
     if (!tmp)
         return hq_fail(err, HQ_EMEM, "%s: out of memory", path);
-    snprintf(tmp, n, "%s.part", path);
     FILE *f = fopen(tmp, "w");
     if (!f) {
         int rc = hq_fail(err, HQ_EIO, "%s: cannot write (%s)", path, strerror(errno));
