@@ -15,14 +15,7 @@ gib=${2:-8}
 OUT=${OUT:-/tmp/hq-out}
 mkdir -p "$OUT"
 log() { echo "[$(date +%H:%M:%S)] $*" | tee -a "$OUT/full_summary.txt"; }
-. bench/device/use-parallel-hdf5.sh .devdeps/phdf5
-if ! echo '#include <png.h>' | cc -E - > /dev/null 2>&1; then
-    export CPATH="$PWD/.devdeps/png/include:$CPATH"
-    mkdir -p .devdeps/png/lib
-    ln -sf "$(ls /usr/lib/x86_64-linux-gnu/libpng16.so.16* | head -1)" .devdeps/png/lib/libpng16.so
-    export LIBRARY_PATH="$PWD/.devdeps/png/lib:$LIBRARY_PATH"
-fi
-export OMPI_MCA_btl_vader_single_copy_mechanism=none
+. bench/device/env.sh
 export HQ_MPIRUN_FLAGS="--oversubscribe --allow-run-as-root"
 t0=$(date +%s)
 make -j16 CUDA_ARCH=-arch=sm_90 > "$OUT/full_build.log" 2>&1 || { log "build failed"; tail -30 "$OUT/full_build.log"; exit 1; }

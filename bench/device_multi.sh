@@ -8,14 +8,7 @@ set -u
 gib=${1:-1}
 OUT=${OUT:-/tmp/hq-out}
 mkdir -p "$OUT"
-. bench/device/use-parallel-hdf5.sh .devdeps/phdf5
-if ! echo '#include <png.h>' | cc -E - > /dev/null 2>&1; then
-    export CPATH="$PWD/.devdeps/png/include:$CPATH"
-    mkdir -p .devdeps/png/lib
-    ln -sf "$(ls /usr/lib/x86_64-linux-gnu/libpng16.so.16* | head -1)" .devdeps/png/lib/libpng16.so
-    export LIBRARY_PATH="$PWD/.devdeps/png/lib:$LIBRARY_PATH"
-fi
-export OMPI_MCA_btl_vader_single_copy_mechanism=none
+. bench/device/env.sh
 make -j16 > "$OUT/multi_build.log" 2>&1 || { tail -20 "$OUT/multi_build.log"; exit 1; }
 mpicc -O2 -o build/make_stack bench/make_stack.c -lhdf5 || exit 1
 build/make_stack /tmp/hq_stack.h5 "$gib" > /dev/null                  # a stack of 4096^2 slices

@@ -1,0 +1,12 @@
+# Source this on a GPU machine, from the repository root, before building there: points the build
+# at the carried parallel HDF5 (.devdeps/phdf5) and, where the machine has only libpng's runtime,
+# at the carried libpng headers (.devdeps/png/include). Used by device_full.sh and device_multi.sh.
+. bench/device/use-parallel-hdf5.sh .devdeps/phdf5
+if ! echo '#include <png.h>' | cc -E - > /dev/null 2>&1; then
+    export CPATH="$PWD/.devdeps/png/include:$CPATH"
+    mkdir -p .devdeps/png/lib
+    ln -sf "$(ls /usr/lib/x86_64-linux-gnu/libpng16.so.16* | head -1)" .devdeps/png/lib/libpng16.so
+    export LIBRARY_PATH="$PWD/.devdeps/png/lib:$LIBRARY_PATH"
+fi
+# Containers forbid the cross-process memory attach Open MPI's shared-memory transport tries first.
+export OMPI_MCA_btl_vader_single_copy_mechanism=none
