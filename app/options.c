@@ -23,6 +23,8 @@ static const char USAGE[] =
     "                        a PNG file, a directory of PNG files, or a text file listing PNG paths\n"
     "  -o, --output OUT      HDF5 file for HDF5 input; PNG file for one PNG; directory for several PNGs\n"
     "      --force           replace an existing output\n"
+    "      --resume          finish an interrupted run (killed, timed out) from the journal kept\n"
+    "                        next to OUT; refused if the options or the input changed\n"
     "      --png-level N     zlib level 0-9 for PNG output (default: a fast setting)\n"
     "      --on-error MODE   stop (default) or skip: leave out bad inputs of a collection, list them, exit 3\n"
     "\n"
@@ -43,6 +45,10 @@ static const char USAGE[] =
     "\n"
     "      --progress SEC    a progress line every SEC seconds on long runs (default 10; 0: none)\n"
     "      --summary FILE    write the end-of-run summary (counts, rate, time per phase) as JSON\n"
+    "      --report DIR      write DIR/index.html: histograms and CDF/LUT before and after, sample\n"
+    "                        thumbnails, the run summary (self-contained, no network)\n"
+    "      --report-sample N images shown in the report for scope image (default 4)\n"
+    "      --report-scale S  linear (default) or log: the count axis of the histogram plots\n"
     "  -v, --verbose         say what each rank does (plan, devices, timings)\n"
     "  -q, --quiet           only errors\n"
     "  -h, --help            this text\n"
@@ -52,7 +58,8 @@ static const char USAGE[] =
     "5 device unavailable; 6 out of memory.\n";
 
 enum { OPT_SCOPE = 256, OPT_COLOR, OPT_METHOD, OPT_BITS, OPT_DEVICE, OPT_THREADS, OPT_MEMORY, OPT_BLOCK,
-       OPT_PNG_LEVEL, OPT_ON_ERROR, OPT_FORCE, OPT_VERSION, OPT_PROGRESS, OPT_SUMMARY };
+       OPT_PNG_LEVEL, OPT_ON_ERROR, OPT_FORCE, OPT_VERSION, OPT_PROGRESS, OPT_SUMMARY,
+       OPT_RESUME, OPT_REPORT, OPT_REPORT_SAMPLE, OPT_REPORT_SCALE };
 
 static const struct option LONG_OPTS[] = {
     {"input", required_argument, NULL, 'i'},      {"output", required_argument, NULL, 'o'},
@@ -64,7 +71,9 @@ static const struct option LONG_OPTS[] = {
     {"force", no_argument, NULL, OPT_FORCE},      {"progress", required_argument, NULL, OPT_PROGRESS},
     {"summary", required_argument, NULL, OPT_SUMMARY},      {"verbose", no_argument, NULL, 'v'},
     {"quiet", no_argument, NULL, 'q'},            {"help", no_argument, NULL, 'h'},
-    {"version", no_argument, NULL, OPT_VERSION},  {NULL, 0, NULL, 0},
+    {"version", no_argument, NULL, OPT_VERSION},  {"resume", no_argument, NULL, OPT_RESUME},
+    {"report", required_argument, NULL, OPT_REPORT}, {"report-sample", required_argument, NULL, OPT_REPORT_SAMPLE},
+    {"report-scale", required_argument, NULL, OPT_REPORT_SCALE}, {NULL, 0, NULL, 0},
 };
 
 /* Picks s out of a NULL-terminated list of names; returns its index or -1. */
@@ -116,10 +125,12 @@ int hq_options_parse(int argc, char **argv, int print, hq_options *o, hq_err *er
     static const char *const METHODS[] = {"equalize", "stretch", NULL};
     static const char *const DEVICES[] = {"auto", "cpu", "gpu", "copy", NULL};
     static const char *const ON_ERR[] = {"stop", "skip", NULL};
+    static const char *const SCALES[] = {"linear", "log", NULL};
     memset(o, 0, sizeof *o);
     o->png_level = -1;
     o->block_bytes = (uint64_t)256 << 20;
     o->progress = 10;
+    o->report_sample = 4;
     opterr = 0;
     optind = 1;
     int c;
@@ -184,6 +195,18 @@ int hq_options_parse(int argc, char **argv, int print, hq_options *o, hq_err *er
             break;
         case OPT_SUMMARY:
             o->summary = optarg;
+            break;
+        case OPT_RESUME: o->resume = 1; break;
+        case OPT_REPORT: o->report = optarg; break;
+        case OPT_REPORT_SAMPLE:
+            if (parse_int(optarg, 1, 1000, &v))
+                return hq_fail(err, HQ_EUSAGE, "--report-sample: '%s' is not a number from 1 to 1000", optarg);
+            o->report_sample = (int)v;
+            break;
+        case OPT_REPORT_SCALE:
+            if ((k = pick(optarg, SCALES)) < 0)
+                return hq_fail(err, HQ_EUSAGE, "--report-scale: '%s' is not one of linear, log", optarg);
+            o->report_log = k;
             break;
         case OPT_PROGRESS:
             if (parse_int(optarg, 0, 86400, &v))

@@ -28,6 +28,10 @@ typedef struct hq_options {
     uint64_t block_bytes; /* largest block read at once */
     double progress;      /* seconds between progress lines; 0 = none */
     const char *summary;  /* --summary FILE: the end-of-run summary as JSON, or NULL */
+    int resume;           /* --resume: finish an interrupted run from its journal */
+    const char *report;   /* --report DIR: HTML report with histogram/CDF plots, or NULL */
+    int report_sample;    /* --report-sample N: images shown in the report (scope image) */
+    int report_log;       /* --report-scale log: counts on a log axis (default linear) */
     int exit_now;
 } hq_options;
 
