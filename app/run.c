@@ -31,6 +31,9 @@
 #define HQ_VERSION "dev"
 #endif
 
+/* Blocks alive at once besides the held ones: the I/O pipeline's slots (app/pipeline.h). */
+#define IN_FLIGHT_BLOCKS 3
+
 enum { PH_READ, PH_HIST, PH_REDUCE, PH_REMAP, PH_WRITE, PH_N };
 static const char *const PHASE_NAMES[PH_N] = {"read", "histogram", "allreduce", "remap", "write"};
 _Static_assert(PH_N == HQ_SUMMARY_PHASES, "the JSON summary lists every phase");
@@ -93,7 +96,7 @@ static size_t hist_len(const hq_mode *m)
 static uint64_t block_bytes(const run *r, const hq_block *b)
 {
     const hq_item *it = &r->inv.items[b->item];
-    return hq_block_pixels(b, it->width) * it->channels * it->sample_bytes;
+    return hq_block_pixels(b) * it->channels * it->sample_bytes;
 }
 
 static uint64_t image_of(const run *r, const hq_block *b, uint64_t s)
@@ -112,7 +115,7 @@ static int is_fused(const run *r, const hq_block *b)
 {
     if (r->scope == HQ_SCOPE_GLOBAL)
         return 0;
-    return b->r0 == 0 && b->r1 == r->inv.items[b->item].height;
+    return hq_block_whole(b, r->inv.items[b->item].height, r->inv.items[b->item].width);
 }
 
 /* ---- validation and defaults ---- */
@@ -197,19 +200,146 @@ static int scan_and_share(run *r, hq_err *err)
     return hq_comm_agree(r->c, rc, err);
 }
 
+/* "1.5 MiB": a size for messages. */
+static void size_text(uint64_t bytes, char *buf, size_t len)
+{
+    static const char *const units[] = {"bytes", "KiB", "MiB", "GiB", "TiB"};
+    double v = (double)bytes;
+    int u = 0;
+    while (v >= 1024 && u < 4) {
+        v /= 1024;
+        u++;
+    }
+    snprintf(buf, len, u ? "%.1f %s" : "%.0f %s", v, units[u]);
+}
+
+/* The per-rank memory budget, the same on every rank: the plan depends on it, and every rank must
+ * compute the same plan (the default differs between nodes of different sizes: take the smallest). */
+static uint64_t agreed_memory(const run *r)
+{
+    uint64_t m = r->o->memory ? r->o->memory : default_budget(r->c);
+    uint64_t least = m;
+    MPI_Allreduce(&m, &least, 1, MPI_UINT64_T, MPI_MIN, r->c->world);
+    return least;
+}
+
+/* --memory bounds what a rank holds of pixels at once: the blocks in flight (IN_FLIGHT_BLOCKS, the
+ * I/O pipeline's depth; the lockstep passes hold one) plus the pending blocks kept for pass 2,
+ * which are read again when they do not fit. Blocks shrink to fit (at most a third of the budget
+ * each), down to the smallest the input allows: an image that must stay whole, a compressed chunk.
+ * Below three of those nothing works, and the run is refused before it starts. */
+static int fit_memory(run *r, const hq_plan_item *pi, uint64_t memory, uint64_t *block, hq_err *err)
+{
+    size_t which = 0;
+    const uint64_t unit = hq_plan_min_block(pi, r->inv.n, &which);
+    if (unit > memory / IN_FLIGHT_BLOCKS) {
+        const hq_item *it = &r->inv.items[which];
+        const uint64_t need_k = (IN_FLIGHT_BLOCKS * unit + 1023) / 1024;
+        char have[32], one[32];
+        size_text(memory, have, sizeof have);
+        size_text(unit, one, sizeof one);
+        return hq_fail(err, HQ_EUSAGE, "%s%s%s: --memory %s%s is too small: a block of it holds at least %s (%s) "
+                       "and %d are in flight at once; use --memory %lluK or more", it->src,
+                       r->inv.format == HQ_FMT_HDF5 ? ":" : "", r->inv.format == HQ_FMT_HDF5 ? it->name : "", have,
+                       r->o->memory ? "" : " (the default)", one,
+                       !pi[which].splittable ? "the whole image" : pi[which].whole_chunks ? "one compressed chunk"
+                                                                                          : "one pixel",
+                       IN_FLIGHT_BLOCKS,
+                       (unsigned long long)need_k);
+    }
+    *block = r->o->block_bytes < memory / IN_FLIGHT_BLOCKS ? r->o->block_bytes : memory / IN_FLIGHT_BLOCKS;
+    return 0;
+}
+
 static int make_plan(run *r, hq_err *err)
 {
+    const uint64_t memory = agreed_memory(r);
     hq_plan_item *pi = calloc(r->inv.n ? r->inv.n : 1, sizeof *pi);
     if (!pi)
         return hq_fail(err, HQ_EMEM, "plan: out of memory");
     for (size_t i = 0; i < r->inv.n; i++) {
         const hq_item *it = &r->inv.items[i];
-        pi[i] = (hq_plan_item){it->slices, it->height, it->width, (uint64_t)it->channels * it->sample_bytes,
-                               r->inv.format == HQ_FMT_HDF5, (int)it->bad};
+        pi[i] = (hq_plan_item){it->slices,       it->height,       it->width,       (uint64_t)it->channels * it->sample_bytes,
+                               r->inv.format == HQ_FMT_HDF5,       (int)it->bad,    it->chunk_slices,
+                               it->chunk_height, it->chunk_width,  (int)it->collective};
     }
-    int rc = hq_plan_make(pi, r->inv.n, r->c->size, r->o->block_bytes, &r->plan, err);
+    uint64_t block = 0;
+    int rc = fit_memory(r, pi, memory, &block, err);
+    if (!rc)
+        rc = hq_plan_make(pi, r->inv.n, r->c->size, block, &r->plan, err);
     free(pi);
-    return rc;
+    if (rc)
+        return rc;
+    const uint64_t in_flight = IN_FLIGHT_BLOCKS * r->plan.max_block_bytes;
+    r->budget = memory > in_flight ? memory - in_flight : 0;
+    return 0;
+}
+
+typedef struct part_of {
+    uint64_t image;
+    int owner;
+} part_of;
+
+static int by_image_owner(const void *a, const void *b)
+{
+    const part_of *x = a, *y = b;
+    if (x->image != y->image)
+        return x->image < y->image ? -1 : 1;
+    return (x->owner > y->owner) - (x->owner < y->owner);
+}
+
+/* Items with blocks on more than one rank need collective I/O. */
+static int find_shared_items(run *r)
+{
+    const hq_plan *p = &r->plan;
+    int *owner = malloc((r->inv.n ? r->inv.n : 1) * sizeof *owner);
+    if (!owner)
+        return -1;
+    for (size_t i = 0; i < r->inv.n; i++)
+        owner[i] = -1;
+    for (int k = 0; k < p->nranks; k++)
+        for (uint64_t j = p->first[k]; j < p->first[k + 1]; j++) {
+            const uint64_t it = p->blocks[j].item;
+            if (owner[it] < 0)
+                owner[it] = k;
+            else if (owner[it] != k)
+                r->item_shared[it] = 1;
+        }
+    free(owner);
+    return 0;
+}
+
+/* Under scope image, the images whose tiles lie on more than one rank: their histograms are summed
+ * over ranks. The same ascending list on every rank. */
+static int find_shared_images(run *r)
+{
+    const hq_plan *p = &r->plan;
+    uint64_t n = 0;
+    for (uint64_t j = 0; j < p->nblocks; j++)
+        n += !is_fused(r, &p->blocks[j]);
+    part_of *parts = malloc((n ? n : 1) * sizeof *parts);
+    if (!parts)
+        return -1;
+    n = 0;
+    for (int k = 0; k < p->nranks; k++)
+        for (uint64_t j = p->first[k]; j < p->first[k + 1]; j++)
+            if (!is_fused(r, &p->blocks[j]))
+                parts[n++] = (part_of){image_of(r, &p->blocks[j], p->blocks[j].s0), k};
+    qsort(parts, n, sizeof *parts, by_image_owner);
+    uint64_t distinct = 0;
+    for (uint64_t j = 0; j < n; j++)
+        distinct += j == 0 || parts[j].image != parts[j - 1].image;
+    r->shared = calloc(distinct + 1, sizeof *r->shared);
+    if (!r->shared) {
+        free(parts);
+        return -1;
+    }
+    for (uint64_t j = 1; j < n; j++)
+        if (parts[j].image == parts[j - 1].image && parts[j].owner != parts[j - 1].owner &&
+            (r->nshared == 0 || r->shared[r->nshared - 1] != parts[j].image))
+            r->shared[r->nshared++] = parts[j].image;
+    free(parts);
+    return 0;
 }
 
 /* Which items need collective I/O, which groups need summing over ranks, which blocks are mine. */
@@ -217,25 +347,19 @@ static int classify_work(run *r, hq_err *err)
 {
     const hq_plan *p = &r->plan;
     r->item_shared = calloc(r->inv.n ? r->inv.n : 1, 1);
-    r->shared = calloc(p->nranks + 1, sizeof *r->shared);
-    if (!r->item_shared || !r->shared)
+    if (!r->item_shared || find_shared_items(r))
         return hq_fail(err, HQ_EMEM, "plan: out of memory");
-    for (uint64_t k = 0; k + 1 < p->nblocks; k++) {
-        const hq_block *a = &p->blocks[k], *b = &p->blocks[k + 1];
-        if (a->item != b->item || hq_plan_owner(p, k) == hq_plan_owner(p, k + 1))
-            continue;
-        /* Consecutive blocks of one item on two ranks: the item is shared, and so is the image that
-         * the boundary cuts, if it cuts one (row bands). */
-        r->item_shared[a->item] = 1;
-        const uint64_t img = image_of(r, b, b->s0);
-        if (r->scope == HQ_SCOPE_IMAGE && a->s1 - 1 == b->s0 && b->r0 > 0 &&
-            (r->nshared == 0 || r->shared[r->nshared - 1] != img))
-            r->shared[r->nshared++] = img; /* a huge image may span several ranks: list it once */
-    }
-    /* The global histogram is always reduced, even on one rank with work: every rank needs it for
-     * the output's metadata, and the collective call costs nothing next to the data. */
-    if (r->scope == HQ_SCOPE_GLOBAL)
+    if (r->scope == HQ_SCOPE_IMAGE) {
+        if (find_shared_images(r))
+            return hq_fail(err, HQ_EMEM, "plan: out of memory");
+    } else {
+        /* The global histogram is always reduced, even on one rank with work: every rank needs it
+         * for the output's metadata, and the collective call costs nothing next to the data. */
+        r->shared = calloc(1, sizeof *r->shared);
+        if (!r->shared)
+            return hq_fail(err, HQ_EMEM, "plan: out of memory");
         r->shared[r->nshared++] = 0;
+    }
     /* Items that must be transferred collectively join the lockstep walk even when one rank owns
      * them (with several ranks; alone, every call is trivially collective). */
     for (size_t i = 0; i < r->inv.n; i++)
@@ -307,8 +431,8 @@ static void build_luts(const run *r, const hq_mode *m, const uint64_t *hist, uin
 
 static hq_block_data block_view(const run *r, const hq_block *b, void *data, int per_image)
 {
-    const hq_item *it = &r->inv.items[b->item];
-    const uint64_t px = hq_block_pixels(b, it->width);
+    (void)r; /* the block alone says how many pixels and images it holds */
+    const uint64_t px = hq_block_pixels(b);
     hq_block_data d = {data, 1, px, 0};
     if (per_image && b->s1 - b->s0 > 1) {
         d.nseg = b->s1 - b->s0;
@@ -350,7 +474,7 @@ static int timed_write(run *r, const hq_block *b, uint64_t item, int collective,
     int rc = r->io_ops->write_block(r->io, item, b, collective, data, err);
     r->t[PH_WRITE] += hq_now() - t0;
     if (!rc && b) {
-        __atomic_add_fetch(&r->pixels_done, hq_block_pixels(b, r->inv.items[item].width), __ATOMIC_RELAXED);
+        __atomic_add_fetch(&r->pixels_done, hq_block_pixels(b), __ATOMIC_RELAXED);
         __atomic_add_fetch(&r->bytes_done, block_bytes(r, b), __ATOMIC_RELAXED);
     }
     tick(r);
@@ -936,7 +1060,6 @@ int hq_run(const hq_options *o, const hq_comm *c, hq_err *err)
         rc = hq_comm_agree(c, make_plan(&r, err), err);
     if (!rc)
         rc = hq_comm_agree(c, classify_work(&r, err), err);
-    r.budget = o->memory ? o->memory : default_budget(c);
     r.threaded_io = getenv("HQ_SERIAL_IO") == NULL; /* HQ_SERIAL_IO=1: one thread, for debugging */
     if (!rc)
         rc = r.io_ops->open_input(&r.inv, c->world, &r.io, err);

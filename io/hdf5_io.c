@@ -22,8 +22,11 @@
  *    renamed to OUT only by close(commit = 1) once every rank succeeded and the file reads back.
  *  - The input is only ever opened read-only. HDF5's own error printing is turned off: failures
  *    come back as one line naming the file and dataset, with HDF5's innermost reason appended.
- *  - Verbose (HQ_VERBOSE set and not "0" at open_input, or opts->verbose at create_output):
- *    a collective transfer that HDF5 turned independent is reported once per dataset and rank. */
+ *  - Verbose (HQ_VERBOSE set and not "0" at open_input, or opts->verbose at create_output): if
+ *    HDF5 turned collective transfers independent, close() says so in one line for the whole run,
+ *    with the causes (H5Pget_mpio_no_collective_cause) over all ranks.
+ *  - A block that fails to read names the dataset and where the block lies ("FILE:/dset [rows
+ *    0-255, cols 512-767]: ..."); a chunk that does not decompress is bad input (HQ_EINPUT). */
 #define _GNU_SOURCE /* fallocate */
 #include <errno.h>
 #include <fcntl.h>
@@ -48,9 +51,9 @@
 #define RESERVE_MARGIN_MAX (4 * MiB)
 #define ATTR_COPY_MAX 32768 /* larger attributes would need the dense attribute storage of newer formats */
 
-/* Per item flags: which transfers already reported a fall back to independent I/O, and whether
- * the output dataset is filtered (then parallel HDF5 1.10 writes it only collectively). */
-enum { WARNED_READ = 1, WARNED_WRITE = 2, OUT_FILTERED = 4 };
+/* Per item flags: whether the output dataset is filtered (then parallel HDF5 1.10 writes it only
+ * collectively). */
+enum { OUT_FILTERED = 4 };
 
 struct hq_io {
     MPI_Comm comm; /* our own duplicate, so our collectives never mix with the caller's */
@@ -71,6 +74,10 @@ struct hq_io {
     int part_ours; /* OUT.part passed the checks (it is not the input): ours to create and remove */
     uint64_t reserved; /* rank 0: bytes of OUT.part reserved with fallocate */
     int no_fallocate;  /* rank 0: the filesystem cannot reserve */
+    /* Collective transfers, and those HDF5 made independent: how many, the first (item * 2 + writing),
+     * and the union of the causes; reported once, at close, in verbose mode. */
+    uint64_t coll_transfers, fell_back, fell_first;
+    uint32_t fell_causes;
 };
 
 /* ---------------------------------------------------------------------------------------------- */
@@ -339,6 +346,24 @@ static int input_compressed(hid_t in)
     return yes;
 }
 
+/* The chunk shape over (slices, rows, columns), which the plan's tiles follow; all 0 when the
+ * dataset is not chunked. A chunk spanning channels is all the same to a block, which holds them all. */
+static void note_chunk_shape(hid_t d, int frank, hq_item *it)
+{
+    hid_t dcpl = H5Dget_create_plist(d);
+    hsize_t cd[MAX_RANK];
+    if (dcpl >= 0 && H5Pget_layout(dcpl) == H5D_CHUNKED && H5Pget_chunk(dcpl, frank, cd) == frank) {
+        int has_n, has_c;
+        item_roles(frank, it, &has_n, &has_c);
+        it->chunk_slices = has_n ? cd[0] : 1;
+        it->chunk_height = cd[has_n];
+        it->chunk_width = cd[has_n + 1];
+    }
+    if (dcpl >= 0)
+        H5Pclose(dcpl);
+    H5Eclear2(H5E_DEFAULT);
+}
+
 /* A contiguous dataset whose bytes lie past the end of the file was cut short; chunked ones are
  * caught when a chunk is read. */
 static int check_contiguous_extent(hid_t file_id, hid_t d, const char *file, const char *name, hq_err *err)
@@ -385,6 +410,8 @@ static int add_dataset(scan_ctx *c, const char *name)
         if (!rc)
             rc = check_contiguous_extent(c->file_id, d, c->file, name, &why);
         it.collective = !rc && input_compressed(d);
+        if (!rc)
+            note_chunk_shape(d, frank, &it);
         H5Dclose(d);
     }
     c->found++;
@@ -782,15 +809,30 @@ static int block_fits(const hq_item *it, int frank, const hq_block *b)
 {
     int has_n, has_c;
     item_roles(frank, it, &has_n, &has_c);
-    if (b->s0 >= b->s1 || b->s1 > it->slices || b->r0 >= b->r1 || b->r1 > it->height)
+    if (b->s0 >= b->s1 || b->s1 > it->slices || b->r0 >= b->r1 || b->r1 > it->height || b->c0 >= b->c1 ||
+        b->c1 > it->width)
         return 0;
     if (!has_n && (b->s0 != 0 || b->s1 != 1))
         return 0;
-    return b->s1 - b->s0 == 1 || (b->r0 == 0 && b->r1 == it->height);
+    return b->s1 - b->s0 == 1 || hq_block_whole(b, it->height, it->width);
 }
 
-/* The block as a hyperslab of the dataset: for a stack start (s0, r0, 0[, 0]) count (s1-s0,
- * r1-r0, W[, C]); for a single image start (r0, 0[, 0]). Returns the rank. */
+/* Where a block lies, for messages: "rows 0-99, cols 200-299" (inclusive), the slices first in a
+ * stack. */
+static const char *block_text(const hq_item *it, const hq_block *b, char *buf, size_t len)
+{
+    size_t used = 0;
+    if (it->slices > 1)
+        used = (size_t)snprintf(buf, len, b->s1 - b->s0 > 1 ? "slices %llu-%llu, " : "slice %llu, ",
+                                (unsigned long long)b->s0, (unsigned long long)(b->s1 - 1));
+    if (used < len)
+        snprintf(buf + used, len - used, "rows %llu-%llu, cols %llu-%llu", (unsigned long long)b->r0,
+                 (unsigned long long)(b->r1 - 1), (unsigned long long)b->c0, (unsigned long long)(b->c1 - 1));
+    return buf;
+}
+
+/* The block as a hyperslab of the dataset: for a stack start (s0, r0, c0[, 0]) count (s1-s0,
+ * r1-r0, c1-c0[, C]); for a single image start (r0, c0[, 0]). Returns the rank. */
 static int block_extent(const hq_item *it, int frank, const hq_block *b, hsize_t *start, hsize_t *count)
 {
     int has_n, has_c, k = 0;
@@ -801,8 +843,8 @@ static int block_extent(const hq_item *it, int frank, const hq_block *b, hsize_t
     }
     start[k] = b->r0;
     count[k++] = b->r1 - b->r0;
-    start[k] = 0;
-    count[k++] = it->width;
+    start[k] = b->c0;
+    count[k++] = b->c1 - b->c0;
     if (has_c) {
         start[k] = 0;
         count[k++] = it->channels;
@@ -833,18 +875,16 @@ static int check_block_chunks(hq_io *io, uint64_t item, const hq_block *b, hq_er
         for (int d = 0; d < k; d++)
             off[d] = idx[d] * cd[d];
         if (H5Dget_chunk_info_by_coord(io->in_dset[item], off, &mask, &addr, &size) < 0) {
-            char det[512];
+            char det[512], where[160];
             hdf5_detail(det, sizeof det);
-            return hq_fail(err, HQ_EIO, "%s:%s: read failed (slices %llu..%llu, rows %llu..%llu): chunk index%s",
-                           io->inv.root, it->name, (unsigned long long)b->s0, (unsigned long long)b->s1,
-                           (unsigned long long)b->r0, (unsigned long long)b->r1, det);
+            return hq_fail(err, HQ_EINPUT, "%s:%s [%s]: cannot read the chunk index%s", io->inv.root, it->name,
+                           block_text(it, b, where, sizeof where), det);
         }
-        if (addr != HADDR_UNDEF && (uint64_t)addr + size > io->in_eoa)
-            return hq_fail(err, HQ_EIO,
-                           "%s:%s: read failed (slices %llu..%llu, rows %llu..%llu): a chunk lies past the end of "
-                           "the file (truncated?)",
-                           io->inv.root, it->name, (unsigned long long)b->s0, (unsigned long long)b->s1,
-                           (unsigned long long)b->r0, (unsigned long long)b->r1);
+        if (addr != HADDR_UNDEF && (uint64_t)addr + size > io->in_eoa) {
+            char where[160];
+            return hq_fail(err, HQ_EINPUT, "%s:%s [%s]: a chunk lies past the end of the file (truncated?)",
+                           io->inv.root, it->name, block_text(it, b, where, sizeof where));
+        }
         int d = k - 1; /* next chunk, odometer order */
         while (d >= 0 && idx[d] == last[d]) {
             idx[d] = first[d];
@@ -964,10 +1004,11 @@ static void cause_text(uint32_t cause, char *buf, size_t len)
         snprintf(buf, len, "unknown cause (0x%x)", (unsigned)cause);
 }
 
-static void report_fallback(hq_io *io, uint64_t item, int writing)
+/* After a collective transfer: if HDF5 made it independent, remember why (reported once, at close). */
+static void note_fallback(hq_io *io, uint64_t item, int writing)
 {
-    const unsigned char flag = writing ? WARNED_WRITE : WARNED_READ;
-    if (!io->verbose || (io->flags[item] & flag))
+    io->coll_transfers++;
+    if (!io->verbose)
         return;
     H5D_mpio_actual_io_mode_t mode;
     uint32_t local = 0, global = 0;
@@ -978,11 +1019,50 @@ static void report_fallback(hq_io *io, uint64_t item, int writing)
     }
     if (mode != H5D_MPIO_NO_COLLECTIVE || !(local | global))
         return;
-    io->flags[item] |= flag;
+    if (!io->fell_back++)
+        io->fell_first = item * 2 + (uint64_t)writing;
+    io->fell_causes |= local | global;
+}
+
+/* Collective, verbose only: one line for the whole run saying whether HDF5 turned collective
+ * transfers independent, how often, where first, and why (H5Pget_mpio_no_collective_cause). */
+static void report_fallbacks(hq_io *io)
+{
+    uint64_t mine[2] = {io->fell_back, io->coll_transfers}, all[2] = {0, 0};
+    uint64_t first = io->fell_back ? io->fell_first : UINT64_MAX, first_all = UINT64_MAX;
+    uint32_t causes = 0;
+    int verbose = io->verbose, any_verbose = 0;
+    MPI_Allreduce(&verbose, &any_verbose, 1, MPI_INT, MPI_MAX, io->comm);
+    if (!any_verbose)
+        return;
+    MPI_Reduce(mine, all, 2, MPI_UINT64_T, MPI_SUM, 0, io->comm);
+    MPI_Reduce(&first, &first_all, 1, MPI_UINT64_T, MPI_MIN, 0, io->comm);
+    MPI_Reduce(&io->fell_causes, &causes, 1, MPI_UINT32_T, MPI_BOR, 0, io->comm);
+    if (io->rank != 0 || !all[0] || first_all / 2 >= io->inv.n)
+        return;
     char why[512];
-    cause_text(local | global, why, sizeof why);
-    fprintf(stderr, "histeq_dist: rank %d: HDF5 fell back to independent I/O on %s:%s: %s\n", io->rank,
-            writing ? io->out_path : io->inv.root, io->inv.items[item].name, why);
+    cause_text(causes, why, sizeof why);
+    const int writing = (int)(first_all % 2);
+    fprintf(stderr, "histeq_dist: HDF5 fell back to independent I/O in %llu of %llu collective transfers (first: %s "
+            "%s:%s): %s\n", (unsigned long long)all[0], (unsigned long long)all[1], writing ? "writing" : "reading",
+            writing && io->out_path ? io->out_path : io->inv.root, io->inv.items[first_all / 2].name, why);
+}
+
+/* Whether the failure on HDF5's error stack came from the filter pipeline (a chunk that does not
+ * decompress: corrupt input, not an I/O error). Leaves the stack as it is. */
+static herr_t pline_cb(unsigned n, const H5E_error2_t *e, void *data)
+{
+    (void)n;
+    if (e->maj_num == H5E_PLINE)
+        *(int *)data = 1;
+    return 0;
+}
+
+static int filter_failed(void)
+{
+    int yes = 0;
+    H5Ewalk2(H5E_DEFAULT, H5E_WALK_UPWARD, pline_cb, &yes);
+    return yes;
 }
 
 /* One read or write of a block (or of nothing, to take part in a collective transfer). */
@@ -999,22 +1079,23 @@ static int transfer(hq_io *io, uint64_t item, const hq_block *b, int collective,
         return hq_fail(err, HQ_EIO, "%s:%s: not open for %s", file ? file : "HDF5 output", it->name,
                        writing ? "writing" : "reading");
     const char *verb = writing ? "write" : "read";
+    char where[160] = "";
     int rc = 0;
     if (b && !block_fits(it, io->frank[item], b)) {
-        rc = hq_fail(err, HQ_EIO, "%s:%s: %s failed (slices %llu..%llu, rows %llu..%llu outside the dataset)", file,
-                     it->name, verb, (unsigned long long)b->s0, (unsigned long long)b->s1,
-                     (unsigned long long)b->r0, (unsigned long long)b->r1);
+        rc = hq_fail(err, HQ_EIO, "%s:%s [slices %llu-%llu, rows %llu-%llu, cols %llu-%llu]: %s failed: outside the "
+                     "dataset", file, it->name, (unsigned long long)b->s0, (unsigned long long)b->s1 - 1,
+                     (unsigned long long)b->r0, (unsigned long long)b->r1 - 1, (unsigned long long)b->c0,
+                     (unsigned long long)b->c1 - 1, verb);
         if (!collective)
             return rc;
         b = NULL; /* still take part, so that the other ranks do not hang */
     }
+    if (b)
+        block_text(it, b, where, sizeof where);
     if (writing && (io->flags[item] & OUT_FILTERED) && !collective) {
         if (io->nranks > 1)
-            return hq_fail(err, HQ_EIO,
-                           "%s:%s: write failed (slices %llu..%llu, rows %llu..%llu): a compressed dataset can only be "
-                           "written collectively",
-                           file, it->name, (unsigned long long)b->s0, (unsigned long long)b->s1,
-                           (unsigned long long)b->r0, (unsigned long long)b->r1);
+            return hq_fail(err, HQ_EIO, "%s:%s [%s]: write failed: a compressed dataset can only be written "
+                           "collectively", file, it->name, where);
         collective = 1; /* alone in the communicator, a collective write is just a write */
     }
     /* Checks agreed before the transfer, so that all ranks skip it together. */
@@ -1040,16 +1121,17 @@ static int transfer(hq_io *io, uint64_t item, const hq_block *b, int collective,
     }
     if (st < 0 && !rc) {
         char det[512];
+        const int corrupt = !writing && filter_failed();
         hdf5_detail(det, sizeof det);
-        if (b)
-            rc = hq_fail(err, HQ_EIO, "%s:%s: %s failed (slices %llu..%llu, rows %llu..%llu)%s", file, it->name, verb,
-                         (unsigned long long)b->s0, (unsigned long long)b->s1, (unsigned long long)b->r0,
-                         (unsigned long long)b->r1, det);
+        if (b && corrupt)
+            rc = hq_fail(err, HQ_EINPUT, "%s:%s [%s]: cannot decompress (corrupt chunk?)%s", file, it->name, where, det);
+        else if (b)
+            rc = hq_fail(err, HQ_EIO, "%s:%s [%s]: %s failed%s", file, it->name, where, verb, det);
         else
             rc = hq_fail(err, HQ_EIO, "%s:%s: %s failed (collective, no selection)%s", file, it->name, verb, det);
     }
     if (st >= 0 && collective)
-        report_fallback(io, item, writing);
+        note_fallback(io, item, writing);
     if (mspace >= 0)
         H5Sclose(mspace);
     if (fspace >= 0)
@@ -1690,6 +1772,7 @@ static int hdf5_close(hq_io *io, int commit, const hq_run_meta *meta, hq_err *er
     if (!io)
         return 0;
     quiet_hdf5();
+    report_fallbacks(io);
     const int had_output = io->part_ours;
     int rc = 0, keep = 0;
     if (had_output) {

@@ -23,6 +23,8 @@ typedef struct hq_item {
     uint32_t bad;          /* 1: the item was found unusable while scanning (with --on-error skip) */
     uint32_t collective;   /* 1: every transfer must be collective (filtered HDF5 datasets: parallel
                               HDF5 compresses chunks only in collective writes) */
+    uint64_t chunk_slices, chunk_height, chunk_width; /* HDF5 chunk shape over (slices, rows, columns);
+                              all 0 when not chunked (contiguous HDF5, PNG). The plan's tiles follow it. */
     char *why;             /* for bad items: the one-line reason "PATH: problem" */
 } hq_item;
 

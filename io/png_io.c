@@ -436,7 +436,7 @@ static int usable_item(const hq_io *io, uint64_t item, const hq_block *b, const 
     const hq_item *it = &io->inv->items[item];
     if (it->bad)
         return hq_fail(err, HQ_EINPUT, "%s", it->why ? it->why : it->src);
-    if (b->item != item || b->s0 != 0 || b->s1 != 1 || b->r0 != 0 || b->r1 != it->height)
+    if (b->item != item || b->s0 != 0 || b->s1 != 1 || !hq_block_whole(b, it->height, it->width))
         return hq_fail(err, HQ_EIO, "%s: a PNG block must be the whole image", it->src);
     *out = it;
     return 0;

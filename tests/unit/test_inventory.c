@@ -39,6 +39,9 @@ static void assert_same_inventory(const hq_inventory *a, const hq_inventory *b)
         assert_int_equal(x->depth, y->depth);
         assert_int_equal(x->bad, y->bad);
         assert_int_equal(x->collective, y->collective);
+        assert_true(x->chunk_slices == y->chunk_slices);
+        assert_true(x->chunk_height == y->chunk_height);
+        assert_true(x->chunk_width == y->chunk_width);
     }
 }
 
@@ -65,6 +68,9 @@ static void fill(hq_inventory *inv, size_t n)
             .depth = (i % 7 == 0) ? 4 : 8 * (1 + (uint32_t)(i % 2)),
             .bad = (i % 4 == 1),
             .collective = (i % 3 == 2),
+            .chunk_slices = i % 3,
+            .chunk_height = (i % 3) * 64,
+            .chunk_width = (i % 3) ? (1ull << 33) + i : 0,
             .why = (i % 4 == 1) ? why : NULL,
         };
         assert_int_equal(hq_inventory_add(inv, &it, &err), 0);
