@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include "../core/lut.h"
@@ -978,6 +979,13 @@ static void report_skipped(const run *r)
     free(all);
 }
 
+/* This process's peak resident set, in bytes (Linux reports kilobytes). */
+static uint64_t peak_rss_bytes(void)
+{
+    struct rusage ru;
+    return getrusage(RUSAGE_SELF, &ru) == 0 && ru.ru_maxrss > 0 ? (uint64_t)ru.ru_maxrss * 1024 : 0;
+}
+
 static int report_summary(const run *r, double wall, uint64_t skipped, hq_err *err)
 {
     double tmax[PH_N], tsum[PH_N];
@@ -985,6 +993,11 @@ static int report_summary(const run *r, double wall, uint64_t skipped, hq_err *e
     MPI_Reduce(r->t, tsum, PH_N, MPI_DOUBLE, MPI_SUM, 0, r->c->world);
     uint64_t mine[2] = {r->pixels_done, r->bytes_done}, tot[2] = {0, 0};
     MPI_Reduce(mine, tot, 2, MPI_UINT64_T, MPI_SUM, 0, r->c->world);
+    /* Memory high-water marks, the largest of any rank; device: +1, so that 0 means no engine had any. */
+    uint64_t peaks[2] = {peak_rss_bytes(), 0}, most[2] = {0, 0};
+    if (r->eng && r->eng->ops->device_peak)
+        peaks[1] = r->eng->ops->device_peak(r->eng) + 1;
+    MPI_Reduce(peaks, most, 2, MPI_UINT64_T, MPI_MAX, 0, r->c->world);
     if (r->c->rank != 0)
         return 0;
     int rc = 0;
@@ -993,7 +1006,8 @@ static int report_summary(const run *r, double wall, uint64_t skipped, hq_err *e
         r->eng->ops->describe(r->eng, dev, sizeof dev);
         hq_summary s = {HQ_VERSION, r->o->input, r->o->output, dev, hq_scope_name(r->scope),
                         hq_method_name(r->o->method), hq_color_name(r->o->color), r->c->size, r->plan.nimages,
-                        tot[0], tot[1], skipped, wall, PHASE_NAMES, {0}, {0}};
+                        tot[0], tot[1], skipped, wall, PHASE_NAMES, {0}, {0}, most[0],
+                        most[1] ? most[1] - 1 : 0, most[1] != 0};
         for (int k = 0; k < PH_N; k++) {
             s.phase_max[k] = tmax[k];
             s.phase_mean[k] = tsum[k] / r->c->size;
@@ -1003,10 +1017,14 @@ static int report_summary(const run *r, double wall, uint64_t skipped, hq_err *e
     if (r->o->quiet)
         return rc;
     const double mib = (double)tot[1] / (1 << 20);
+    char peak[96];
+    int used = snprintf(peak, sizeof peak, "peak RSS %.1f MiB", (double)most[0] / (1 << 20));
+    if (most[1] && used > 0 && (size_t)used < sizeof peak)
+        snprintf(peak + used, sizeof peak - (size_t)used, ", device %.1f MiB", (double)(most[1] - 1) / (1 << 20));
     fprintf(stderr, "histeq_dist: equalized %llu image%s (%.1f Mpixel, %.1f MiB) in %.3f s, %.1f MiB/s, "
-            "%d rank%s, scope %s\n", (unsigned long long)r->plan.nimages, r->plan.nimages == 1 ? "" : "s",
-            (double)tot[0] / 1e6, mib, wall, wall > 0 ? mib / wall : 0.0, r->c->size, r->c->size == 1 ? "" : "s",
-            hq_scope_name(r->scope));
+            "%d rank%s, scope %s; %s (max over ranks)\n", (unsigned long long)r->plan.nimages,
+            r->plan.nimages == 1 ? "" : "s", (double)tot[0] / 1e6, mib, wall, wall > 0 ? mib / wall : 0.0, r->c->size,
+            r->c->size == 1 ? "" : "s", hq_scope_name(r->scope), peak);
     if (r->o->verbose) {
         for (int k = 0; k < PH_N; k++)
             fprintf(stderr, "histeq_dist:   %-9s max %8.3f s  mean %8.3f s\n", PHASE_NAMES[k], tmax[k],

@@ -76,8 +76,14 @@ int hq_summary_write(const char *path, const hq_summary *s, hq_err *err)
     fprintf(f, "  \"ranks\": %d,\n  \"images\": %llu,\n  \"pixels\": %llu,\n  \"bytes\": %llu,\n  \"skipped\": %llu,\n",
             s->ranks, (unsigned long long)s->images, (unsigned long long)s->pixels, (unsigned long long)s->bytes,
             (unsigned long long)s->skipped);
-    fprintf(f, "  \"wall_s\": %.6f,\n  \"mib_per_s\": %.3f,\n  \"phases\": {\n", s->wall_s,
+    fprintf(f, "  \"wall_s\": %.6f,\n  \"mib_per_s\": %.3f,\n", s->wall_s,
             s->wall_s > 0 ? (double)s->bytes / 1048576.0 / s->wall_s : 0.0);
+    fprintf(f, "  \"peak_rss_bytes\": %llu,\n", (unsigned long long)s->peak_rss);
+    if (s->has_device_peak)
+        fprintf(f, "  \"device_peak_bytes\": %llu,\n", (unsigned long long)s->device_peak);
+    else
+        fputs("  \"device_peak_bytes\": null,\n", f);
+    fputs("  \"phases\": {\n", f);
     for (int k = 0; k < HQ_SUMMARY_PHASES; k++)
         fprintf(f, "    \"%s\": {\"max_s\": %.6f, \"mean_s\": %.6f}%s\n", s->phase_names[k], s->phase_max[k],
                 s->phase_mean[k], k + 1 < HQ_SUMMARY_PHASES ? "," : "");

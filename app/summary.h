@@ -17,6 +17,9 @@ typedef struct hq_summary {
     const char *const *phase_names;          /* HQ_SUMMARY_PHASES names */
     double phase_max[HQ_SUMMARY_PHASES];     /* seconds, max over ranks */
     double phase_mean[HQ_SUMMARY_PHASES];    /* seconds, mean over ranks */
+    uint64_t peak_rss;          /* bytes: the largest peak resident set of any rank (getrusage) */
+    uint64_t device_peak;       /* bytes: the most device memory any rank's engine held at once */
+    int has_device_peak;        /* 0: the engine has no device memory to report (JSON null) */
 } hq_summary;
 
 int hq_summary_write(const char *path, const hq_summary *s, hq_err *err);
