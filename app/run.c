@@ -239,8 +239,8 @@ static int fit_memory(run *r, const hq_plan_item *pi, uint64_t memory, uint64_t 
         char have[32], one[32];
         size_text(memory, have, sizeof have);
         size_text(unit, one, sizeof one);
-        return hq_fail(err, HQ_EUSAGE, "%s%s%s: --memory %s%s is too small: a block of it holds at least %s (%s) "
-                       "and %d are in flight at once; use --memory %lluK or more", it->src,
+        return hq_fail(err, HQ_EUSAGE, "%s%s%s: --memory %s%s is too small: its smallest block is %s (%s) and up "
+                       "to %d blocks are in flight at once; use --memory %lluK or more", it->src,
                        r->inv.format == HQ_FMT_HDF5 ? ":" : "", r->inv.format == HQ_FMT_HDF5 ? it->name : "", have,
                        r->o->memory ? "" : " (the default)", one,
                        !pi[which].splittable ? "the whole image" : pi[which].whole_chunks ? "one compressed chunk"

@@ -1,0 +1,99 @@
+"""--memory: a per-rank budget for the pixels a rank holds at once (the blocks in flight and those
+kept between the passes). Blocks shrink to fit it; a budget below three of the smallest blocks the
+input allows (a compressed chunk, a whole PNG) is refused up front, naming the smallest that works,
+and that one does work. The end-of-run summary reports the peak RSS (and device memory)."""
+import json
+import re
+
+import h5py
+import numpy as np
+import pytest
+
+import pngio
+import reference as ref
+from helpers import DEVICES, assert_array_equal, equalize, read_png, run, run_ok
+
+E_USAGE = 2
+MIN_HINT = re.compile(r"use --memory (\d+)K or more")
+
+
+def inputs(tmp, kind):
+    """(input, output, check(out)) with 32 KiB compressed chunks (h5) or a 176 KiB image (png)."""
+    if kind == "h5":
+        a = ref.low_contrast(500, 600, 1000, 3000, np.uint16, seed=80)
+        inp = tmp / "in.h5"
+        with h5py.File(inp, "w") as f:
+            f.create_dataset("img", data=a, chunks=(128, 128), compression="gzip")
+
+        def check(out):
+            with h5py.File(out, "r") as f:
+                assert_array_equal(f["img"][()], ref.equalize_one(a, 16), "img")
+
+        return inp, "out.h5", "in.h5:/img", 3 * 32, check
+    a = ref.low_contrast_rgb(200, 300, 40, 90, np.uint8, seed=81)
+    inp = tmp / "in.png"
+    pngio.write(inp, a, 8, pngio.RGB)
+
+    def check(out):
+        assert_array_equal(read_png(out).samples.reshape(a.shape), ref.equalize_one(a, 8), "png")
+
+    return inp, "out.png", "in.png", (3 * 200 * 300 * 3 + 1023) // 1024, check
+
+
+@pytest.mark.parametrize("np_", [None, 2], ids=["single", "np2"])
+@pytest.mark.parametrize("kind", ["h5", "png"])
+def test_memory_too_small_is_refused_with_the_minimum(tmp, kind, np_):
+    inp, out_name, named, min_k, check = inputs(tmp, kind)
+    out = tmp / out_name
+    r = run(["--input", inp, "--output", out, "--device", DEVICES[0], "--memory", "40K"], np_, timeout=60)
+    assert not r.timed_out and r.rc == E_USAGE, f"want exit 2\n{r}"
+    lines = r.err_lines if np_ is None else r.hq_lines
+    assert len(lines) == 1 and named in lines[0] and "--memory" in lines[0], f"want one line naming {named}\n{r}"
+    m = MIN_HINT.search(lines[0])
+    assert m and int(m.group(1)) == min_k, f"want the minimum {min_k}K\n{r}"
+    assert not out.exists()
+    # The minimum works, and one KiB less does not.
+    equalize(inp, out, "--memory", f"{min_k}K", np_=np_)
+    check(out)
+    r = run(["--input", inp, "--output", tmp / ("less_" + out_name), "--device", DEVICES[0], "--memory",
+             f"{min_k - 1}K"], np_, timeout=60)
+    assert r.rc == E_USAGE, str(r)
+
+
+def test_blocks_shrink_to_the_budget(tmp):
+    """--block 256M, --memory 300K: blocks of at most 100K, so several of them, same bytes."""
+    a = ref.low_contrast(1000, 777, 20000, 23000, np.uint16, seed=82)
+    inp = tmp / "in.h5"
+    with h5py.File(inp, "w") as f:
+        f.create_dataset("big", data=a)
+    r = equalize(inp, tmp / "small.h5", "-v", "--memory", "300K", "--block", "256M")
+    blocks = [int(m.group(1)) for m in re.finditer(r"; (\d+) blocks, \d+ pixels", r.err)]
+    assert blocks and blocks[0] >= 1000 * 777 * 2 // (100 * 1024), f"want blocks of at most 100K\n{r}"
+    with h5py.File(tmp / "small.h5", "r") as f:
+        assert_array_equal(f["big"][()], ref.equalize_one(a, 16), "big")
+
+
+def summary_of(tmp, inp, name, *opts, np_=None):
+    s = tmp / f"{name}.json"
+    r = run_ok(["--input", inp, "--output", tmp / f"{name}.h5", "--device", DEVICES[0], "--summary", s] +
+               list(opts), np_)
+    return json.loads(s.read_text()), r
+
+
+def test_peak_memory_reported_and_bounded(tmp):
+    """A 48 MB image, half of it held by each of two ranks between the passes (scope global), against
+    the same under an 8M budget: the summary's peak RSS shows the difference, in the JSON and on the
+    summary line."""
+    a = np.tile(ref.low_contrast(600, 800, 50, 90, np.uint8, seed=83), (10, 10))
+    inp = tmp / "in.h5"
+    with h5py.File(inp, "w") as f:
+        f.create_dataset("img", data=a)
+    big, r = summary_of(tmp, inp, "big", np_=2)
+    small, _ = summary_of(tmp, inp, "small", "--memory", "8M", np_=2)
+    assert isinstance(big["peak_rss_bytes"], int) and big["peak_rss_bytes"] >= 24_000_000, big
+    assert small["peak_rss_bytes"] + 12_000_000 < big["peak_rss_bytes"], (small["peak_rss_bytes"], big["peak_rss_bytes"])
+    if DEVICES[0] == "cpu":
+        assert big["device_peak_bytes"] is None
+    else:
+        assert big["device_peak_bytes"] is None or big["device_peak_bytes"] > 0
+    assert re.search(r"; peak RSS \d+\.\d MiB", r.err), str(r)
