@@ -1,0 +1,131 @@
+#!/bin/bash
+# scaling.sh — weak and strong scaling of histeq_dist over 1, 2, 4, ... G GPUs of one machine, one
+# command for the whole table (device tool kinds nvidia-h200-x2 / -x4 / -x8, carry [".devdeps"]):
+#
+#   bash bench/scaling.sh [G] [SIZE_GIB] [PER_RANK_GIB]
+#
+#   G             scale to this many GPUs, one rank each: runs with 1, 2, 4, ... G ranks
+#                 (default: every GPU nvidia-smi lists)
+#   SIZE_GIB      strong scaling: one uint8 image of about this size, 2-D tiles of 1024 x 1024 chunks,
+#                 scope global (default: 30, or the largest that input + output fit on the disk)
+#   PER_RANK_GIB  weak scaling: a stack of 4096 x 4096 slices, this much per rank (default 2)
+#
+# Prints, and writes to $OUT/scaling.txt: per run the wall time the program measured (--summary
+# JSON), the throughput, the efficiency (weak: T1/Tn; strong: T1/(n Tn)), the allreduce's max time
+# over ranks and its share of the wall time, the peak RSS and device memory (max over ranks), and
+# the rank -> GPU map of the G-rank runs (-v). Data goes to DIR, deleted as the runs finish.
+#
+# Environment: DEVICE=gpu (cpu: try the script where there is no GPU, e.g. `DEVICE=cpu bash
+# bench/scaling.sh 2 0.05 0.02` on the build machine); DIR (default /tmp/hq_scaling: on several
+# nodes it must be a filesystem every rank sees); OUT (default /tmp/hq-out); HQ_BIN (default
+# build/histeq_dist, built here on a GPU machine); HQ_MPIRUN_FLAGS (default --oversubscribe
+# --allow-run-as-root --bind-to none: the engine and I/O threads of a rank must not share one core).
+set -u
+DEVICE=${DEVICE:-gpu}
+OUT=${OUT:-/tmp/hq-out}
+DIR=${DIR:-/tmp/hq_scaling}
+BIN=${HQ_BIN:-build/histeq_dist}
+read -r -a MPIRUN_FLAGS <<< "${HQ_MPIRUN_FLAGS:---oversubscribe --allow-run-as-root --bind-to none}"
+mkdir -p "$OUT" "$DIR" build
+LOG=$OUT/scaling.txt
+: > "$LOG"
+say() { echo "$*" | tee -a "$LOG"; }
+fail() { say "scaling.sh: $*"; exit 1; }
+
+if [ "$DEVICE" = gpu ]; then
+    . bench/device/env.sh
+    make -j16 > "$OUT/scaling_build.log" 2>&1 || { tail -20 "$OUT/scaling_build.log"; fail "build failed"; }
+    HDF5_FLAGS=(-lhdf5)
+    GPUS=$(nvidia-smi -L | wc -l)
+else
+    HDF5_FLAGS=($(pkg-config --cflags --libs hdf5-openmpi 2>/dev/null || echo -lhdf5))
+    GPUS=0
+fi
+G=${1:-$GPUS}
+[ "$G" -ge 1 ] 2>/dev/null || fail "G must be a GPU count of 1 or more (got '$G')"
+[ "$DEVICE" != gpu ] || [ "$G" -le "$GPUS" ] || fail "G = $G, but this machine has $GPUS GPUs"
+PER_RANK=${3:-2}
+mpicc -O2 -o build/make_image bench/make_image.c "${HDF5_FLAGS[@]}" || fail "cannot build bench/make_image.c"
+[ -x "$BIN" ] || fail "$BIN is not built"
+
+# The strong-scaling image: 30 GiB unless the disk cannot hold it twice (input + output) with room
+# to spare; the weak-scaling stacks are made and deleted one at a time, before it.
+free_gib=$(df -Pk "$DIR" | awk 'NR == 2 {printf "%.1f", $4 / 1048576}')
+fit=$(awk -v f="$free_gib" 'BEGIN {printf "%.1f", f / 2.3}')
+SIZE=${2:-$(awk -v f="$fit" 'BEGIN {print (f < 30 ? f : 30)}')}
+side=$(awk -v s="$SIZE" 'BEGIN {x = int(sqrt(s * 1073741824) / 1024) * 1024; if (x < 1024) x = int(sqrt(s * 1073741824)); print x}')
+
+ranks=()
+for ((n = 1; n <= G; n *= 2)); do ranks+=("$n"); done
+[ "${ranks[-1]}" = "$G" ] || ranks+=("$G")
+
+# field FILE KEY: a number from the --summary JSON (one "key": value per line; phases inline).
+field() { sed -n "s/.*\"$2\": *\([0-9.e+-]*\).*/\1/p" "$1" | head -1; }
+phase_max() { sed -n "s/.*\"$2\": {\"max_s\": *\([0-9.e+-]*\).*/\1/p" "$1" | head -1; }
+mib() { awk -v b="${1:-0}" 'BEGIN {printf "%.0f", b / 1048576}'; }
+# ext TAG N: the run's time under mpirun, start-up included.
+ext() { awk '{printf "%.2f", $2 - $1}' "$OUT/$1_$2.time"; }
+
+# run_case TAG N INPUT: one run; leaves $OUT/TAG_N.json and .log, prints nothing.
+run_case() {
+    local tag=$1 n=$2 input=$3 out=$DIR/out.h5 t0 t1
+    rm -f "$out"
+    t0=$(date +%s.%N)
+    mpirun "${MPIRUN_FLAGS[@]}" -np "$n" "$BIN" --input "$input" --output "$out" --device "$DEVICE" --force -v \
+        --progress 0 --summary "$OUT/${tag}_$n.json" > "$OUT/${tag}_$n.log" 2>&1
+    local rc=$?
+    t1=$(date +%s.%N)
+    rm -f "$out"
+    echo "$t0 $t1" > "$OUT/${tag}_$n.time"
+    [ $rc = 0 ] || { cat "$OUT/${tag}_$n.log"; fail "$tag with $n ranks failed (exit $rc)"; }
+}
+
+say "# bash bench/scaling.sh $G $SIZE $PER_RANK — device $DEVICE, $(hostname), $(date -u +%FT%TZ), commit $(git rev-parse --short HEAD 2>/dev/null)"
+[ "$DEVICE" = gpu ] && say "# $(nvidia-smi --query-gpu=name,memory.total --format=csv,noheader | sort | uniq -c | tr -s ' ')"
+say "# $(nproc) cores, $(free -g | awk '/Mem:/ {print $2}') GiB RAM, $free_gib GiB free in $DIR; mpirun ${MPIRUN_FLAGS[*]}"
+say "# wall: the program's own (--summary wall_s); mpirun start-up excluded. Inputs were just written: read from the page cache."
+
+say ""
+say "## weak scaling: $PER_RANK GiB per rank (a stack of 4096 x 4096 uint8 slices), scope image"
+say "ranks  GiB      wall_s  mpirun_s  GiB/s   efficiency  allreduce_s  peak_RSS_MiB  device_MiB"
+slices_per_rank=$(awk -v p="$PER_RANK" 'BEGIN {s = int(p * 64 + 0.5); print (s < 1 ? 1 : s)}')
+t1=""
+for n in "${ranks[@]}"; do
+    input=$DIR/weak_$n.h5
+    build/make_image "$input" $((slices_per_rank * n)) 4096 4096 > /dev/null || fail "cannot write $input"
+    run_case weak "$n" "$input"
+    rm -f "$input"
+    j=$OUT/weak_$n.json
+    w=$(field "$j" wall_s)
+    t1=${t1:-$w}
+    awk -v n="$n" -v b="$(field "$j" bytes)" -v w="$w" -v t1="$t1" -v a="$(phase_max "$j" allreduce)" \
+        -v r="$(mib "$(field "$j" peak_rss_bytes)")" -v d="$(field "$j" device_peak_bytes)" -v e="$(ext weak "$n")" 'BEGIN {
+        printf "%5d  %7.2f  %7.3f  %8s  %6.2f  %9.1f%%  %11.4f  %12s  %10s\n", n, b / 2^30, w, e, b / 2^30 / w,
+               100 * t1 / w, a, r, d == "" ? "-" : sprintf("%.0f", d / 2^20) }' | tee -a "$LOG"
+done
+
+say ""
+input=$DIR/strong.h5
+build/make_image "$input" 1 "$side" "$side" 1024 1024 > "$OUT/strong_make.log" || fail "cannot write $input"
+say "## strong scaling: one $side x $side uint8 image ($(awk -v s="$side" 'BEGIN {printf "%.1f", s * s / 2^30}') GiB, chunks 1024 x 1024), scope global"
+say "ranks  wall_s   mpirun_s  GiB/s   speedup  efficiency  allreduce_s  allreduce_%  peak_RSS_MiB  device_MiB"
+t1=""
+for n in "${ranks[@]}"; do
+    run_case strong "$n" "$input"
+    j=$OUT/strong_$n.json
+    w=$(field "$j" wall_s)
+    t1=${t1:-$w}
+    awk -v n="$n" -v b="$(field "$j" bytes)" -v w="$w" -v t1="$t1" -v a="$(phase_max "$j" allreduce)" \
+        -v r="$(mib "$(field "$j" peak_rss_bytes)")" -v d="$(field "$j" device_peak_bytes)" -v e="$(ext strong "$n")" 'BEGIN {
+        printf "%5d  %7.3f  %8s  %6.2f  %7.2f  %9.1f%%  %11.4f  %10.4f%%  %12s  %10s\n", n, w, e, b / 2^30 / w, t1 / w,
+               100 * t1 / (n * w), a, 100 * a / w, r, d == "" ? "-" : sprintf("%.0f", d / 2^20) }' | tee -a "$LOG"
+done
+rm -f "$input"
+
+say ""
+say "## rank -> GPU map, $G ranks (-v)"
+grep -hE "histeq_dist: rank [0-9]+ on|note:" "$OUT/strong_$G.log" | tee -a "$LOG"
+say ""
+say "## per phase, $G ranks (max / mean over ranks, seconds)"
+sed -n 's/^ *"\([a-z]*\)": {"max_s": \([0-9.]*\), "mean_s": \([0-9.]*\)}.*/\1 \2 \3/p' "$OUT/strong_$G.json" |
+    awk '{printf "%-10s %9.3f %9.3f\n", $1, $2, $3}' | tee -a "$LOG"
