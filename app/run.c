@@ -3,9 +3,9 @@
  *
  * Histograms belong to groups: one per image (scope image) or one for everything (scope global).
  * A block whose groups all end inside it is "fused": read, histogram, LUT, remap and write in one
- * go. Other blocks are "pending": their group needs more blocks (row bands of a big image) or other
- * ranks (a shared group, summed by MPI_Allreduce). Pending pixels are held in memory up to
- * --memory and re-read past it.
+ * go. Other blocks are "pending": their group needs more blocks (the tiles of a big image) or other
+ * ranks (a shared group, summed by MPI_Allreduce). Pending pixels are held in memory up to what
+ * --memory leaves beside the blocks in flight, and re-read past it (fit_memory).
  *
  * Collective HDF5 transfers need every rank in every call. Items with blocks on several ranks
  * ("shared items") are therefore walked first, by all ranks, in lockstep rounds computed from the
