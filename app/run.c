@@ -13,7 +13,9 @@
  * one rank are then read and written independently, so a collection never runs in lockstep. */
 #include "run.h"
 
+#include <fcntl.h>
 #include <omp.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,9 +24,11 @@
 #include "../core/lut.h"
 #include "../engine/engine.h"
 #include "../io/io.h"
+#include "../jobs/journal.h"
 #include "../jobs/plan.h"
 #include "../mpi/progress.h"
 #include "pipeline.h"
+#include "resume.h"
 #include "summary.h"
 
 #ifndef HQ_VERSION
@@ -40,6 +44,7 @@ typedef struct group_hist {
     uint64_t *hist; /* nhist * bins counters */
     size_t len;     /* nhist * bins */
     uint16_t *lut;  /* built once the histogram is complete */
+    int restored;   /* complete already: taken from an interrupted run's journal (--resume) */
 } group_hist;
 
 typedef struct my_block {
@@ -74,6 +79,11 @@ typedef struct run {
     char *skipped;        /* this rank's skipped inputs, one line each */
     size_t skipped_len;
     uint64_t nskipped;
+    hq_resume res;        /* fresh run, or what an interrupted one did (--resume) */
+    hq_journal *journal;  /* this rank's log of finished work; NULL when the output keeps none */
+    int sync_fd;          /* the output file, for fdatasync before the journal claims blocks */
+    uint64_t writes;      /* blocks written, for the HQ_FAULT_KILL test hook */
+    long kill_after;      /* HQ_FAULT_KILL=RANK:N: this rank kills itself after N writes (tests) */
 } run;
 
 /* ---- small facts derived from the inventory and options ---- */
@@ -272,6 +282,7 @@ static group_hist *find_group(run *r, uint64_t g, const hq_mode *m, int create)
     }
     group_hist *gh = &r->groups[r->ngroups];
     gh->group = g;
+    gh->restored = 0;
     gh->len = hist_len(m);
     gh->hist = calloc(hist_len(m), sizeof *gh->hist);
     gh->lut = malloc(hist_len(m) * sizeof *gh->lut);
@@ -325,6 +336,131 @@ static void tick(run *r)
     hq_progress_tick(&r->prog, __atomic_load_n(&r->pixels_done, __ATOMIC_RELAXED), w + h);
 }
 
+/* ---- the journal (--resume) ---- */
+
+static int global_mode(const run *r, hq_mode *m);
+
+/* Writes of this item change the file's metadata (chunk indexes) that only a collective flush
+ * makes durable; with one rank any flush is collective. */
+static int needs_round_flush(const run *r, uint64_t item)
+{
+    return r->journal && r->inv.items[item].collective && r->c->size > 1;
+}
+
+/* The journal's flush calls this first: the output's data (and, with one rank, HDF5's metadata)
+ * reach the disk before any record claims them. */
+static int sync_output(void *ctx, hq_err *err)
+{
+    run *r = ctx;
+    int rc = r->io_ops->flush ? r->io_ops->flush(r->io, 0, err) : 0;
+    if (!rc && r->sync_fd >= 0 && fdatasync(r->sync_fd) != 0)
+        rc = hq_fail(err, HQ_EIO, "%s: cannot sync the output to disk", r->o->output);
+    return rc;
+}
+
+static int note_written(run *r, const hq_block *b, hq_err *err)
+{
+    int rc = hq_journal_note_block(r->journal, b, err);
+    /* Test hook: a rank dies here as under kill -9, its records flushed or not per the journal's
+     * flush interval; the job must fail and --resume must finish it. */
+    if (r->kill_after > 0 && __atomic_add_fetch(&r->writes, 1, __ATOMIC_RELAXED) >= (uint64_t)r->kill_after)
+        raise(SIGKILL);
+    return rc;
+}
+
+/* After a lockstep round of collective writes: every rank flushes, then claims its block. */
+static int flush_round(run *r, uint64_t item, const hq_block *written, int rc, hq_err *err)
+{
+    if (!needs_round_flush(r, item))
+        return rc;
+    hq_err scratch;
+    int rc2 = r->io_ops->flush(r->io, 1, rc ? &scratch : err);
+    if (!rc && !rc2 && written)
+        rc2 = note_written(r, written, err);
+    return rc ? rc : rc2;
+}
+
+static void parse_kill_hook(run *r)
+{
+    const char *s = getenv("HQ_FAULT_KILL");
+    int rank;
+    long n;
+    if (s && sscanf(s, "%d:%ld", &rank, &n) == 2 && rank == r->c->rank)
+        r->kill_after = n;
+}
+
+static double journal_flush_interval(void)
+{
+    const char *s = getenv("HQ_JOURNAL_FLUSH_S"); /* 0 in tests: every record at once */
+    return s ? atof(s) : 1.0;
+}
+
+static int open_journal(run *r, hq_err *err)
+{
+    r->sync_fd = -1;
+    if (r->res.action != HQ_RESUME_FRESH && r->res.action != HQ_RESUME_CONTINUE)
+        return 0;
+    int rc = 0;
+    if (r->res.action == HQ_RESUME_FRESH && r->c->rank == 0)
+        rc = hq_journal_create(r->o->output, r->res.id, err);
+    if ((rc = hq_comm_agree(r->c, rc, err)))
+        return rc;
+    const char *sp = r->io_ops->sync_path ? r->io_ops->sync_path(r->io) : NULL;
+    if (sp)
+        r->sync_fd = open(sp, O_RDONLY);
+    rc = hq_journal_open(r->o->output, r->c->rank, sync_output, r, journal_flush_interval(), &r->journal, err);
+    return hq_comm_agree(r->c, rc, err);
+}
+
+/* The blocks and histograms an interrupted run finished: its blocks are not done again, its
+ * histograms are not summed again. */
+static int apply_journal(run *r, uint64_t *done_pixels, uint64_t *done_bytes, hq_err *err)
+{
+    const hq_journal_state *st = &r->res.st;
+    for (uint64_t j = 0; j < r->nmine; j++) {
+        my_block *mb = &r->mine[j];
+        if (!hq_journal_has_block(st, mb->b))
+            continue;
+        mb->done = 1;
+        *done_pixels += hq_block_pixels(mb->b, r->inv.items[mb->b->item].width);
+        *done_bytes += 2 * block_bytes(r, mb->b);
+    }
+    for (uint64_t k = 0; k < st->nhists; k++) {
+        const hq_journal_hist *h = &st->hists[k];
+        hq_mode m;
+        int need = r->scope == HQ_SCOPE_GLOBAL && h->group == 0 && global_mode(r, &m);
+        for (uint64_t j = 0; !need && j < r->nmine; j++) {
+            const hq_block *b = r->mine[j].b;
+            if (!r->mine[j].fused && group_of(r, image_of(r, b, b->s0)) == h->group) {
+                m = mode_of(r, b->item);
+                need = 1;
+            }
+        }
+        if (!need)
+            continue;
+        group_hist *gh = find_group(r, h->group, &m, 1);
+        if (!gh)
+            return hq_fail(err, HQ_EMEM, "out of memory for a histogram");
+        if (gh->len != h->n)
+            return hq_fail(err, HQ_EUSAGE, "%s: cannot resume: the journal's histogram %llu has %llu bins, not %zu",
+                           r->o->output, (unsigned long long)h->group, (unsigned long long)h->n, gh->len);
+        memcpy(gh->hist, h->counts, h->n * sizeof *gh->hist);
+        gh->restored = 1;
+    }
+    return 0;
+}
+
+/* A block whose pass-1 work is already done: written (fused), or its group's histogram restored
+ * (pending: a pending block written but without its histogram is read again, as pass 1 needs
+ * every block of its group). */
+static int pass1_done(run *r, const my_block *mb)
+{
+    if (mb->fused)
+        return mb->done;
+    const group_hist *gh = find_group(r, group_of(r, image_of(r, mb->b, mb->b->s0)), NULL, 0);
+    return gh && gh->restored;
+}
+
 static int timed_read(run *r, const hq_block *b, uint64_t item, int collective, void **data, hq_err *err)
 {
     double t0 = hq_now();
@@ -352,6 +488,9 @@ static int timed_write(run *r, const hq_block *b, uint64_t item, int collective,
     if (!rc && b) {
         __atomic_add_fetch(&r->pixels_done, hq_block_pixels(b, r->inv.items[item].width), __ATOMIC_RELAXED);
         __atomic_add_fetch(&r->bytes_done, block_bytes(r, b), __ATOMIC_RELAXED);
+        /* Compressed datasets written by several ranks are claimed after their round's flush. */
+        if (!needs_round_flush(r, item))
+            rc = note_written(r, b, err);
     }
     tick(r);
     return rc;
@@ -515,6 +654,8 @@ static int pass1_shared(run *r, hq_err *err)
         const uint64_t rounds = rounds_for(r, i, 0);
         for (uint64_t k = 0; k < rounds; k++) {
             my_block *mb = rc ? NULL : nth_mine(r, i, k, 0);
+            if (mb && pass1_done(r, mb))
+                mb = NULL; /* done by an interrupted run: only joins the collective calls */
             hq_err scratch, *e = rc ? &scratch : err; /* keep the first failure's message */
             void *data = NULL;
             int rc2 = timed_read(r, mb ? mb->b : NULL, i, 1, &data, e);
@@ -525,6 +666,7 @@ static int pass1_shared(run *r, hq_err *err)
             const int write_now = !rc && mb && mb->fused;
             int rc3 = timed_write(r, write_now ? mb->b : NULL, i, 1, data, e);
             rc = rc ? rc : rc3;
+            rc = flush_round(r, i, write_now && !rc ? mb->b : NULL, rc, rc ? &scratch : err);
             if (write_now) {
                 mb->done = 1;
                 hq_block_free(r->eng, data);
@@ -543,7 +685,9 @@ static int pass1_shared(run *r, hq_err *err)
 static int equalize_local_image(run *r, my_block *first, uint64_t n, hq_err *err)
 {
     int rc = 0;
-    for (uint64_t j = 0; j < n && !rc; j++) {
+    const group_hist *g0 = find_group(r, group_of(r, image_of(r, first->b, first->b->s0)), NULL, 0);
+    const int restored = g0 && g0->restored;
+    for (uint64_t j = 0; j < n && !rc && !restored; j++) {
         void *data;
         rc = timed_read(r, first[j].b, first[j].b->item, 0, &data, err);
         if (!rc)
@@ -554,9 +698,13 @@ static int equalize_local_image(run *r, my_block *first, uint64_t n, hq_err *err
     const hq_mode m = mode_of(r, first->b->item);
     const uint64_t g = group_of(r, image_of(r, first->b, first->b->s0));
     group_hist *gh = find_group(r, g, &m, 0);
+    if (!rc && gh && !restored)
+        rc = hq_journal_note_hist(r->journal, g, gh->hist, gh->len, err);
     if (!rc && gh)
         build_luts(r, &m, gh->hist, gh->lut);
     for (uint64_t j = 0; j < n && !rc; j++) {
+        if (first[j].done)
+            continue;
         void *data = first[j].held;
         if (!data)
             rc = timed_read(r, first[j].b, first[j].b->item, 0, &data, err);
@@ -645,7 +793,7 @@ static int pass1_own(run *r, hq_err *err)
     uint64_t j = 0;
     while (j < r->nmine && !rc) {
         my_block *mb = &r->mine[j];
-        if (r->item_shared[mb->b->item] || mb->done) {
+        if (r->item_shared[mb->b->item] || (mb->fused && mb->done) || (!mb->fused && r->scope == HQ_SCOPE_GLOBAL && pass1_done(r, mb))) {
             j++;
             continue;
         }
@@ -660,8 +808,11 @@ static int pass1_own(run *r, hq_err *err)
         const stream_kind kind = mb->fused ? STREAM_FUSED : STREAM_HIST;
         uint64_t n = 0;
         while (j < r->nmine && !r->item_shared[r->mine[j].b->item] && r->mine[j].fused == mb->fused &&
-               (mb->fused || r->scope == HQ_SCOPE_GLOBAL))
-            list[n++] = &r->mine[j++];
+               (mb->fused || r->scope == HQ_SCOPE_GLOBAL)) {
+            if (!pass1_done(r, &r->mine[j]))
+                list[n++] = &r->mine[j];
+            j++;
+        }
         rc = run_stream(r, kind, list, n, err);
     }
     free(list);
@@ -709,9 +860,10 @@ static int reduce_shared(run *r, hq_err *err)
             return hq_fail(err, HQ_EMEM, "allreduce: out of memory for the global histogram");
         }
     }
+    /* A histogram restored from the journal is complete on every rank that holds it already. */
     for (uint64_t k = 0; k < r->nshared; k++) {
         group_hist *gh = find_group(r, r->shared[k], NULL, 0);
-        if (gh)
+        if (gh && !gh->restored)
             memcpy(buf + k * slot, gh->hist, gh->len * sizeof *buf);
     }
     double t0 = hq_now();
@@ -719,11 +871,22 @@ static int reduce_shared(run *r, hq_err *err)
     r->t[PH_REDUCE] += hq_now() - t0;
     for (uint64_t k = 0; k < r->nshared && !rc; k++) {
         group_hist *gh = find_group(r, r->shared[k], NULL, 0);
-        if (gh)
+        if (gh && !gh->restored)
             memcpy(gh->hist, buf + k * slot, gh->len * sizeof *buf);
     }
     free(buf);
     return rc ? hq_fail(err, HQ_EIO, "MPI_Allreduce of the histograms failed") : 0;
+}
+
+/* The complete histograms of pass 1, journaled before any pass-2 write can be claimed, so that a
+ * resume skips pass 1. Every rank logs the groups it holds (loading keeps one copy of a shared one). */
+static int journal_histograms(run *r, hq_err *err)
+{
+    int rc = 0;
+    for (size_t i = 0; i < r->ngroups && !rc; i++)
+        if (!r->groups[i].restored)
+            rc = hq_journal_note_hist(r->journal, r->groups[i].group, r->groups[i].hist, r->groups[i].len, err);
+    return rc ? rc : hq_journal_flush(r->journal, err);
 }
 
 static void build_pending_luts(run *r)
@@ -750,6 +913,8 @@ static int pass2(run *r, hq_err *err)
         const uint64_t rounds = rounds_for(r, i, 1);
         for (uint64_t k = 0; k < rounds; k++) {
             my_block *mb = rc ? NULL : nth_mine(r, i, k, 1);
+            if (mb && mb->done)
+                mb = NULL; /* written by an interrupted run */
             hq_err scratch, *e = rc ? &scratch : err; /* keep the first failure's message */
             /* The re-read joins a collective call, so it is made whether or not this rank needs it. */
             void *fresh = NULL;
@@ -759,8 +924,10 @@ static int pass2(run *r, hq_err *err)
                 rc2 = remap_pending(r, mb->b, data, e);
             rc = rc ? rc : rc2;
             e = rc ? &scratch : err;
-            int rc3 = timed_write(r, !rc && mb ? mb->b : NULL, i, 1, data, e);
+            const int wrote = !rc && mb;
+            int rc3 = timed_write(r, wrote ? mb->b : NULL, i, 1, data, e);
             rc = rc ? rc : rc3;
+            rc = flush_round(r, i, wrote && !rc ? mb->b : NULL, rc, rc ? &scratch : err);
             if (mb) {
                 release(r, mb, data);
                 mb->done = 1;
@@ -906,6 +1073,10 @@ static void free_run(run *r)
     free(r->shared);
     free(r->item_shared);
     free(r->skipped);
+    hq_journal_close(r->journal);
+    if (r->sync_fd >= 0)
+        close(r->sync_fd);
+    hq_journal_state_free(&r->res.st);
     hq_engine_destroy(r->eng);
     hq_plan_free(&r->plan);
     hq_inventory_free(&r->inv);
@@ -922,7 +1093,7 @@ static const uint64_t *global_hist(run *r, hq_mode *m)
 
 int hq_run(const hq_options *o, const hq_comm *c, hq_err *err)
 {
-    run r = {.o = o, .c = c};
+    run r = {.o = o, .c = c, .sync_fd = -1};
     const double t_start = hq_now();
     int rc = scan_and_share(&r, err);
     if (rc)
@@ -938,14 +1109,28 @@ int hq_run(const hq_options *o, const hq_comm *c, hq_err *err)
         rc = hq_comm_agree(c, classify_work(&r, err), err);
     r.budget = o->memory ? o->memory : default_budget(c);
     r.threaded_io = getenv("HQ_SERIAL_IO") == NULL; /* HQ_SERIAL_IO=1: one thread, for debugging */
+    parse_kill_hook(&r);
+    if (!rc)
+        rc = hq_resume_decide(o, c, &r.inv, &r.res, err);
+    if (!rc && r.res.action == HQ_RESUME_DONE) {
+        if (c->rank == 0 && !o->quiet)
+            fprintf(stderr, "histeq_dist: note: %s is complete already; nothing to resume\n", o->output);
+        free_run(&r);
+        return 0;
+    }
     if (!rc)
         rc = r.io_ops->open_input(&r.inv, c->world, &r.io, err);
     if (rc) {
         free_run(&r);
         return rc;
     }
-    hq_out_opts oo = {o->output, o->force, o->png_level, o->verbose};
+    hq_out_opts oo = {o->output, o->force, o->png_level, o->verbose, r.res.action == HQ_RESUME_CONTINUE};
     rc = r.io_ops->create_output(r.io, &oo, c->world, err);
+    if (!rc)
+        rc = open_journal(&r, err);
+    uint64_t done_px = 0, done_bytes = 0;
+    if (!rc)
+        rc = hq_comm_agree(c, apply_journal(&r, &done_px, &done_bytes, err), err);
     if (!rc)
         rc = make_engine(&r, err);
     if (!rc && o->verbose)
@@ -954,7 +1139,14 @@ int hq_run(const hq_options *o, const hq_comm *c, hq_err *err)
         uint64_t total_bytes = 0;
         for (size_t i = 0; i < r.inv.n; i++)
             total_bytes += r.inv.items[i].bad ? 0 : r.inv.items[i].slices * hq_item_image_bytes(&r.inv.items[i]);
-        hq_progress_start(&r.prog, c->world, o->quiet ? 0 : o->progress, r.plan.total_pixels, 2 * total_bytes);
+        uint64_t done[2] = {done_px, done_bytes};
+        MPI_Allreduce(MPI_IN_PLACE, done, 2, MPI_UINT64_T, MPI_SUM, c->world);
+        if (r.res.action == HQ_RESUME_CONTINUE && c->rank == 0 && !o->quiet)
+            fprintf(stderr, "histeq_dist: note: resuming %s: %.1f%% of the pixels were written by the interrupted "
+                    "run%s\n", o->output, r.plan.total_pixels ? 100.0 * (double)done[0] / (double)r.plan.total_pixels : 0.0,
+                    r.res.st.nhists ? ", and its histograms are kept" : "");
+        hq_progress_start(&r.prog, c->world, o->quiet ? 0 : o->progress, r.plan.total_pixels - done[0],
+                          2 * total_bytes - done[1]);
         /* The passes. Each rank carries its own status through the collective parts and the ranks
          * agree on it only where they next meet, so a failure never strands a rank in a call. */
         int mine = pass1_shared(&r, err);
@@ -963,6 +1155,8 @@ int hq_run(const hq_options *o, const hq_comm *c, hq_err *err)
         rc = hq_comm_agree(c, mine, err);
         if (!rc)
             rc = hq_comm_agree(c, reduce_shared(&r, err), err);
+        if (!rc)
+            rc = hq_comm_agree(c, journal_histograms(&r, err), err);
         if (!rc) {
             build_pending_luts(&r);
             rc = hq_comm_agree(c, pass2(&r, err), err);
@@ -973,12 +1167,18 @@ int hq_run(const hq_options *o, const hq_comm *c, hq_err *err)
     const uint64_t *gh = rc ? NULL : global_hist(&r, &gm);
     hq_run_meta meta = {HQ_VERSION, o->method, r.scope, o->color, o->bits, gh, hq_mode_nhist(&gm), hq_mode_bins(&gm)};
     hq_err close_err = {{0}};
+    if (!rc)
+        rc = hq_comm_agree(c, hq_journal_flush(r.journal, err), err);
     int rc_close = r.io_ops->close(r.io, rc == 0, &meta, &close_err);
     if (!rc && rc_close) {
         rc = rc_close;
         *err = close_err;
     }
     rc = hq_comm_agree(c, rc, err);
+    /* Finished (renamed into place) or failed in good order (taken back): either way nothing is
+     * left to resume. A killed run never gets here, and keeps its journal. */
+    if (r.journal && c->rank == 0)
+        hq_journal_remove(o->output);
     if (!rc) {
         report_skipped(&r);
         uint64_t skipped = r.nskipped;

@@ -41,6 +41,7 @@
 #define OWN_GROUP "/histeq_dist"
 #define OWN_HIST OWN_GROUP "/global_histogram"
 #define OWN_VERSION_ATTR "histeq_dist_version"
+#define OWN_COMPLETE_ATTR "histeq_dist_complete" /* written last: a file without it is unfinished */
 #define MAX_RANK 4
 #define CHANNELS_MAX 4
 #define MiB ((hsize_t)1 << 20)
@@ -1122,23 +1123,36 @@ static int check_output_path(const hq_io *io, const hq_out_opts *o, hq_err *err)
     return check_dir_writable(out, err);
 }
 
-static int create_output_file(hq_io *io, hq_err *err)
+/* The output's file access: MPI-IO with collective metadata, and 1 MiB alignment, which suits
+ * parallel file systems. */
+static hid_t output_fapl(hq_io *io)
 {
     hid_t fapl = H5Pcreate(H5P_FILE_ACCESS);
-    int ok = fapl >= 0 && H5Pset_fapl_mpio(fapl, io->comm, MPI_INFO_NULL) >= 0 &&
-             H5Pset_all_coll_metadata_ops(fapl, 1) >= 0 && H5Pset_coll_metadata_write(fapl, 1) >= 0 &&
-             H5Pset_alignment(fapl, MiB, MiB) >= 0;
-    if (ok)
-        io->out_file = H5Fcreate(io->part_path, H5F_ACC_TRUNC, H5P_DEFAULT, fapl);
+    if (fapl >= 0 && (H5Pset_fapl_mpio(fapl, io->comm, MPI_INFO_NULL) < 0 ||
+                      H5Pset_all_coll_metadata_ops(fapl, 1) < 0 || H5Pset_coll_metadata_write(fapl, 1) < 0 ||
+                      H5Pset_alignment(fapl, MiB, MiB) < 0)) {
+        H5Pclose(fapl);
+        fapl = H5I_INVALID_HID;
+    }
+    return fapl;
+}
+
+/* Creates OUT.part, or with `reopen` opens the one an interrupted run left (--resume). */
+static int create_output_file(hq_io *io, int reopen, hq_err *err)
+{
+    hid_t fapl = output_fapl(io);
+    if (fapl >= 0)
+        io->out_file = reopen ? H5Fopen(io->part_path, H5F_ACC_RDWR, fapl)
+                              : H5Fcreate(io->part_path, H5F_ACC_TRUNC, H5P_DEFAULT, fapl);
     char det[512] = "";
     if (io->out_file < 0)
         hdf5_detail(det, sizeof det);
-    if (fapl >= 0)
-        H5Pclose(fapl);
-    if (!ok)
+    if (fapl < 0)
         return hq_fail(err, HQ_EIO, "%s: cannot set up MPI-IO access", io->out_path);
+    H5Pclose(fapl);
     if (io->out_file < 0)
-        return hq_fail(err, HQ_EIO, "%s: cannot create %s%s", io->out_path, io->part_path, det);
+        return hq_fail(err, HQ_EIO, "%s: cannot %s %s%s", io->out_path, reopen ? "reopen the interrupted" : "create",
+                       io->part_path, det);
     return 0;
 }
 
@@ -1444,6 +1458,37 @@ static void release_reserve(hq_io *io)
     close(fd);
 }
 
+/* --resume: the datasets of the OUT.part an interrupted run left, which must have the input's
+ * shapes (a journal is only trusted with the file it was written with). */
+static int reopen_datasets(hq_io *io, hq_err *err)
+{
+    for (size_t i = 0; i < io->inv.n; i++) {
+        const hq_item *it = &io->inv.items[i];
+        if (it->bad)
+            continue;
+        io->out_dset[i] = H5Dopen2(io->out_file, it->name, H5P_DEFAULT);
+        hsize_t din[MAX_RANK], dout[MAX_RANK];
+        hid_t si = H5Dget_space(io->in_dset[i]);
+        hid_t so = io->out_dset[i] >= 0 ? H5Dget_space(io->out_dset[i]) : H5I_INVALID_HID;
+        hid_t dcpl = io->out_dset[i] >= 0 ? H5Dget_create_plist(io->out_dset[i]) : H5I_INVALID_HID;
+        const int k = io->frank[i];
+        int ok = si >= 0 && so >= 0 && dcpl >= 0 && H5Sget_simple_extent_dims(si, din, NULL) == k &&
+                 H5Sget_simple_extent_dims(so, dout, NULL) == k && memcmp(din, dout, (size_t)k * sizeof *din) == 0;
+        if (ok && H5Pget_nfilters(dcpl) > 0)
+            io->flags[i] |= OUT_FILTERED;
+        if (si >= 0)
+            H5Sclose(si);
+        if (so >= 0)
+            H5Sclose(so);
+        if (dcpl >= 0)
+            H5Pclose(dcpl);
+        if (!ok)
+            return hq_fail(err, HQ_EUSAGE, "%s:%s: cannot resume: the interrupted output has no such dataset of "
+                           "the input's shape (use --force without --resume to start over)", io->part_path, it->name);
+    }
+    return 0;
+}
+
 /* The output datasets of the good items whose input is compressed (or not). */
 static int create_datasets(hq_io *io, int compressed, hq_err *err)
 {
@@ -1488,20 +1533,28 @@ static int hdf5_create_output(hq_io *io, const hq_out_opts *o, MPI_Comm comm, hq
     }
     if (!rc) {
         io->part_ours = 1;
-        rc = agree(io->comm, create_output_file(io, err), err);
+        rc = agree(io->comm, create_output_file(io, o->resume, err), err);
     }
-    /* Metadata is collective: every rank creates every dataset, in the same order. The
-     * uncompressed ones come first, so that their space can be reserved before compressed
-     * ones make the file's end unknown. */
-    uint64_t allocated = 0;
-    if (!rc)
-        rc = agree(io->comm, create_datasets(io, 0, err), err);
-    if (!rc && io->rank == 0)
-        allocated = allocated_bytes(io);
-    if (!rc)
-        rc = agree(io->comm, create_datasets(io, 1, err), err);
-    if (!rc)
-        rc = reserve_space(io, allocated, err);
+    if (!rc && o->resume) {
+        rc = agree(io->comm, reopen_datasets(io, err), err);
+    } else {
+        /* Metadata is collective: every rank creates every dataset, in the same order. The
+         * uncompressed ones come first, so that their space can be reserved before compressed
+         * ones make the file's end unknown. */
+        uint64_t allocated = 0;
+        if (!rc)
+            rc = agree(io->comm, create_datasets(io, 0, err), err);
+        if (!rc && io->rank == 0)
+            allocated = allocated_bytes(io);
+        if (!rc)
+            rc = agree(io->comm, create_datasets(io, 1, err), err);
+        if (!rc)
+            rc = reserve_space(io, allocated, err);
+        /* On disk now, so that a run killed from here on leaves a file that --resume can open. */
+        if (!rc && H5Fflush(io->out_file, H5F_SCOPE_LOCAL) < 0)
+            rc = hq_fail(err, HQ_EIO, "%s: cannot flush %s", io->out_path, io->part_path);
+        rc = agree(io->comm, rc, err);
+    }
     if (rc)
         drop_output(io);
     return rc;
@@ -1567,6 +1620,9 @@ static int write_global_hist(hq_io *io, const hq_run_meta *m)
     hid_t d = H5I_INVALID_HID;
     int ok = s >= 0 && lcpl >= 0 && dcpl >= 0 && H5Pset_create_intermediate_group(lcpl, 1) >= 0 &&
              H5Pset_alloc_time(dcpl, H5D_ALLOC_TIME_EARLY) >= 0 && H5Pset_fill_time(dcpl, H5D_FILL_TIME_NEVER) >= 0;
+    /* A run killed while closing may have made it already (--resume). */
+    if (ok && H5Lexists(io->out_file, OWN_GROUP, H5P_DEFAULT) > 0 && H5Lexists(io->out_file, OWN_HIST, H5P_DEFAULT) > 0)
+        ok = H5Ldelete(io->out_file, OWN_HIST, H5P_DEFAULT) >= 0;
     if (ok)
         d = H5Dcreate2(io->out_file, OWN_HIST, H5T_STD_U64LE, s, lcpl, dcpl, H5P_DEFAULT);
     ok = ok && d >= 0;
@@ -1608,6 +1664,16 @@ static int record_meta(hq_io *io, const hq_run_meta *m, hq_err *err)
         rc = hq_fail(err, HQ_EIO, "%s:%s: cannot write%s", io->out_path, OWN_HIST, det);
     }
     return rc;
+}
+
+/* The last thing written: a reader (or --resume) can tell a finished file by it. Collective. */
+static int mark_complete(hq_io *io, hq_err *err)
+{
+    hid_t root = H5Gopen2(io->out_file, "/", H5P_DEFAULT);
+    int ok = root >= 0 && write_u32_attr(root, OWN_COMPLETE_ATTR, 1) == 0;
+    if (root >= 0)
+        H5Gclose(root);
+    return agree(io->comm, ok ? 0 : hq_fail(err, HQ_EIO, "%s: cannot mark the output complete", io->out_path), err);
 }
 
 /* Closes the output's datasets and file; a failure here is a failed flush (disk full). */
@@ -1695,6 +1761,8 @@ static int hdf5_close(hq_io *io, int commit, const hq_run_meta *meta, hq_err *er
     if (had_output) {
         if (commit && meta)
             rc = record_meta(io, meta, err);
+        if (commit && !rc)
+            rc = mark_complete(io, err);
         /* Whether the output is kept is settled before closing, as the two closes differ. */
         rc = agree(io->comm, rc, err);
         keep = commit && !rc;
@@ -1720,6 +1788,23 @@ static int hdf5_close(hq_io *io, int commit, const hq_run_meta *meta, hq_err *er
     return rc;
 }
 
+static int hdf5_flush(hq_io *io, int collective, hq_err *err)
+{
+    if (!io || io->out_file < 0 || (!collective && io->nranks > 1))
+        return 0;
+    if (H5Fflush(io->out_file, H5F_SCOPE_LOCAL) < 0) {
+        char det[512];
+        hdf5_detail(det, sizeof det);
+        return hq_fail(err, HQ_EIO, "%s: cannot flush%s", io->out_path, det);
+    }
+    return 0;
+}
+
+static const char *hdf5_sync_path(const hq_io *io)
+{
+    return io ? io->part_path : NULL;
+}
+
 const hq_io_ops hq_hdf5_ops = {
     .name = "hdf5",
     .scan = hdf5_scan,
@@ -1728,4 +1813,6 @@ const hq_io_ops hq_hdf5_ops = {
     .create_output = hdf5_create_output,
     .write_block = hdf5_write_block,
     .close = hdf5_close,
+    .flush = hdf5_flush,
+    .sync_path = hdf5_sync_path,
 };

@@ -39,6 +39,7 @@ typedef struct hq_out_opts {
     int force;        /* --force: replace an existing output */
     int png_level;    /* zlib level for PNG output, -1 = our fast default */
     int verbose;
+    int resume;       /* continue an interrupted run's output (HDF5: OUT.part; PNG directory: OUT) */
 } hq_out_opts;
 
 typedef struct hq_io hq_io; /* one open input and (after create_output) its output */
@@ -54,8 +55,16 @@ typedef struct hq_io_ops {
      * the output under a temporary name, with every non-bad item laid out like its input. */
     int (*create_output)(hq_io *io, const hq_out_opts *o, MPI_Comm comm, hq_err *err);
     int (*write_block)(hq_io *io, uint64_t item, const hq_block *b, int collective, const void *src, hq_err *err);
-    /* Collective. commit = 1: record meta, move the output to its final name. commit = 0:
-     * remove the temporary output. Also closes the input. */
+    /* Makes what was written so far survive a kill (HDF5: its metadata, such as the chunk
+     * indexes of compressed datasets, flushed to the file); the journal calls it before claiming
+     * blocks done. collective = 1: every rank calls it; 0: one rank alone, a no-op where the
+     * format would need every rank (parallel HDF5 with several ranks). */
+    int (*flush)(hq_io *io, int collective, hq_err *err);
+    /* The file whose data a flush must fdatasync (HDF5: OUT.part), or NULL. */
+    const char *(*sync_path)(const hq_io *io);
+    /* Collective. commit = 1: record meta, mark the output complete (HDF5: the root attribute
+     * histeq_dist_complete, written last; PNG directory: the file histeq_dist.complete) and move
+     * it to its final name. commit = 0: remove the temporary output. Also closes the input. */
     int (*close)(hq_io *io, int commit, const hq_run_meta *meta, hq_err *err);
 } hq_io_ops;
 
