@@ -94,9 +94,9 @@ static void test_records_round_trip(void **state)
     assert_int_equal(st2.nblocks, 2);
     assert_true(hq_journal_has_block(&st2, &b2));
     assert_memory_equal(hq_journal_find_hist(&st2, 9)->counts, h, sizeof h);
+    hq_journal_state_free(&st2);
     assert_int_not_equal(hq_journal_state_unpack(buf, len - 8, &st2, &err), 0);
     free(buf);
-    hq_journal_state_free(&st2);
     hq_journal_state_free(&st);
 }
 
