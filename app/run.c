@@ -24,6 +24,7 @@
 #include "../io/io.h"
 #include "../jobs/plan.h"
 #include "../mpi/progress.h"
+#include "../report/report.h"
 #include "pipeline.h"
 #include "summary.h"
 
@@ -74,6 +75,7 @@ typedef struct run {
     char *skipped;        /* this rank's skipped inputs, one line each */
     size_t skipped_len;
     uint64_t nskipped;
+    hq_report *rep;       /* what the run records: --report and the output's provenance (report/report.h) */
 } run;
 
 /* ---- small facts derived from the inventory and options ---- */
@@ -296,11 +298,12 @@ static void drop_group(run *r, uint64_t g)
     }
 }
 
-static void build_luts(const run *r, const hq_mode *m, const uint64_t *hist, uint16_t *lut)
+static void build_luts(const run *r, const hq_mode *m, uint64_t group, const uint64_t *hist, uint16_t *lut)
 {
     const uint32_t bins = hq_mode_bins(m);
     for (uint32_t h = 0; h < hq_mode_nhist(m); h++)
         hq_lut_build(r->o->method, hist + (size_t)h * bins, bins, lut + (size_t)h * bins);
+    hq_report_lut(r->rep, group, hist, lut);
 }
 
 /* ---- one block through the engine ---- */
@@ -383,12 +386,15 @@ static int equalize_fused(run *r, const hq_block *b, void *data, hq_err *err)
     if (rc)
         goto done;
     __atomic_add_fetch(&r->bytes_histogrammed, block_bytes(r, b), __ATOMIC_RELAXED);
+    hq_report_pixels(r->rep, b, data, 0);
     t0 = hq_now();
     for (uint64_t s = 0; s < d.nseg; s++)
-        build_luts(r, &m, hp[s], lut + s * hl);
+        build_luts(r, &m, image_of(r, b, b->s0 + s), hp[s], lut + s * hl);
     d.same_as_histogram = 1;
     rc = r->eng->ops->remap(r->eng, &d, &m, lp, err);
     r->t[PH_REMAP] += hq_now() - t0;
+    if (!rc)
+        hq_report_pixels(r->rep, b, data, 1);
 done:
     free(hist);
     free(lut);
@@ -410,8 +416,10 @@ static int histogram_pending(run *r, const hq_block *b, void *data, hq_err *err)
     uint64_t *hp[1] = {gh->hist};
     int rc = r->eng->ops->histogram(r->eng, &d, &m, hp, err);
     r->t[PH_HIST] += hq_now() - t0;
-    if (!rc)
+    if (!rc) {
         __atomic_add_fetch(&r->bytes_histogrammed, block_bytes(r, b), __ATOMIC_RELAXED);
+        hq_report_pixels(r->rep, b, data, 0);
+    }
     return rc;
 }
 
@@ -426,6 +434,8 @@ static int remap_pending(run *r, const hq_block *b, void *data, hq_err *err)
     const uint16_t *lp[1] = {gh->lut};
     int rc = r->eng->ops->remap(r->eng, &d, &m, lp, err);
     r->t[PH_REMAP] += hq_now() - t0;
+    if (!rc)
+        hq_report_pixels(r->rep, b, data, 1);
     return rc;
 }
 
@@ -555,7 +565,7 @@ static int equalize_local_image(run *r, my_block *first, uint64_t n, hq_err *err
     const uint64_t g = group_of(r, image_of(r, first->b, first->b->s0));
     group_hist *gh = find_group(r, g, &m, 0);
     if (!rc && gh)
-        build_luts(r, &m, gh->hist, gh->lut);
+        build_luts(r, &m, g, gh->hist, gh->lut);
     for (uint64_t j = 0; j < n && !rc; j++) {
         void *data = first[j].held;
         if (!data)
@@ -735,7 +745,7 @@ static void build_pending_luts(run *r)
             if (group_of(r, image_of(r, b, b->s0)) != r->groups[i].group)
                 continue;
             const hq_mode m = mode_of(r, b->item);
-            build_luts(r, &m, r->groups[i].hist, r->groups[i].lut);
+            build_luts(r, &m, r->groups[i].group, r->groups[i].hist, r->groups[i].lut);
             break;
         }
     }
@@ -906,6 +916,7 @@ static void free_run(run *r)
     free(r->shared);
     free(r->item_shared);
     free(r->skipped);
+    hq_report_free(r->rep);
     hq_engine_destroy(r->eng);
     hq_plan_free(&r->plan);
     hq_inventory_free(&r->inv);
@@ -936,6 +947,8 @@ int hq_run(const hq_options *o, const hq_comm *c, hq_err *err)
         rc = hq_comm_agree(c, make_plan(&r, err), err);
     if (!rc)
         rc = hq_comm_agree(c, classify_work(&r, err), err);
+    if (!rc)
+        rc = hq_report_open(&(hq_report_cfg){o, c, &r.inv, &r.plan, r.scope}, &r.rep, err);
     r.budget = o->memory ? o->memory : default_budget(c);
     r.threaded_io = getenv("HQ_SERIAL_IO") == NULL; /* HQ_SERIAL_IO=1: one thread, for debugging */
     if (!rc)
@@ -971,7 +984,10 @@ int hq_run(const hq_options *o, const hq_comm *c, hq_err *err)
     }
     hq_mode gm = {1, 1, 8, 0};
     const uint64_t *gh = rc ? NULL : global_hist(&r, &gm);
-    hq_run_meta meta = {HQ_VERSION, o->method, r.scope, o->color, o->bits, gh, hq_mode_nhist(&gm), hq_mode_bins(&gm)};
+    hq_run_meta meta = {.version = HQ_VERSION, .method = o->method, .scope = r.scope, .color = o->color, .bits = o->bits,
+                        .global_hist = gh, .global_nhist = hq_mode_nhist(&gm), .global_bins = hq_mode_bins(&gm)};
+    if (!rc)
+        rc = hq_comm_agree(c, hq_report_meta(r.rep, &meta, err), err);
     hq_err close_err = {{0}};
     int rc_close = r.io_ops->close(r.io, rc == 0, &meta, &close_err);
     if (!rc && rc_close) {
@@ -986,6 +1002,10 @@ int hq_run(const hq_options *o, const hq_comm *c, hq_err *err)
         for (size_t i = 0; i < r.inv.n; i++)
             skipped += r.inv.items[i].bad;
         rc = hq_comm_agree(c, report_summary(&r, hq_now() - t_start, skipped, err), err);
+        hq_report_end end = {r.eng, r.t, PHASE_NAMES, PH_N, r.pixels_done, r.bytes_done, r.skipped, skipped,
+                             hq_now() - t_start};
+        if (!rc)
+            rc = hq_comm_agree(c, hq_report_finish(r.rep, &end, err), err);
         if (!rc && skipped)
             rc = HQ_ESKIPPED;
     }
