@@ -1001,11 +1001,11 @@ int hq_run(const hq_options *o, const hq_comm *c, hq_err *err)
         MPI_Allreduce(MPI_IN_PLACE, &skipped, 1, MPI_UINT64_T, MPI_SUM, c->world);
         for (size_t i = 0; i < r.inv.n; i++)
             skipped += r.inv.items[i].bad;
-        rc = hq_comm_agree(c, report_summary(&r, hq_now() - t_start, skipped, err), err);
         hq_report_end end = {r.eng, r.t, PHASE_NAMES, PH_N, r.pixels_done, r.bytes_done, r.skipped, skipped,
                              hq_now() - t_start};
+        rc = hq_comm_agree(c, hq_report_finish(r.rep, &end, err), err);
         if (!rc)
-            rc = hq_comm_agree(c, hq_report_finish(r.rep, &end, err), err);
+            rc = hq_comm_agree(c, report_summary(&r, hq_now() - t_start, skipped, err), err);
         if (!rc && skipped)
             rc = HQ_ESKIPPED;
     }

@@ -180,8 +180,58 @@ static char *join(const char *dir, const char *name)
     return p;
 }
 
-/* An existing DIR must take a new file; a missing one must be creatable in its nearest existing
- * ancestor. Nothing is created here, so a run that fails later leaves no empty DIR behind. */
+/* DIR takes a new file: create and remove a probe file in it. */
+static int probe_dir(const char *dir, hq_err *err)
+{
+    char *probe = join(dir, ".index.html.part");
+    if (!probe)
+        return hq_fail(err, HQ_EMEM, "%s: out of memory", dir);
+    int fd = open(probe, O_WRONLY | O_CREAT | O_TRUNC, 0666);
+    int rc = fd >= 0 ? 0 : hq_fail(err, HQ_EIO, "%s: cannot write the report there (%s)", dir, strerror(errno));
+    if (fd >= 0) {
+        close(fd);
+        unlink(probe);
+    }
+    free(probe);
+    return rc;
+}
+
+/* Creates the missing directories of `dir`, from the top down; returns 0, an errno, or -1 when
+ * `check` (if given) failed on the result. With a check, the directories it created are removed
+ * again afterwards, from the bottom up: the run has not started, and a run that fails later must
+ * not leave an empty DIR behind. */
+static int make_dirs(const char *dir, int (*check)(const char *, hq_err *), hq_err *err)
+{
+    char *p = strdup(dir);
+    if (!p)
+        return ENOMEM;
+    size_t n = strlen(p), made[64], nmade = 0;
+    int e = 0;
+    for (size_t i = 1; i <= n && !e; i++) {
+        if (p[i] != '/' && p[i] != '\0')
+            continue;
+        const char keep = p[i];
+        p[i] = '\0';
+        if (mkdir(p, 0777) == 0) {
+            if (nmade < sizeof made / sizeof *made)
+                made[nmade++] = i;
+        } else if (errno != EEXIST) {
+            e = errno;
+        }
+        p[i] = keep;
+    }
+    if (!e && check && check(dir, err))
+        e = -1;
+    for (size_t k = nmade; check && k-- > 0;) {
+        p[made[k]] = '\0';
+        rmdir(p);
+    }
+    free(p);
+    return e;
+}
+
+/* DIR must not be the input or the output, and must take a file: checked by making it (and its
+ * missing parents) and a probe file in it, then removing all of that again. */
 static int check_dir(const hq_report *r, hq_err *err)
 {
     const char *dir = r->cfg.o->report;
@@ -192,76 +242,12 @@ static int check_dir(const hq_report *r, hq_err *err)
     if (same_path(dir, r->cfg.inv->root))
         return hq_fail(err, HQ_EUSAGE, "%s: --report DIR cannot be the input", dir);
     struct stat st;
-    if (stat(dir, &st) == 0) {
-        if (!S_ISDIR(st.st_mode))
-            return hq_fail(err, HQ_EIO, "%s: not a directory (--report)", dir);
-        char *probe = join(dir, ".index.html.part");
-        if (!probe)
-            return hq_fail(err, HQ_EMEM, "%s: out of memory", dir);
-        int fd = open(probe, O_WRONLY | O_CREAT | O_TRUNC, 0666);
-        int rc = fd >= 0 ? 0 : hq_fail(err, HQ_EIO, "%s: cannot write the report there (%s)", dir, strerror(errno));
-        if (fd >= 0) {
-            close(fd);
-            unlink(probe);
-        }
-        free(probe);
-        return rc;
-    }
-    if (errno != ENOENT)
-        return hq_fail(err, HQ_EIO, "%s: %s (--report)", dir, strerror(errno));
-    char *up = strdup(dir);
-    if (!up)
-        return hq_fail(err, HQ_EMEM, "%s: out of memory", dir);
-    int rc = 0;
-    for (;;) {
-        char *slash = strrchr(up, '/');
-        while (slash && slash > up && slash[1] == '\0') { /* trailing slashes */
-            *slash = '\0';
-            slash = strrchr(up, '/');
-        }
-        if (!slash) {
-            strcpy(up, ".");
-        } else {
-            slash[slash == up ? 1 : 0] = '\0';
-        }
-        if (stat(up, &st) == 0) {
-            if (!S_ISDIR(st.st_mode))
-                rc = hq_fail(err, HQ_EIO, "%s: cannot create the report directory (%s is not a directory)", dir, up);
-            else if (access(up, W_OK | X_OK) != 0)
-                rc = hq_fail(err, HQ_EIO, "%s: cannot create the report directory (%s)", dir, strerror(errno));
-            break;
-        }
-        if (errno != ENOENT || !strcmp(up, ".") || !strcmp(up, "/")) {
-            rc = hq_fail(err, HQ_EIO, "%s: cannot create the report directory (%s)", dir, strerror(errno));
-            break;
-        }
-    }
-    free(up);
-    return rc;
-}
-
-static int make_dirs(const char *dir)
-{
-    char *p = strdup(dir);
-    if (!p)
-        return ENOMEM;
-    int e = 0;
-    for (char *s = p + 1;; s++) {
-        const int end = *s == '\0';
-        if (*s == '/' || end) {
-            const char keep = *s;
-            *s = '\0';
-            if (mkdir(p, 0777) != 0 && errno != EEXIST) {
-                e = errno;
-                break;
-            }
-            *s = keep;
-        }
-        if (end)
-            break;
-    }
-    free(p);
-    return e;
+    if (stat(dir, &st) == 0 && !S_ISDIR(st.st_mode))
+        return hq_fail(err, HQ_EIO, "%s: not a directory (--report)", dir);
+    const int e = make_dirs(dir, probe_dir, err);
+    if (e > 0)
+        return hq_fail(err, HQ_EIO, "%s: cannot create the report directory (%s)", dir, strerror(e));
+    return e ? HQ_EIO : 0;
 }
 
 /* ---- what the run was asked to do ---- */
@@ -715,7 +701,7 @@ static int write_global(hq_report *r, FILE *f, hq_err *err)
 static FILE *start_page(hq_report *r, const hq_report_end *e, const facts *fa, char **part, hq_err *err)
 {
     const char *dir = r->cfg.o->report;
-    int errn = make_dirs(dir);
+    int errn = make_dirs(dir, NULL, NULL);
     if (errn) {
         hq_fail(err, HQ_EIO, "%s: cannot create the report directory (%s)", dir, strerror(errn));
         return NULL;
@@ -798,6 +784,10 @@ int hq_report_finish(hq_report *r, const hq_report_end *e, hq_err *err)
     }
     if (c->rank == 0)
         rc = end_page(r, f, part, rc, err);
+    if (rc) { /* said once: the run exits 1, but what it wrote stands */
+        const size_t n = strlen(err->msg);
+        snprintf(err->msg + n, sizeof err->msg - n, "; the output is complete and kept");
+    }
     free(part);
     free(p.buf);
     free(p.sum);
