@@ -20,6 +20,10 @@
  *  - The output is written as OUT.part, each dataset laid out like its input (type, shape, chunks,
  *    filters), with its disk space reserved ahead (fallocate) where the filesystem allows, and is
  *    renamed to OUT only by close(commit = 1) once every rank succeeded and the file reads back.
+ *  - close(commit = 1) first records the run: root attributes, and under /histeq_dist the global
+ *    histogram and LUT (scope global) or, per dataset, every image's LUT (scope image:
+ *    /histeq_dist/lut/<dataset path>, (slices, nhist, bins) uint16, contiguous and unfiltered so
+ *    that each rank writes the LUTs it recorded independently).
  *  - The input is only ever opened read-only. HDF5's own error printing is turned off: failures
  *    come back as one line naming the file and dataset, with HDF5's innermost reason appended.
  *  - Verbose (HQ_VERBOSE set and not "0" at open_input, or opts->verbose at create_output):

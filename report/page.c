@@ -17,7 +17,7 @@ static const char CSS[] =
     ".thumbs{display:flex;gap:16px;align-items:flex-start}.thumbs figure{margin:0}"
     ".thumbs img{image-rendering:pixelated;border:1px solid #999;background:#888}"
     "figcaption{font-size:12px;color:#555;text-align:center}"
-    ".plots{display:flex;flex-wrap:wrap;gap:8px}.note{color:#a00}";
+    ".plots{display:flex;flex-wrap:wrap;gap:8px}.note{color:#a00}.facts{display:flex;flex-wrap:wrap;gap:28px}";
 
 static void row_text(FILE *f, const char *key, const char *val)
 {
@@ -91,18 +91,18 @@ void hq_page_begin(FILE *f, const hq_page_run *r)
     fputs("</code></td></tr>\n<tr><th>command line</th><td><code>", f);
     hq_html_put(f, r->command_line);
     fputs("</code></td></tr>\n</table>\n", f);
-    fputs("<h3>Devices</h3>\n<table>\n<tr><th>rank</th><th>where, engine</th></tr>\n", f);
+    fputs("<div class=\"facts\">\n<div><h3>Devices</h3>\n<table>\n<tr><th>rank</th><th>where, engine</th></tr>\n", f);
     for (int k = 0; k < r->ranks; k++) {
         fprintf(f, "<tr><td class=\"n\">%d</td><td>", k);
         hq_html_put(f, r->devices[k]);
         fputs("</td></tr>\n", f);
     }
-    fputs("</table>\n<h3>Time per phase (seconds over ranks)</h3>\n<table>\n<tr><th>phase</th><th>max</th><th>mean</th></tr>\n",
-          f);
+    fputs("</table></div>\n<div><h3>Time per phase (seconds over ranks)</h3>\n<table>\n"
+          "<tr><th>phase</th><th>max</th><th>mean</th></tr>\n", f);
     for (int k = 0; k < r->nphases; k++)
         fprintf(f, "<tr><td>%s</td><td class=\"n\">%.3f</td><td class=\"n\">%.3f</td></tr>\n", r->phase_names[k],
                 r->phase_max[k], r->phase_mean[k]);
-    fprintf(f, "</table>\n<h3>Skipped inputs (%zu)</h3>\n", r->nskipped);
+    fprintf(f, "</table></div>\n<div><h3>Skipped inputs (%zu)</h3>\n", r->nskipped);
     if (r->nskipped) {
         fputs("<ul>\n", f);
         for (size_t k = 0; k < r->nskipped; k++) {
@@ -114,6 +114,7 @@ void hq_page_begin(FILE *f, const hq_page_run *r)
     } else {
         fputs("<p>none</p>\n", f);
     }
+    fputs("</div>\n</div>\n", f);
 }
 
 /* Sparse [[level, value], ...] of the non-zero entries of v. */
@@ -214,6 +215,8 @@ static void thumbs(FILE *f, const hq_page_section *s)
 static void plots(FILE *f, const hq_page_section *s, uint64_t *const *after, uint64_t *const *pb,
                   uint64_t *const *pa, int log_scale)
 {
+    if (!s->nhist)
+        return;
     const uint32_t bins = 1u << s->bits, n = hq_plot_nbins(bins);
     const char *after_label = !s->through_lut ? "after" : !strcmp(s->labels[0], "value") ? "after (V through the LUT)"
                                                                                            : "after (Y through the LUT)";
@@ -269,6 +272,8 @@ int hq_page_section_write(FILE *f, const hq_page_section *s, int log_scale)
     }
     if (s->png[0] && s->png[1])
         thumbs(f, s);
+    if (!s->global && !s->nhist && !s->note)
+        fputs("<p class=\"sub\">Equalized with the global LUT above.</p>\n", f);
     plots(f, s, after, pb, pa, log_scale);
     fputs("</section>\n", f);
 out:
