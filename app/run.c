@@ -27,6 +27,7 @@
 #include "../jobs/journal.h"
 #include "../jobs/plan.h"
 #include "../mpi/progress.h"
+#include "../report/report.h"
 #include "pipeline.h"
 #include "resume.h"
 #include "summary.h"
@@ -84,6 +85,7 @@ typedef struct run {
     int sync_fd;          /* the output file, for fdatasync before the journal claims blocks */
     uint64_t writes;      /* blocks written, for the HQ_FAULT_KILL test hook */
     long kill_after;      /* HQ_FAULT_KILL=RANK:N: this rank kills itself after N writes (tests) */
+    hq_report *rep;       /* what the run records: --report and the output's provenance (report/report.h) */
 } run;
 
 /* ---- small facts derived from the inventory and options ---- */
@@ -307,11 +309,12 @@ static void drop_group(run *r, uint64_t g)
     }
 }
 
-static void build_luts(const run *r, const hq_mode *m, const uint64_t *hist, uint16_t *lut)
+static void build_luts(const run *r, const hq_mode *m, uint64_t group, const uint64_t *hist, uint16_t *lut)
 {
     const uint32_t bins = hq_mode_bins(m);
     for (uint32_t h = 0; h < hq_mode_nhist(m); h++)
         hq_lut_build(r->o->method, hist + (size_t)h * bins, bins, lut + (size_t)h * bins);
+    hq_report_lut(r->rep, group, hist, lut);
 }
 
 /* ---- one block through the engine ---- */
@@ -339,6 +342,7 @@ static void tick(run *r)
 /* ---- the journal (--resume) ---- */
 
 static int global_mode(const run *r, hq_mode *m);
+static void replay_images(run *r);
 
 /* Writes of this item change the file's metadata (chunk indexes) that only a collective flush
  * makes durable; with one rank any flush is collective. */
@@ -447,7 +451,36 @@ static int apply_journal(run *r, uint64_t *done_pixels, uint64_t *done_bytes, hq
         memcpy(gh->hist, h->counts, h->n * sizeof *gh->hist);
         gh->restored = 1;
     }
+    replay_images(r);
     return 0;
+}
+
+/* What the output and the report record of an image finished in one go, for a resume to have. */
+static int journal_image(run *r, uint64_t image, const uint64_t *hist, const uint16_t *lut, size_t n, hq_err *err)
+{
+    int want_lut = 0, want_hist = 0;
+    if (!r->journal || !hq_report_wants(r->rep, image, &want_lut, &want_hist))
+        return 0;
+    int rc = want_lut ? hq_journal_note_lut(r->journal, image, lut, n, err) : 0;
+    return !rc && want_hist ? hq_journal_note_hist(r->journal, image, hist, n, err) : rc;
+}
+
+/* The LUTs (and sampled histograms) of the images an interrupted run finished, handed to the
+ * report as if just built. */
+static void replay_images(run *r)
+{
+    for (uint64_t j = 0; j < r->nmine; j++) {
+        const my_block *mb = &r->mine[j];
+        if (!mb->done || !mb->fused)
+            continue;
+        for (uint64_t s = mb->b->s0; s < mb->b->s1; s++) {
+            const uint64_t image = image_of(r, mb->b, s);
+            const hq_journal_lut *l = hq_journal_find_lut(&r->res.st, image);
+            const hq_journal_hist *h = hq_journal_find_hist(&r->res.st, image);
+            if (l)
+                hq_report_lut(r->rep, image, h && h->n == l->n ? h->counts : NULL, l->lut);
+        }
+    }
 }
 
 /* A block whose pass-1 work is already done: written (fused), or its group's histogram restored
@@ -522,12 +555,20 @@ static int equalize_fused(run *r, const hq_block *b, void *data, hq_err *err)
     if (rc)
         goto done;
     __atomic_add_fetch(&r->bytes_histogrammed, block_bytes(r, b), __ATOMIC_RELAXED);
+    hq_report_pixels(r->rep, b, data, 0);
     t0 = hq_now();
-    for (uint64_t s = 0; s < d.nseg; s++)
-        build_luts(r, &m, hp[s], lut + s * hl);
+    for (uint64_t s = 0; s < d.nseg && !rc; s++) {
+        const uint64_t image = image_of(r, b, b->s0 + s);
+        build_luts(r, &m, image, hp[s], lut + s * hl);
+        rc = journal_image(r, image, hp[s], lut + s * hl, hl, err);
+    }
+    if (rc)
+        goto done;
     d.same_as_histogram = 1;
     rc = r->eng->ops->remap(r->eng, &d, &m, lp, err);
     r->t[PH_REMAP] += hq_now() - t0;
+    if (!rc)
+        hq_report_pixels(r->rep, b, data, 1);
 done:
     free(hist);
     free(lut);
@@ -549,8 +590,10 @@ static int histogram_pending(run *r, const hq_block *b, void *data, hq_err *err)
     uint64_t *hp[1] = {gh->hist};
     int rc = r->eng->ops->histogram(r->eng, &d, &m, hp, err);
     r->t[PH_HIST] += hq_now() - t0;
-    if (!rc)
+    if (!rc) {
         __atomic_add_fetch(&r->bytes_histogrammed, block_bytes(r, b), __ATOMIC_RELAXED);
+        hq_report_pixels(r->rep, b, data, 0);
+    }
     return rc;
 }
 
@@ -565,6 +608,8 @@ static int remap_pending(run *r, const hq_block *b, void *data, hq_err *err)
     const uint16_t *lp[1] = {gh->lut};
     int rc = r->eng->ops->remap(r->eng, &d, &m, lp, err);
     r->t[PH_REMAP] += hq_now() - t0;
+    if (!rc)
+        hq_report_pixels(r->rep, b, data, 1);
     return rc;
 }
 
@@ -701,7 +746,7 @@ static int equalize_local_image(run *r, my_block *first, uint64_t n, hq_err *err
     if (!rc && gh && !restored)
         rc = hq_journal_note_hist(r->journal, g, gh->hist, gh->len, err);
     if (!rc && gh)
-        build_luts(r, &m, gh->hist, gh->lut);
+        build_luts(r, &m, g, gh->hist, gh->lut);
     for (uint64_t j = 0; j < n && !rc; j++) {
         if (first[j].done)
             continue;
@@ -898,7 +943,7 @@ static void build_pending_luts(run *r)
             if (group_of(r, image_of(r, b, b->s0)) != r->groups[i].group)
                 continue;
             const hq_mode m = mode_of(r, b->item);
-            build_luts(r, &m, r->groups[i].hist, r->groups[i].lut);
+            build_luts(r, &m, r->groups[i].group, r->groups[i].hist, r->groups[i].lut);
             break;
         }
     }
@@ -1077,6 +1122,7 @@ static void free_run(run *r)
     if (r->sync_fd >= 0)
         close(r->sync_fd);
     hq_journal_state_free(&r->res.st);
+    hq_report_free(r->rep);
     hq_engine_destroy(r->eng);
     hq_plan_free(&r->plan);
     hq_inventory_free(&r->inv);
@@ -1107,6 +1153,8 @@ int hq_run(const hq_options *o, const hq_comm *c, hq_err *err)
         rc = hq_comm_agree(c, make_plan(&r, err), err);
     if (!rc)
         rc = hq_comm_agree(c, classify_work(&r, err), err);
+    if (!rc)
+        rc = hq_report_open(&(hq_report_cfg){o, c, &r.inv, &r.plan, r.scope}, &r.rep, err);
     r.budget = o->memory ? o->memory : default_budget(c);
     r.threaded_io = getenv("HQ_SERIAL_IO") == NULL; /* HQ_SERIAL_IO=1: one thread, for debugging */
     parse_kill_hook(&r);
@@ -1165,7 +1213,10 @@ int hq_run(const hq_options *o, const hq_comm *c, hq_err *err)
     }
     hq_mode gm = {1, 1, 8, 0};
     const uint64_t *gh = rc ? NULL : global_hist(&r, &gm);
-    hq_run_meta meta = {HQ_VERSION, o->method, r.scope, o->color, o->bits, gh, hq_mode_nhist(&gm), hq_mode_bins(&gm)};
+    hq_run_meta meta = {.version = HQ_VERSION, .method = o->method, .scope = r.scope, .color = o->color, .bits = o->bits,
+                        .global_hist = gh, .global_nhist = hq_mode_nhist(&gm), .global_bins = hq_mode_bins(&gm)};
+    if (!rc)
+        rc = hq_comm_agree(c, hq_report_meta(r.rep, &meta, err), err);
     hq_err close_err = {{0}};
     if (!rc)
         rc = hq_comm_agree(c, hq_journal_flush(r.journal, err), err);
@@ -1185,7 +1236,11 @@ int hq_run(const hq_options *o, const hq_comm *c, hq_err *err)
         MPI_Allreduce(MPI_IN_PLACE, &skipped, 1, MPI_UINT64_T, MPI_SUM, c->world);
         for (size_t i = 0; i < r.inv.n; i++)
             skipped += r.inv.items[i].bad;
-        rc = hq_comm_agree(c, report_summary(&r, hq_now() - t_start, skipped, err), err);
+        hq_report_end end = {r.eng, r.t, PHASE_NAMES, PH_N, r.pixels_done, r.bytes_done, r.skipped, skipped,
+                             hq_now() - t_start};
+        rc = hq_comm_agree(c, hq_report_finish(r.rep, &end, err), err);
+        if (!rc)
+            rc = hq_comm_agree(c, report_summary(&r, hq_now() - t_start, skipped, err), err);
         if (!rc && skipped)
             rc = HQ_ESKIPPED;
     }

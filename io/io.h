@@ -23,7 +23,14 @@
 #include "../jobs/plan.h"
 #include "inventory.h"
 
-/* What the output records about the run (HDF5 attributes; PNGs ignore it). */
+/* One image's LUT, for the output's provenance: nhist * bins entries of the item's mode
+ * (bins = 2^(bits or the item's depth)). */
+typedef struct hq_lut_rec {
+    uint64_t item, slice;
+    const uint16_t *lut;
+} hq_lut_rec;
+
+/* What the output records about the run (HDF5 attributes and datasets; PNGs ignore it). */
 typedef struct hq_run_meta {
     const char *version;
     hq_method method;
@@ -32,6 +39,11 @@ typedef struct hq_run_meta {
     uint32_t bits;        /* 0: the data's own depth */
     const uint64_t *global_hist; /* global scope: the reduced histogram(s), else NULL */
     uint32_t global_nhist, global_bins;
+    /* Provenance (report/report.h fills these): */
+    const uint16_t *global_lut;  /* global scope: the LUT(s) applied, (global_nhist, global_bins) */
+    const char *options, *command_line;
+    const hq_lut_rec *luts;      /* scope image: the LUTs this rank recorded; each image's LUT is */
+    uint64_t nluts;              /* recorded by exactly one rank */
 } hq_run_meta;
 
 typedef struct hq_out_opts {

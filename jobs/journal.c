@@ -14,7 +14,7 @@
 #include <unistd.h>
 
 #define REC_MAGIC 0x524a5148u /* "HQJR" */
-enum { REC_BLOCK = 1, REC_HIST = 2 };
+enum { REC_BLOCK = 1, REC_HIST = 2, REC_LUT = 3 };
 
 typedef struct rec_head {
     uint32_t magic, type;
@@ -174,6 +174,23 @@ static int add_hist(hq_journal_state *st, uint64_t group, const uint64_t *counts
     return 0;
 }
 
+static int add_lut(hq_journal_state *st, uint64_t image, const uint16_t *lut, uint64_t n)
+{
+    for (uint64_t k = 0; k < st->nluts; k++)
+        if (st->luts[k].image == image)
+            return 0;
+    hq_journal_lut *nl = realloc(st->luts, (st->nluts + 1) * sizeof *nl);
+    if (!nl)
+        return -1;
+    st->luts = nl;
+    uint16_t *c = malloc(n * sizeof *c + 1);
+    if (!c)
+        return -1;
+    memcpy(c, lut, n * sizeof *c);
+    st->luts[st->nluts++] = (hq_journal_lut){image, n, c};
+    return 0;
+}
+
 /* Reads the records of one log up to its first damaged one (a kill in mid-write). */
 static int load_log(const char *path, hq_journal_state *st, size_t *cap)
 {
@@ -205,6 +222,19 @@ static int load_log(const char *path, hq_journal_state *st, size_t *cap)
                 rc = add_hist(st, g, c, n);
                 free(c);
             }
+        } else if (h.type == REC_LUT && h.len >= 2 * sizeof(uint64_t)) {
+            uint64_t img, n;
+            memcpy(&img, p, sizeof img);
+            memcpy(&n, p + 8, sizeof n);
+            if (n != (h.len - 16) / sizeof(uint16_t))
+                break;
+            uint16_t *c = malloc(n * sizeof *c + 1);
+            rc = c ? 0 : -1;
+            if (c) {
+                memcpy(c, p + 16, n * sizeof *c);
+                rc = add_lut(st, img, c, n);
+                free(c);
+            }
         }
         off += sizeof h + h.len;
     }
@@ -220,6 +250,18 @@ static int cmp_block_num(const void *pa, const void *pb)
         if (a[k] != b[k])
             return a[k] < b[k] ? -1 : 1;
     return 0;
+}
+
+static int cmp_lut(const void *pa, const void *pb)
+{
+    const hq_journal_lut *a = pa, *b = pb;
+    return a->image < b->image ? -1 : a->image > b->image;
+}
+
+const hq_journal_lut *hq_journal_find_lut(const hq_journal_state *st, uint64_t image)
+{
+    const hq_journal_lut key = {image, 0, NULL};
+    return st->nluts ? bsearch(&key, st->luts, st->nluts, sizeof key, cmp_lut) : NULL;
 }
 
 int hq_journal_load(const char *out, const char *id, hq_journal_state *st, hq_err *err)
@@ -266,6 +308,8 @@ int hq_journal_load(const char *out, const char *id, hq_journal_state *st, hq_er
     closedir(d);
     if (!rc && st->nblocks)
         qsort(st->blocks, st->nblocks, sizeof *st->blocks, cmp_block_num);
+    if (!rc && st->nluts)
+        qsort(st->luts, st->nluts, sizeof *st->luts, cmp_lut);
 done:
     if (rc)
         hq_journal_state_free(st);
@@ -294,17 +338,24 @@ void hq_journal_state_free(hq_journal_state *st)
     for (uint64_t k = 0; k < st->nhists; k++)
         free(st->hists[k].counts);
     free(st->hists);
+    for (uint64_t k = 0; k < st->nluts; k++)
+        free(st->luts[k].lut);
+    free(st->luts);
     free(st->blocks);
     memset(st, 0, sizeof *st);
 }
 
-/* Layout: nblocks, nhists, the blocks, then per hist: group, n, counts. */
+/* Layout: nblocks, nhists, the blocks, then per hist: group, n, counts; then nluts and per LUT:
+ * image, n, the entries packed 4 to a word. */
 int hq_journal_state_pack(const hq_journal_state *st, unsigned char **buf, uint64_t *len, hq_err *err)
 {
     uint64_t n = 2 + st->nblocks * 5;
     for (uint64_t k = 0; k < st->nhists; k++)
         n += 2 + st->hists[k].n;
-    uint64_t *w = malloc(n * sizeof *w);
+    n += 1;
+    for (uint64_t k = 0; k < st->nluts; k++)
+        n += 2 + (st->luts[k].n + 3) / 4;
+    uint64_t *w = calloc(n, sizeof *w);
     if (!w)
         return hq_fail(err, HQ_EMEM, "journal: out of memory");
     uint64_t *p = w;
@@ -317,6 +368,13 @@ int hq_journal_state_pack(const hq_journal_state *st, unsigned char **buf, uint6
         *p++ = st->hists[k].n;
         memcpy(p, st->hists[k].counts, st->hists[k].n * sizeof *p);
         p += st->hists[k].n;
+    }
+    *p++ = st->nluts;
+    for (uint64_t k = 0; k < st->nluts; k++) {
+        *p++ = st->luts[k].image;
+        *p++ = st->luts[k].n;
+        memcpy(p, st->luts[k].lut, st->luts[k].n * sizeof *st->luts[k].lut);
+        p += (st->luts[k].n + 3) / 4;
     }
     *buf = (unsigned char *)w;
     *len = n * sizeof *w;
@@ -346,6 +404,14 @@ int hq_journal_state_unpack(const unsigned char *buf, uint64_t len, hq_journal_s
         ok = at + 2 <= words && w[at + 1] <= words - at - 2 && add_hist(st, w[at], w + at + 2, w[at + 1]) == 0;
         if (ok)
             at += 2 + w[at + 1];
+    }
+    ok = ok && at < words;
+    const uint64_t nluts = ok ? w[at++] : 0;
+    for (uint64_t k = 0; ok && k < nluts; k++) {
+        ok = at + 2 <= words && (w[at + 1] + 3) / 4 <= words - at - 2 &&
+             add_lut(st, w[at], (const uint16_t *)(w + at + 2), w[at + 1]) == 0;
+        if (ok)
+            at += 2 + (w[at + 1] + 3) / 4;
     }
     free(w);
     if (!ok) {
@@ -516,6 +582,12 @@ int hq_journal_note_hist(hq_journal *j, uint64_t group, const uint64_t *counts, 
 {
     const uint64_t head[2] = {group, n};
     return j ? append(j, REC_HIST, head, sizeof head, counts, n * sizeof *counts, err) : 0;
+}
+
+int hq_journal_note_lut(hq_journal *j, uint64_t image, const uint16_t *lut, uint64_t n, hq_err *err)
+{
+    const uint64_t head[2] = {image, n};
+    return j ? append(j, REC_LUT, head, sizeof head, lut, n * sizeof *lut, err) : 0;
 }
 
 int hq_journal_flush(hq_journal *j, hq_err *err)

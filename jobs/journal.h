@@ -30,12 +30,21 @@ typedef struct hq_journal_hist {
     uint64_t *counts; /* n counters */
 } hq_journal_hist;
 
+/* An image's LUT, kept for what the output records of it (HDF5 provenance) when the image was
+ * finished by an interrupted run. */
+typedef struct hq_journal_lut {
+    uint64_t image, n;
+    uint16_t *lut;
+} hq_journal_lut;
+
 /* What an interrupted run had done (rank 0 loads it; every rank gets it by hq_journal_state_bcast). */
 typedef struct hq_journal_state {
     hq_journal_block *blocks; /* sorted, for hq_journal_has_block */
     uint64_t nblocks;
     hq_journal_hist *hists;
     uint64_t nhists;
+    hq_journal_lut *luts;
+    uint64_t nluts;
 } hq_journal_state;
 
 typedef struct hq_journal hq_journal; /* one rank's open log */
@@ -59,6 +68,7 @@ int hq_journal_state_unpack(const unsigned char *buf, uint64_t len, hq_journal_s
 
 int hq_journal_has_block(const hq_journal_state *st, const hq_block *b);
 const hq_journal_hist *hq_journal_find_hist(const hq_journal_state *st, uint64_t group);
+const hq_journal_lut *hq_journal_find_lut(const hq_journal_state *st, uint64_t image);
 void hq_journal_state_free(hq_journal_state *st);
 
 /* Rank 0: a fresh OUT.journal/ holding only `id` (an old one is removed first). */
@@ -76,6 +86,7 @@ int hq_journal_open(const char *out, int rank, hq_journal_sync_fn sync, void *ct
 /* Thread-safe. Buffer a record; flush if flush_s has passed since the last flush. */
 int hq_journal_note_block(hq_journal *j, const hq_block *b, hq_err *err);
 int hq_journal_note_hist(hq_journal *j, uint64_t group, const uint64_t *counts, uint64_t n, hq_err *err);
+int hq_journal_note_lut(hq_journal *j, uint64_t image, const uint16_t *lut, uint64_t n, hq_err *err);
 int hq_journal_flush(hq_journal *j, hq_err *err);
 
 /* Closes the log (without flushing: a failed run's records are of no use). NULL is fine. */

@@ -76,6 +76,10 @@ def test_hdf5_kill_and_resume(tmp, np_, kill, opts):
     assert complete_attr(out) == 1
     assert not os.path.exists(str(out) + ".journal") and not os.path.exists(str(out) + ".part")
     assert inp.read_bytes() == before
+    # The provenance of images finished before the kill survives the resume.
+    with h5py.File(want, "r") as fw, h5py.File(out, "r") as fo:
+        for name in ("stack", "big", "rgb"):
+            assert np.array_equal(fw[f"histeq_dist/lut/{name}"][()], fo[f"histeq_dist/lut/{name}"][()]), name
 
 
 @pytest.mark.parametrize("np_,kill", [(None, "0:3"), (2, "1:2"), (3, "0:2")])
