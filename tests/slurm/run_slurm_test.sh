@@ -144,6 +144,7 @@ JobAcctGatherType=jobacct_gather/none
 AccountingStorageType=accounting_storage/none
 JobCompType=jobcomp/none
 MpiDefault=none
+MailProg=/bin/true
 GresTypes=gpu
 SlurmdParameters=config_overrides
 ReturnToService=2
