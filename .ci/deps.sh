@@ -3,6 +3,9 @@
 # Run as root (CI) or through sudo: `sudo sh .ci/deps.sh`. Safe to run again.
 # nvcc is not installed here: the Makefile builds the GPU engine only when it finds nvcc
 # (on PATH or under /usr/local/cuda), and the CPU-only build otherwise.
+# slurm-wlm (slurmctld, slurmd, the clients) and munge are for `make test-slurm`, which starts
+# them itself, as the test configures them, in a temporary directory (not through /etc/slurm);
+# libpmix-dev gives libpmix.so, which SLURM's mpi/pmix plugin loads for `srun --mpi=pmix`.
 set -eu
 
 if [ "$(id -u)" != 0 ]; then
@@ -16,4 +19,5 @@ apt-get install -y --no-install-recommends \
     build-essential pkg-config \
     openmpi-bin libopenmpi-dev libhdf5-openmpi-dev hdf5-tools \
     libpng-dev libcmocka-dev \
-    python3 python3-numpy python3-h5py python3-pil python3-pytest python3-opencv
+    python3 python3-numpy python3-h5py python3-pil python3-pytest python3-opencv \
+    slurm-wlm munge libpmix-dev

@@ -13,7 +13,9 @@
  * one rank are then read and written independently, so a collection never runs in lockstep. */
 #include "run.h"
 
+#include <fcntl.h>
 #include <omp.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,9 +25,12 @@
 #include "../core/lut.h"
 #include "../engine/engine.h"
 #include "../io/io.h"
+#include "../jobs/journal.h"
 #include "../jobs/plan.h"
 #include "../mpi/progress.h"
+#include "../report/report.h"
 #include "pipeline.h"
+#include "resume.h"
 #include "summary.h"
 
 #ifndef HQ_VERSION
@@ -44,6 +49,7 @@ typedef struct group_hist {
     uint64_t *hist; /* nhist * bins counters */
     size_t len;     /* nhist * bins */
     uint16_t *lut;  /* built once the histogram is complete */
+    int restored;   /* complete already: taken from an interrupted run's journal (--resume) */
 } group_hist;
 
 typedef struct my_block {
@@ -78,6 +84,12 @@ typedef struct run {
     char *skipped;        /* this rank's skipped inputs, one line each */
     size_t skipped_len;
     uint64_t nskipped;
+    hq_resume res;        /* fresh run, or what an interrupted one did (--resume) */
+    hq_journal *journal;  /* this rank's log of finished work; NULL when the output keeps none */
+    int sync_fd;          /* the output file, for fdatasync before the journal claims blocks */
+    uint64_t writes;      /* blocks written, for the HQ_FAULT_KILL test hook */
+    long kill_after;      /* HQ_FAULT_KILL=RANK:N: this rank kills itself after N writes (tests) */
+    hq_report *rep;       /* what the run records: --report and the output's provenance (report/report.h) */
 } run;
 
 /* ---- small facts derived from the inventory and options ---- */
@@ -397,6 +409,7 @@ static group_hist *find_group(run *r, uint64_t g, const hq_mode *m, int create)
     }
     group_hist *gh = &r->groups[r->ngroups];
     gh->group = g;
+    gh->restored = 0;
     gh->len = hist_len(m);
     gh->hist = calloc(hist_len(m), sizeof *gh->hist);
     gh->lut = malloc(hist_len(m) * sizeof *gh->lut);
@@ -421,11 +434,12 @@ static void drop_group(run *r, uint64_t g)
     }
 }
 
-static void build_luts(const run *r, const hq_mode *m, const uint64_t *hist, uint16_t *lut)
+static void build_luts(const run *r, const hq_mode *m, uint64_t group, const uint64_t *hist, uint16_t *lut)
 {
     const uint32_t bins = hq_mode_bins(m);
     for (uint32_t h = 0; h < hq_mode_nhist(m); h++)
         hq_lut_build(r->o->method, hist + (size_t)h * bins, bins, lut + (size_t)h * bins);
+    hq_report_lut(r->rep, group, hist, lut);
 }
 
 /* ---- one block through the engine ---- */
@@ -448,6 +462,161 @@ static void tick(run *r)
     const uint64_t w = __atomic_load_n(&r->bytes_done, __ATOMIC_RELAXED);
     const uint64_t h = __atomic_load_n(&r->bytes_histogrammed, __ATOMIC_RELAXED);
     hq_progress_tick(&r->prog, __atomic_load_n(&r->pixels_done, __ATOMIC_RELAXED), w + h);
+}
+
+/* ---- the journal (--resume) ---- */
+
+static int global_mode(const run *r, hq_mode *m);
+static void replay_images(run *r);
+
+/* Writes of this item change the file's metadata (chunk indexes) that only a collective flush
+ * makes durable; with one rank any flush is collective. */
+static int needs_round_flush(const run *r, uint64_t item)
+{
+    return r->journal && r->inv.items[item].collective && r->c->size > 1;
+}
+
+/* The journal's flush calls this first: the output's data (and, with one rank, HDF5's metadata)
+ * reach the disk before any record claims them. */
+static int sync_output(void *ctx, hq_err *err)
+{
+    run *r = ctx;
+    int rc = r->io_ops->flush ? r->io_ops->flush(r->io, 0, err) : 0;
+    if (!rc && r->sync_fd >= 0 && fdatasync(r->sync_fd) != 0)
+        rc = hq_fail(err, HQ_EIO, "%s: cannot sync the output to disk", r->o->output);
+    return rc;
+}
+
+static int note_written(run *r, const hq_block *b, hq_err *err)
+{
+    int rc = hq_journal_note_block(r->journal, b, err);
+    /* Test hook: a rank dies here as under kill -9, its records flushed or not per the journal's
+     * flush interval; the job must fail and --resume must finish it. */
+    if (r->kill_after > 0 && __atomic_add_fetch(&r->writes, 1, __ATOMIC_RELAXED) >= (uint64_t)r->kill_after)
+        raise(SIGKILL);
+    return rc;
+}
+
+/* After a lockstep round of collective writes: every rank flushes, then claims its block. */
+static int flush_round(run *r, uint64_t item, const hq_block *written, int rc, hq_err *err)
+{
+    if (!needs_round_flush(r, item))
+        return rc;
+    hq_err scratch;
+    int rc2 = r->io_ops->flush(r->io, 1, rc ? &scratch : err);
+    if (!rc && !rc2 && written)
+        rc2 = note_written(r, written, err);
+    return rc ? rc : rc2;
+}
+
+static void parse_kill_hook(run *r)
+{
+    const char *s = getenv("HQ_FAULT_KILL");
+    int rank;
+    long n;
+    if (s && sscanf(s, "%d:%ld", &rank, &n) == 2 && rank == r->c->rank)
+        r->kill_after = n;
+}
+
+static double journal_flush_interval(void)
+{
+    const char *s = getenv("HQ_JOURNAL_FLUSH_S"); /* 0 in tests: every record at once */
+    return s ? atof(s) : 1.0;
+}
+
+static int open_journal(run *r, hq_err *err)
+{
+    r->sync_fd = -1;
+    if (r->res.action != HQ_RESUME_FRESH && r->res.action != HQ_RESUME_CONTINUE)
+        return 0;
+    int rc = 0;
+    if (r->res.action == HQ_RESUME_FRESH && r->c->rank == 0)
+        rc = hq_journal_create(r->o->output, r->res.id, err);
+    if ((rc = hq_comm_agree(r->c, rc, err)))
+        return rc;
+    const char *sp = r->io_ops->sync_path ? r->io_ops->sync_path(r->io) : NULL;
+    if (sp)
+        r->sync_fd = open(sp, O_RDONLY);
+    rc = hq_journal_open(r->o->output, r->c->rank, sync_output, r, journal_flush_interval(), &r->journal, err);
+    return hq_comm_agree(r->c, rc, err);
+}
+
+/* The blocks and histograms an interrupted run finished: its blocks are not done again, its
+ * histograms are not summed again. */
+static int apply_journal(run *r, uint64_t *done_pixels, uint64_t *done_bytes, hq_err *err)
+{
+    const hq_journal_state *st = &r->res.st;
+    for (uint64_t j = 0; j < r->nmine; j++) {
+        my_block *mb = &r->mine[j];
+        if (!hq_journal_has_block(st, mb->b))
+            continue;
+        mb->done = 1;
+        *done_pixels += hq_block_pixels(mb->b);
+        *done_bytes += 2 * block_bytes(r, mb->b);
+    }
+    for (uint64_t k = 0; k < st->nhists; k++) {
+        const hq_journal_hist *h = &st->hists[k];
+        hq_mode m;
+        int need = r->scope == HQ_SCOPE_GLOBAL && h->group == 0 && global_mode(r, &m);
+        for (uint64_t j = 0; !need && j < r->nmine; j++) {
+            const hq_block *b = r->mine[j].b;
+            if (!r->mine[j].fused && group_of(r, image_of(r, b, b->s0)) == h->group) {
+                m = mode_of(r, b->item);
+                need = 1;
+            }
+        }
+        if (!need)
+            continue;
+        group_hist *gh = find_group(r, h->group, &m, 1);
+        if (!gh)
+            return hq_fail(err, HQ_EMEM, "out of memory for a histogram");
+        if (gh->len != h->n)
+            return hq_fail(err, HQ_EUSAGE, "%s: cannot resume: the journal's histogram %llu has %llu bins, not %zu",
+                           r->o->output, (unsigned long long)h->group, (unsigned long long)h->n, gh->len);
+        memcpy(gh->hist, h->counts, h->n * sizeof *gh->hist);
+        gh->restored = 1;
+    }
+    replay_images(r);
+    return 0;
+}
+
+/* What the output and the report record of an image finished in one go, for a resume to have. */
+static int journal_image(run *r, uint64_t image, const uint64_t *hist, const uint16_t *lut, size_t n, hq_err *err)
+{
+    int want_lut = 0, want_hist = 0;
+    if (!r->journal || !hq_report_wants(r->rep, image, &want_lut, &want_hist))
+        return 0;
+    int rc = want_lut ? hq_journal_note_lut(r->journal, image, lut, n, err) : 0;
+    return !rc && want_hist ? hq_journal_note_hist(r->journal, image, hist, n, err) : rc;
+}
+
+/* The LUTs (and sampled histograms) of the images an interrupted run finished, handed to the
+ * report as if just built. */
+static void replay_images(run *r)
+{
+    for (uint64_t j = 0; j < r->nmine; j++) {
+        const my_block *mb = &r->mine[j];
+        if (!mb->done || !mb->fused)
+            continue;
+        for (uint64_t s = mb->b->s0; s < mb->b->s1; s++) {
+            const uint64_t image = image_of(r, mb->b, s);
+            const hq_journal_lut *l = hq_journal_find_lut(&r->res.st, image);
+            const hq_journal_hist *h = hq_journal_find_hist(&r->res.st, image);
+            if (l)
+                hq_report_lut(r->rep, image, h && h->n == l->n ? h->counts : NULL, l->lut);
+        }
+    }
+}
+
+/* A block whose pass-1 work is already done: written (fused), or its group's histogram restored
+ * (pending: a pending block written but without its histogram is read again, as pass 1 needs
+ * every block of its group). */
+static int pass1_done(run *r, const my_block *mb)
+{
+    if (mb->fused)
+        return mb->done;
+    const group_hist *gh = find_group(r, group_of(r, image_of(r, mb->b, mb->b->s0)), NULL, 0);
+    return gh && gh->restored;
 }
 
 static int timed_read(run *r, const hq_block *b, uint64_t item, int collective, void **data, hq_err *err)
@@ -477,6 +646,9 @@ static int timed_write(run *r, const hq_block *b, uint64_t item, int collective,
     if (!rc && b) {
         __atomic_add_fetch(&r->pixels_done, hq_block_pixels(b), __ATOMIC_RELAXED);
         __atomic_add_fetch(&r->bytes_done, block_bytes(r, b), __ATOMIC_RELAXED);
+        /* Compressed datasets written by several ranks are claimed after their round's flush. */
+        if (!needs_round_flush(r, item))
+            rc = note_written(r, b, err);
     }
     tick(r);
     return rc;
@@ -508,12 +680,20 @@ static int equalize_fused(run *r, const hq_block *b, void *data, hq_err *err)
     if (rc)
         goto done;
     __atomic_add_fetch(&r->bytes_histogrammed, block_bytes(r, b), __ATOMIC_RELAXED);
+    hq_report_pixels(r->rep, b, data, 0);
     t0 = hq_now();
-    for (uint64_t s = 0; s < d.nseg; s++)
-        build_luts(r, &m, hp[s], lut + s * hl);
+    for (uint64_t s = 0; s < d.nseg && !rc; s++) {
+        const uint64_t image = image_of(r, b, b->s0 + s);
+        build_luts(r, &m, image, hp[s], lut + s * hl);
+        rc = journal_image(r, image, hp[s], lut + s * hl, hl, err);
+    }
+    if (rc)
+        goto done;
     d.same_as_histogram = 1;
     rc = r->eng->ops->remap(r->eng, &d, &m, lp, err);
     r->t[PH_REMAP] += hq_now() - t0;
+    if (!rc)
+        hq_report_pixels(r->rep, b, data, 1);
 done:
     free(hist);
     free(lut);
@@ -535,8 +715,10 @@ static int histogram_pending(run *r, const hq_block *b, void *data, hq_err *err)
     uint64_t *hp[1] = {gh->hist};
     int rc = r->eng->ops->histogram(r->eng, &d, &m, hp, err);
     r->t[PH_HIST] += hq_now() - t0;
-    if (!rc)
+    if (!rc) {
         __atomic_add_fetch(&r->bytes_histogrammed, block_bytes(r, b), __ATOMIC_RELAXED);
+        hq_report_pixels(r->rep, b, data, 0);
+    }
     return rc;
 }
 
@@ -551,6 +733,8 @@ static int remap_pending(run *r, const hq_block *b, void *data, hq_err *err)
     const uint16_t *lp[1] = {gh->lut};
     int rc = r->eng->ops->remap(r->eng, &d, &m, lp, err);
     r->t[PH_REMAP] += hq_now() - t0;
+    if (!rc)
+        hq_report_pixels(r->rep, b, data, 1);
     return rc;
 }
 
@@ -640,6 +824,8 @@ static int pass1_shared(run *r, hq_err *err)
         const uint64_t rounds = rounds_for(r, i, 0);
         for (uint64_t k = 0; k < rounds; k++) {
             my_block *mb = rc ? NULL : nth_mine(r, i, k, 0);
+            if (mb && pass1_done(r, mb))
+                mb = NULL; /* done by an interrupted run: only joins the collective calls */
             hq_err scratch, *e = rc ? &scratch : err; /* keep the first failure's message */
             void *data = NULL;
             int rc2 = timed_read(r, mb ? mb->b : NULL, i, 1, &data, e);
@@ -650,6 +836,7 @@ static int pass1_shared(run *r, hq_err *err)
             const int write_now = !rc && mb && mb->fused;
             int rc3 = timed_write(r, write_now ? mb->b : NULL, i, 1, data, e);
             rc = rc ? rc : rc3;
+            rc = flush_round(r, i, write_now && !rc ? mb->b : NULL, rc, rc ? &scratch : err);
             if (write_now) {
                 mb->done = 1;
                 hq_block_free(r->eng, data);
@@ -668,7 +855,9 @@ static int pass1_shared(run *r, hq_err *err)
 static int equalize_local_image(run *r, my_block *first, uint64_t n, hq_err *err)
 {
     int rc = 0;
-    for (uint64_t j = 0; j < n && !rc; j++) {
+    const group_hist *g0 = find_group(r, group_of(r, image_of(r, first->b, first->b->s0)), NULL, 0);
+    const int restored = g0 && g0->restored;
+    for (uint64_t j = 0; j < n && !rc && !restored; j++) {
         void *data;
         rc = timed_read(r, first[j].b, first[j].b->item, 0, &data, err);
         if (!rc)
@@ -679,9 +868,13 @@ static int equalize_local_image(run *r, my_block *first, uint64_t n, hq_err *err
     const hq_mode m = mode_of(r, first->b->item);
     const uint64_t g = group_of(r, image_of(r, first->b, first->b->s0));
     group_hist *gh = find_group(r, g, &m, 0);
+    if (!rc && gh && !restored)
+        rc = hq_journal_note_hist(r->journal, g, gh->hist, gh->len, err);
     if (!rc && gh)
-        build_luts(r, &m, gh->hist, gh->lut);
+        build_luts(r, &m, g, gh->hist, gh->lut);
     for (uint64_t j = 0; j < n && !rc; j++) {
+        if (first[j].done)
+            continue;
         void *data = first[j].held;
         if (!data)
             rc = timed_read(r, first[j].b, first[j].b->item, 0, &data, err);
@@ -770,7 +963,7 @@ static int pass1_own(run *r, hq_err *err)
     uint64_t j = 0;
     while (j < r->nmine && !rc) {
         my_block *mb = &r->mine[j];
-        if (r->item_shared[mb->b->item] || mb->done) {
+        if (r->item_shared[mb->b->item] || (mb->fused && mb->done) || (!mb->fused && r->scope == HQ_SCOPE_GLOBAL && pass1_done(r, mb))) {
             j++;
             continue;
         }
@@ -785,8 +978,11 @@ static int pass1_own(run *r, hq_err *err)
         const stream_kind kind = mb->fused ? STREAM_FUSED : STREAM_HIST;
         uint64_t n = 0;
         while (j < r->nmine && !r->item_shared[r->mine[j].b->item] && r->mine[j].fused == mb->fused &&
-               (mb->fused || r->scope == HQ_SCOPE_GLOBAL))
-            list[n++] = &r->mine[j++];
+               (mb->fused || r->scope == HQ_SCOPE_GLOBAL)) {
+            if (!pass1_done(r, &r->mine[j]))
+                list[n++] = &r->mine[j];
+            j++;
+        }
         rc = run_stream(r, kind, list, n, err);
     }
     free(list);
@@ -834,9 +1030,10 @@ static int reduce_shared(run *r, hq_err *err)
             return hq_fail(err, HQ_EMEM, "allreduce: out of memory for the global histogram");
         }
     }
+    /* A histogram restored from the journal is complete on every rank that holds it already. */
     for (uint64_t k = 0; k < r->nshared; k++) {
         group_hist *gh = find_group(r, r->shared[k], NULL, 0);
-        if (gh)
+        if (gh && !gh->restored)
             memcpy(buf + k * slot, gh->hist, gh->len * sizeof *buf);
     }
     double t0 = hq_now();
@@ -844,11 +1041,22 @@ static int reduce_shared(run *r, hq_err *err)
     r->t[PH_REDUCE] += hq_now() - t0;
     for (uint64_t k = 0; k < r->nshared && !rc; k++) {
         group_hist *gh = find_group(r, r->shared[k], NULL, 0);
-        if (gh)
+        if (gh && !gh->restored)
             memcpy(gh->hist, buf + k * slot, gh->len * sizeof *buf);
     }
     free(buf);
     return rc ? hq_fail(err, HQ_EIO, "MPI_Allreduce of the histograms failed") : 0;
+}
+
+/* The complete histograms of pass 1, journaled before any pass-2 write can be claimed, so that a
+ * resume skips pass 1. Every rank logs the groups it holds (loading keeps one copy of a shared one). */
+static int journal_histograms(run *r, hq_err *err)
+{
+    int rc = 0;
+    for (size_t i = 0; i < r->ngroups && !rc; i++)
+        if (!r->groups[i].restored)
+            rc = hq_journal_note_hist(r->journal, r->groups[i].group, r->groups[i].hist, r->groups[i].len, err);
+    return rc ? rc : hq_journal_flush(r->journal, err);
 }
 
 static void build_pending_luts(run *r)
@@ -860,7 +1068,7 @@ static void build_pending_luts(run *r)
             if (group_of(r, image_of(r, b, b->s0)) != r->groups[i].group)
                 continue;
             const hq_mode m = mode_of(r, b->item);
-            build_luts(r, &m, r->groups[i].hist, r->groups[i].lut);
+            build_luts(r, &m, r->groups[i].group, r->groups[i].hist, r->groups[i].lut);
             break;
         }
     }
@@ -875,6 +1083,8 @@ static int pass2(run *r, hq_err *err)
         const uint64_t rounds = rounds_for(r, i, 1);
         for (uint64_t k = 0; k < rounds; k++) {
             my_block *mb = rc ? NULL : nth_mine(r, i, k, 1);
+            if (mb && mb->done)
+                mb = NULL; /* written by an interrupted run */
             hq_err scratch, *e = rc ? &scratch : err; /* keep the first failure's message */
             /* The re-read joins a collective call, so it is made whether or not this rank needs it. */
             void *fresh = NULL;
@@ -884,8 +1094,10 @@ static int pass2(run *r, hq_err *err)
                 rc2 = remap_pending(r, mb->b, data, e);
             rc = rc ? rc : rc2;
             e = rc ? &scratch : err;
-            int rc3 = timed_write(r, !rc && mb ? mb->b : NULL, i, 1, data, e);
+            const int wrote = !rc && mb;
+            int rc3 = timed_write(r, wrote ? mb->b : NULL, i, 1, data, e);
             rc = rc ? rc : rc3;
+            rc = flush_round(r, i, wrote && !rc ? mb->b : NULL, rc, rc ? &scratch : err);
             if (mb) {
                 release(r, mb, data);
                 mb->done = 1;
@@ -1048,6 +1260,11 @@ static void free_run(run *r)
     free(r->shared);
     free(r->item_shared);
     free(r->skipped);
+    hq_journal_close(r->journal);
+    if (r->sync_fd >= 0)
+        close(r->sync_fd);
+    hq_journal_state_free(&r->res.st);
+    hq_report_free(r->rep);
     hq_engine_destroy(r->eng);
     hq_plan_free(&r->plan);
     hq_inventory_free(&r->inv);
@@ -1064,7 +1281,7 @@ static const uint64_t *global_hist(run *r, hq_mode *m)
 
 int hq_run(const hq_options *o, const hq_comm *c, hq_err *err)
 {
-    run r = {.o = o, .c = c};
+    run r = {.o = o, .c = c, .sync_fd = -1};
     const double t_start = hq_now();
     int rc = scan_and_share(&r, err);
     if (rc)
@@ -1078,15 +1295,31 @@ int hq_run(const hq_options *o, const hq_comm *c, hq_err *err)
         rc = hq_comm_agree(c, make_plan(&r, err), err);
     if (!rc)
         rc = hq_comm_agree(c, classify_work(&r, err), err);
+    if (!rc)
+        rc = hq_report_open(&(hq_report_cfg){o, c, &r.inv, &r.plan, r.scope}, &r.rep, err);
     r.threaded_io = getenv("HQ_SERIAL_IO") == NULL; /* HQ_SERIAL_IO=1: one thread, for debugging */
+    parse_kill_hook(&r);
+    if (!rc)
+        rc = hq_resume_decide(o, c, &r.inv, &r.res, err);
+    if (!rc && r.res.action == HQ_RESUME_DONE) {
+        if (c->rank == 0 && !o->quiet)
+            fprintf(stderr, "histeq_dist: note: %s is complete already; nothing to resume\n", o->output);
+        free_run(&r);
+        return 0;
+    }
     if (!rc)
         rc = r.io_ops->open_input(&r.inv, c->world, &r.io, err);
     if (rc) {
         free_run(&r);
         return rc;
     }
-    hq_out_opts oo = {o->output, o->force, o->png_level, o->verbose};
+    hq_out_opts oo = {o->output, o->force, o->png_level, o->verbose, r.res.action == HQ_RESUME_CONTINUE};
     rc = r.io_ops->create_output(r.io, &oo, c->world, err);
+    if (!rc)
+        rc = open_journal(&r, err);
+    uint64_t done_px = 0, done_bytes = 0;
+    if (!rc)
+        rc = hq_comm_agree(c, apply_journal(&r, &done_px, &done_bytes, err), err);
     if (!rc)
         rc = make_engine(&r, err);
     if (!rc && o->verbose)
@@ -1095,7 +1328,14 @@ int hq_run(const hq_options *o, const hq_comm *c, hq_err *err)
         uint64_t total_bytes = 0;
         for (size_t i = 0; i < r.inv.n; i++)
             total_bytes += r.inv.items[i].bad ? 0 : r.inv.items[i].slices * hq_item_image_bytes(&r.inv.items[i]);
-        hq_progress_start(&r.prog, c->world, o->quiet ? 0 : o->progress, r.plan.total_pixels, 2 * total_bytes);
+        uint64_t done[2] = {done_px, done_bytes};
+        MPI_Allreduce(MPI_IN_PLACE, done, 2, MPI_UINT64_T, MPI_SUM, c->world);
+        if (r.res.action == HQ_RESUME_CONTINUE && c->rank == 0 && !o->quiet)
+            fprintf(stderr, "histeq_dist: note: resuming %s: %.1f%% of the pixels were written by the interrupted "
+                    "run%s\n", o->output, r.plan.total_pixels ? 100.0 * (double)done[0] / (double)r.plan.total_pixels : 0.0,
+                    r.res.st.nhists ? ", and its histograms are kept" : "");
+        hq_progress_start(&r.prog, c->world, o->quiet ? 0 : o->progress, r.plan.total_pixels - done[0],
+                          2 * total_bytes - done[1]);
         /* The passes. Each rank carries its own status through the collective parts and the ranks
          * agree on it only where they next meet, so a failure never strands a rank in a call. */
         int mine = pass1_shared(&r, err);
@@ -1104,6 +1344,8 @@ int hq_run(const hq_options *o, const hq_comm *c, hq_err *err)
         rc = hq_comm_agree(c, mine, err);
         if (!rc)
             rc = hq_comm_agree(c, reduce_shared(&r, err), err);
+        if (!rc)
+            rc = hq_comm_agree(c, journal_histograms(&r, err), err);
         if (!rc) {
             build_pending_luts(&r);
             rc = hq_comm_agree(c, pass2(&r, err), err);
@@ -1112,21 +1354,34 @@ int hq_run(const hq_options *o, const hq_comm *c, hq_err *err)
     }
     hq_mode gm = {1, 1, 8, 0};
     const uint64_t *gh = rc ? NULL : global_hist(&r, &gm);
-    hq_run_meta meta = {HQ_VERSION, o->method, r.scope, o->color, o->bits, gh, hq_mode_nhist(&gm), hq_mode_bins(&gm)};
+    hq_run_meta meta = {.version = HQ_VERSION, .method = o->method, .scope = r.scope, .color = o->color, .bits = o->bits,
+                        .global_hist = gh, .global_nhist = hq_mode_nhist(&gm), .global_bins = hq_mode_bins(&gm)};
+    if (!rc)
+        rc = hq_comm_agree(c, hq_report_meta(r.rep, &meta, err), err);
     hq_err close_err = {{0}};
+    if (!rc)
+        rc = hq_comm_agree(c, hq_journal_flush(r.journal, err), err);
     int rc_close = r.io_ops->close(r.io, rc == 0, &meta, &close_err);
     if (!rc && rc_close) {
         rc = rc_close;
         *err = close_err;
     }
     rc = hq_comm_agree(c, rc, err);
+    /* Finished (renamed into place) or failed in good order (taken back): either way nothing is
+     * left to resume. A killed run never gets here, and keeps its journal. */
+    if (r.journal && c->rank == 0)
+        hq_journal_remove(o->output);
     if (!rc) {
         report_skipped(&r);
         uint64_t skipped = r.nskipped;
         MPI_Allreduce(MPI_IN_PLACE, &skipped, 1, MPI_UINT64_T, MPI_SUM, c->world);
         for (size_t i = 0; i < r.inv.n; i++)
             skipped += r.inv.items[i].bad;
-        rc = hq_comm_agree(c, report_summary(&r, hq_now() - t_start, skipped, err), err);
+        hq_report_end end = {r.eng, r.t, PHASE_NAMES, PH_N, r.pixels_done, r.bytes_done, r.skipped, skipped,
+                             hq_now() - t_start};
+        rc = hq_comm_agree(c, hq_report_finish(r.rep, &end, err), err);
+        if (!rc)
+            rc = hq_comm_agree(c, report_summary(&r, hq_now() - t_start, skipped, err), err);
         if (!rc && skipped)
             rc = HQ_ESKIPPED;
     }

@@ -7,7 +7,7 @@
  *    (H,W,3|4) one RGB/RGBA image, (N,H,W,C) a stack with C = 1..4 channels. A 3-D dataset whose
  *    last dimension is 3 or 4 is read as colour, so a stack of images 3 or 4 pixels wide is
  *    (ambiguously) taken for one RGB/RGBA image. In a file this tool wrote (root attribute
- *    histeq_dist_version), /histeq_dist/global_histogram is our record, not an image: left out.
+ *    histeq_dist_version), everything under /histeq_dist is our record, not an image: left out.
  *    Compressed (filtered) datasets get item.collective = 1: parallel HDF5 1.10 writes them only
  *    collectively (alone in the communicator, any write is made collective here).
  *  - open_input / create_output / close are collective and return the same code and the same
@@ -20,6 +20,10 @@
  *  - The output is written as OUT.part, each dataset laid out like its input (type, shape, chunks,
  *    filters), with its disk space reserved ahead (fallocate) where the filesystem allows, and is
  *    renamed to OUT only by close(commit = 1) once every rank succeeded and the file reads back.
+ *  - close(commit = 1) first records the run: root attributes, and under /histeq_dist the global
+ *    histogram and LUT (scope global) or, per dataset, every image's LUT (scope image:
+ *    /histeq_dist/lut/<dataset path>, (slices, nhist, bins) uint16, contiguous and unfiltered so
+ *    that each rank writes the LUTs it recorded independently).
  *  - The input is only ever opened read-only. HDF5's own error printing is turned off: failures
  *    come back as one line naming the file and dataset, with HDF5's innermost reason appended.
  *  - Verbose (HQ_VERBOSE set and not "0" at open_input, or opts->verbose at create_output): if
@@ -43,7 +47,10 @@
 
 #define OWN_GROUP "/histeq_dist"
 #define OWN_HIST OWN_GROUP "/global_histogram"
+#define OWN_GLOBAL_LUT OWN_GROUP "/global_lut"
+#define OWN_LUTS OWN_GROUP "/lut" /* + each dataset's path: that dataset's per-image LUTs */
 #define OWN_VERSION_ATTR "histeq_dist_version"
+#define OWN_COMPLETE_ATTR "histeq_dist_complete" /* written last: a file without it is unfinished */
 #define MAX_RANK 4
 #define CHANNELS_MAX 4
 #define MiB ((hsize_t)1 << 20)
@@ -448,7 +455,7 @@ static herr_t visit_cb(hid_t obj, const char *name, const H5O_info_t *info, void
         return 1;
     }
     snprintf(path, len, "/%s", name);
-    if (!(c->skip_own && !strcmp(path, OWN_HIST)))
+    if (!(c->skip_own && under_own_group(path)))
         c->rc = add_dataset(c, path);
     free(path);
     return c->rc ? 1 : 0;
@@ -1204,23 +1211,36 @@ static int check_output_path(const hq_io *io, const hq_out_opts *o, hq_err *err)
     return check_dir_writable(out, err);
 }
 
-static int create_output_file(hq_io *io, hq_err *err)
+/* The output's file access: MPI-IO with collective metadata, and 1 MiB alignment, which suits
+ * parallel file systems. */
+static hid_t output_fapl(hq_io *io)
 {
     hid_t fapl = H5Pcreate(H5P_FILE_ACCESS);
-    int ok = fapl >= 0 && H5Pset_fapl_mpio(fapl, io->comm, MPI_INFO_NULL) >= 0 &&
-             H5Pset_all_coll_metadata_ops(fapl, 1) >= 0 && H5Pset_coll_metadata_write(fapl, 1) >= 0 &&
-             H5Pset_alignment(fapl, MiB, MiB) >= 0;
-    if (ok)
-        io->out_file = H5Fcreate(io->part_path, H5F_ACC_TRUNC, H5P_DEFAULT, fapl);
+    if (fapl >= 0 && (H5Pset_fapl_mpio(fapl, io->comm, MPI_INFO_NULL) < 0 ||
+                      H5Pset_all_coll_metadata_ops(fapl, 1) < 0 || H5Pset_coll_metadata_write(fapl, 1) < 0 ||
+                      H5Pset_alignment(fapl, MiB, MiB) < 0)) {
+        H5Pclose(fapl);
+        fapl = H5I_INVALID_HID;
+    }
+    return fapl;
+}
+
+/* Creates OUT.part, or with `reopen` opens the one an interrupted run left (--resume). */
+static int create_output_file(hq_io *io, int reopen, hq_err *err)
+{
+    hid_t fapl = output_fapl(io);
+    if (fapl >= 0)
+        io->out_file = reopen ? H5Fopen(io->part_path, H5F_ACC_RDWR, fapl)
+                              : H5Fcreate(io->part_path, H5F_ACC_TRUNC, H5P_DEFAULT, fapl);
     char det[512] = "";
     if (io->out_file < 0)
         hdf5_detail(det, sizeof det);
-    if (fapl >= 0)
-        H5Pclose(fapl);
-    if (!ok)
+    if (fapl < 0)
         return hq_fail(err, HQ_EIO, "%s: cannot set up MPI-IO access", io->out_path);
+    H5Pclose(fapl);
     if (io->out_file < 0)
-        return hq_fail(err, HQ_EIO, "%s: cannot create %s%s", io->out_path, io->part_path, det);
+        return hq_fail(err, HQ_EIO, "%s: cannot %s %s%s", io->out_path, reopen ? "reopen the interrupted" : "create",
+                       io->part_path, det);
     return 0;
 }
 
@@ -1526,6 +1546,37 @@ static void release_reserve(hq_io *io)
     close(fd);
 }
 
+/* --resume: the datasets of the OUT.part an interrupted run left, which must have the input's
+ * shapes (a journal is only trusted with the file it was written with). */
+static int reopen_datasets(hq_io *io, hq_err *err)
+{
+    for (size_t i = 0; i < io->inv.n; i++) {
+        const hq_item *it = &io->inv.items[i];
+        if (it->bad)
+            continue;
+        io->out_dset[i] = H5Dopen2(io->out_file, it->name, H5P_DEFAULT);
+        hsize_t din[MAX_RANK], dout[MAX_RANK];
+        hid_t si = H5Dget_space(io->in_dset[i]);
+        hid_t so = io->out_dset[i] >= 0 ? H5Dget_space(io->out_dset[i]) : H5I_INVALID_HID;
+        hid_t dcpl = io->out_dset[i] >= 0 ? H5Dget_create_plist(io->out_dset[i]) : H5I_INVALID_HID;
+        const int k = io->frank[i];
+        int ok = si >= 0 && so >= 0 && dcpl >= 0 && H5Sget_simple_extent_dims(si, din, NULL) == k &&
+                 H5Sget_simple_extent_dims(so, dout, NULL) == k && memcmp(din, dout, (size_t)k * sizeof *din) == 0;
+        if (ok && H5Pget_nfilters(dcpl) > 0)
+            io->flags[i] |= OUT_FILTERED;
+        if (si >= 0)
+            H5Sclose(si);
+        if (so >= 0)
+            H5Sclose(so);
+        if (dcpl >= 0)
+            H5Pclose(dcpl);
+        if (!ok)
+            return hq_fail(err, HQ_EUSAGE, "%s:%s: cannot resume: the interrupted output has no such dataset of "
+                           "the input's shape (use --force without --resume to start over)", io->part_path, it->name);
+    }
+    return 0;
+}
+
 /* The output datasets of the good items whose input is compressed (or not). */
 static int create_datasets(hq_io *io, int compressed, hq_err *err)
 {
@@ -1570,20 +1621,28 @@ static int hdf5_create_output(hq_io *io, const hq_out_opts *o, MPI_Comm comm, hq
     }
     if (!rc) {
         io->part_ours = 1;
-        rc = agree(io->comm, create_output_file(io, err), err);
+        rc = agree(io->comm, create_output_file(io, o->resume, err), err);
     }
-    /* Metadata is collective: every rank creates every dataset, in the same order. The
-     * uncompressed ones come first, so that their space can be reserved before compressed
-     * ones make the file's end unknown. */
-    uint64_t allocated = 0;
-    if (!rc)
-        rc = agree(io->comm, create_datasets(io, 0, err), err);
-    if (!rc && io->rank == 0)
-        allocated = allocated_bytes(io);
-    if (!rc)
-        rc = agree(io->comm, create_datasets(io, 1, err), err);
-    if (!rc)
-        rc = reserve_space(io, allocated, err);
+    if (!rc && o->resume) {
+        rc = agree(io->comm, reopen_datasets(io, err), err);
+    } else {
+        /* Metadata is collective: every rank creates every dataset, in the same order. The
+         * uncompressed ones come first, so that their space can be reserved before compressed
+         * ones make the file's end unknown. */
+        uint64_t allocated = 0;
+        if (!rc)
+            rc = agree(io->comm, create_datasets(io, 0, err), err);
+        if (!rc && io->rank == 0)
+            allocated = allocated_bytes(io);
+        if (!rc)
+            rc = agree(io->comm, create_datasets(io, 1, err), err);
+        if (!rc)
+            rc = reserve_space(io, allocated, err);
+        /* On disk now, so that a run killed from here on leaves a file that --resume can open. */
+        if (!rc && H5Fflush(io->out_file, H5F_SCOPE_LOCAL) < 0)
+            rc = hq_fail(err, HQ_EIO, "%s: cannot flush %s", io->out_path, io->part_path);
+        rc = agree(io->comm, rc, err);
+    }
     if (rc)
         drop_output(io);
     return rc;
@@ -1638,22 +1697,44 @@ static int collides_with_own_group(const hq_io *io)
     return 0;
 }
 
-/* The global histogram as /histeq_dist/global_histogram, (nhist, bins) uint64. Created by all
- * ranks (metadata is collective), written by rank 0 alone: early allocation allows that. */
-static int write_global_hist(hq_io *io, const hq_run_meta *m)
+/* A run killed while closing may have made our own datasets already (--resume): they go, to be
+ * made again. Checks the path's link at every level, as H5Lexists needs its parents to exist. */
+static int drop_if_there(hq_io *io, const char *path)
 {
-    const hsize_t dims[2] = {m->global_nhist, m->global_bins};
+    char buf[1024];
+    if (strlen(path) >= sizeof buf)
+        return -1;
+    strcpy(buf, path);
+    for (char *p = strchr(buf + 1, '/');; p = strchr(p + 1, '/')) {
+        if (p)
+            *p = '\0';
+        htri_t e = H5Lexists(io->out_file, buf, H5P_DEFAULT);
+        if (e <= 0)
+            return e < 0 ? -1 : 0;
+        if (!p)
+            break;
+        *p = '/';
+    }
+    return H5Ldelete(io->out_file, path, H5P_DEFAULT) >= 0 ? 0 : -1;
+}
+
+/* A small dataset of our own under /histeq_dist, created by all ranks (metadata is collective),
+ * written by rank 0 alone: early allocation allows that. */
+static int write_own_dataset(hq_io *io, const char *path, hid_t ftype, hid_t mtype, const hsize_t dims[2],
+                             const void *data)
+{
     hid_t s = H5Screate_simple(2, dims, NULL);
     hid_t lcpl = H5Pcreate(H5P_LINK_CREATE);
     hid_t dcpl = H5Pcreate(H5P_DATASET_CREATE);
     hid_t d = H5I_INVALID_HID;
     int ok = s >= 0 && lcpl >= 0 && dcpl >= 0 && H5Pset_create_intermediate_group(lcpl, 1) >= 0 &&
              H5Pset_alloc_time(dcpl, H5D_ALLOC_TIME_EARLY) >= 0 && H5Pset_fill_time(dcpl, H5D_FILL_TIME_NEVER) >= 0;
+    ok = ok && drop_if_there(io, path) == 0;
     if (ok)
-        d = H5Dcreate2(io->out_file, OWN_HIST, H5T_STD_U64LE, s, lcpl, dcpl, H5P_DEFAULT);
+        d = H5Dcreate2(io->out_file, path, ftype, s, lcpl, dcpl, H5P_DEFAULT);
     ok = ok && d >= 0;
     if (ok && io->rank == 0)
-        ok = H5Dwrite(d, H5T_NATIVE_UINT64, H5S_ALL, H5S_ALL, io->dxpl_ind, m->global_hist) >= 0;
+        ok = H5Dwrite(d, mtype, H5S_ALL, H5S_ALL, io->dxpl_ind, data) >= 0;
     if (d >= 0 && H5Dclose(d) < 0)
         ok = 0;
     if (dcpl >= 0)
@@ -1665,6 +1746,140 @@ static int write_global_hist(hq_io *io, const hq_run_meta *m)
     return ok ? 0 : -1;
 }
 
+/* Global scope: /histeq_dist/global_histogram (uint64) and /histeq_dist/global_lut (uint16), both
+ * (nhist, bins). */
+static int write_global(hq_io *io, const hq_run_meta *m, hq_err *err)
+{
+    const hsize_t dims[2] = {m->global_nhist, m->global_bins};
+    const uint64_t n = (uint64_t)m->global_nhist * m->global_bins;
+    int rc = agree(io->comm, reserve_more(io, n * (sizeof(uint64_t) + sizeof(uint16_t)), OWN_HIST, err), err);
+    const char *failed = NULL;
+    if (!rc && write_own_dataset(io, OWN_HIST, H5T_STD_U64LE, H5T_NATIVE_UINT64, dims, m->global_hist) < 0)
+        failed = OWN_HIST;
+    if (!rc && !failed && m->global_lut &&
+        write_own_dataset(io, OWN_GLOBAL_LUT, H5T_STD_U16LE, H5T_NATIVE_UINT16, dims, m->global_lut) < 0)
+        failed = OWN_GLOBAL_LUT;
+    if (failed) {
+        char det[512];
+        hdf5_detail(det, sizeof det);
+        rc = hq_fail(err, HQ_EIO, "%s:%s: cannot write%s", io->out_path, failed, det);
+    }
+    return rc;
+}
+
+/* The shape of an item's LUT dataset: (slices, nhist, bins) of its mode. */
+static void lut_dims(const hq_io *io, const hq_run_meta *m, uint64_t i, hsize_t dims[3])
+{
+    const hq_item *it = &io->inv.items[i];
+    const hq_mode mode = {it->channels, it->sample_bytes, m->bits ? m->bits : it->depth, m->color};
+    dims[0] = it->slices;
+    dims[1] = hq_mode_nhist(&mode);
+    dims[2] = hq_mode_bins(&mode);
+}
+
+/* Creates /histeq_dist/lut/<dataset> for every good item, on every rank in the same order
+ * (metadata is collective): uint16, contiguous, allocated at creation and never filtered, so that
+ * each rank can then write the LUTs it computed with independent transfers (parallel HDF5 writes
+ * filtered data only collectively). */
+static int create_lut_datasets(hq_io *io, const hq_run_meta *m, hid_t *d, hq_err *err)
+{
+    hid_t lcpl = H5Pcreate(H5P_LINK_CREATE), dcpl = H5Pcreate(H5P_DATASET_CREATE);
+    int ok = lcpl >= 0 && dcpl >= 0 && H5Pset_create_intermediate_group(lcpl, 1) >= 0 &&
+             H5Pset_layout(dcpl, H5D_CONTIGUOUS) >= 0 && H5Pset_alloc_time(dcpl, H5D_ALLOC_TIME_EARLY) >= 0 &&
+             H5Pset_fill_time(dcpl, H5D_FILL_TIME_NEVER) >= 0;
+    int rc = 0;
+    for (size_t i = 0; ok && i < io->inv.n; i++) {
+        if (io->inv.items[i].bad)
+            continue;
+        hsize_t dims[3];
+        lut_dims(io, m, i, dims);
+        const size_t len = strlen(OWN_LUTS) + strlen(io->inv.items[i].name) + 2;
+        char *path = malloc(len);
+        hid_t s = H5Screate_simple(3, dims, NULL);
+        if (path) {
+            snprintf(path, len, "%s%s%s", OWN_LUTS, io->inv.items[i].name[0] == '/' ? "" : "/", io->inv.items[i].name);
+            d[i] = s >= 0 && drop_if_there(io, path) == 0
+                       ? H5Dcreate2(io->out_file, path, H5T_STD_U16LE, s, lcpl, dcpl, H5P_DEFAULT)
+                       : H5I_INVALID_HID;
+        }
+        if (s >= 0)
+            H5Sclose(s);
+        if (!path || d[i] < 0) {
+            char det[512];
+            hdf5_detail(det, sizeof det);
+            rc = hq_fail(err, path ? HQ_EIO : HQ_EMEM, "%s:%s%s: cannot create%s", io->out_path, OWN_LUTS,
+                         io->inv.items[i].name, det);
+            ok = 0;
+        }
+        free(path);
+    }
+    if (!ok && !rc)
+        rc = hq_fail(err, HQ_EIO, "%s:%s: cannot prepare the LUT datasets", io->out_path, OWN_LUTS);
+    if (dcpl >= 0)
+        H5Pclose(dcpl);
+    if (lcpl >= 0)
+        H5Pclose(lcpl);
+    return rc;
+}
+
+/* This rank's LUTs, each one slice (1, nhist, bins) of its item's dataset. */
+static int write_my_luts(hq_io *io, const hq_run_meta *m, const hid_t *d, hq_err *err)
+{
+    for (uint64_t k = 0; k < m->nluts; k++) {
+        const hq_lut_rec *rec = &m->luts[k];
+        hsize_t dims[3];
+        lut_dims(io, m, rec->item, dims);
+        const hsize_t start[3] = {rec->slice, 0, 0}, count[3] = {1, dims[1], dims[2]}, n = dims[1] * dims[2];
+        hid_t fs = H5Dget_space(d[rec->item]), ms = H5Screate_simple(1, &n, NULL);
+        int ok = fs >= 0 && ms >= 0 && rec->slice < dims[0] &&
+                 H5Sselect_hyperslab(fs, H5S_SELECT_SET, start, NULL, count, NULL) >= 0 &&
+                 H5Dwrite(d[rec->item], H5T_NATIVE_UINT16, ms, fs, io->dxpl_ind, rec->lut) >= 0;
+        char det[512] = "";
+        if (!ok)
+            hdf5_detail(det, sizeof det);
+        if (fs >= 0)
+            H5Sclose(fs);
+        if (ms >= 0)
+            H5Sclose(ms);
+        if (!ok)
+            return hq_fail(err, HQ_EIO, "%s:%s%s: cannot write the LUT of slice %llu%s", io->out_path, OWN_LUTS,
+                           io->inv.items[rec->item].name, (unsigned long long)rec->slice, det);
+    }
+    return 0;
+}
+
+/* Scope image: every image's LUT, in /histeq_dist/lut/<dataset path>, (slices, nhist, bins) uint16:
+ * lut[s, h, v] is the output level of input level v, histogram h, slice s. Each LUT is written by
+ * the rank that recorded it. Collective. */
+static int write_item_luts(hq_io *io, const hq_run_meta *m, hq_err *err)
+{
+    uint64_t bytes = 0;
+    for (size_t i = 0; i < io->inv.n; i++) {
+        hsize_t dims[3];
+        lut_dims(io, m, i, dims);
+        bytes += io->inv.items[i].bad ? 0 : dims[0] * dims[1] * dims[2] * sizeof(uint16_t);
+    }
+    int rc = agree(io->comm, reserve_more(io, bytes, OWN_LUTS, err), err);
+    hid_t *d = NULL;
+    if (!rc) {
+        d = malloc((io->inv.n ? io->inv.n : 1) * sizeof *d);
+        rc = agree(io->comm, d ? 0 : hq_fail(err, HQ_EMEM, "%s: out of memory", io->out_path), err);
+    }
+    if (rc) {
+        free(d);
+        return rc;
+    }
+    for (size_t i = 0; i < io->inv.n; i++)
+        d[i] = H5I_INVALID_HID;
+    rc = agree(io->comm, create_lut_datasets(io, m, d, err), err);
+    if (!rc)
+        rc = write_my_luts(io, m, d, err); /* independent: agreed below, after the collective closes */
+    for (size_t i = 0; i < io->inv.n; i++)
+        close_id(&d[i], H5Dclose);
+    free(d);
+    return agree(io->comm, rc, err);
+}
+
 /* Collective: every rank writes the same attributes with the same values. */
 static int record_meta(hq_io *io, const hq_run_meta *m, hq_err *err)
 {
@@ -1673,7 +1888,9 @@ static int record_meta(hq_io *io, const hq_run_meta *m, hq_err *err)
              write_string_attr(root, "method", hq_method_name(m->method)) == 0 &&
              write_string_attr(root, "scope", hq_scope_name(m->scope)) == 0 &&
              write_string_attr(root, "color", hq_color_name(m->color)) == 0 &&
-             write_u32_attr(root, "bits", m->bits) == 0 && write_string_attr(root, "source", io->inv.root) == 0;
+             write_u32_attr(root, "bits", m->bits) == 0 && write_string_attr(root, "source", io->inv.root) == 0 &&
+             (!m->options || write_string_attr(root, "options", m->options) == 0) &&
+             (!m->command_line || write_string_attr(root, "command_line", m->command_line) == 0);
     char det[512] = "";
     if (!ok)
         hdf5_detail(det, sizeof det);
@@ -1681,15 +1898,23 @@ static int record_meta(hq_io *io, const hq_run_meta *m, hq_err *err)
         H5Gclose(root);
     int rc = ok ? 0 : hq_fail(err, HQ_EIO, "%s: cannot record the run's attributes%s", io->out_path, det);
     rc = agree(io->comm, rc, err);
-    if (rc || !m->global_hist || !m->global_nhist || !m->global_bins || collides_with_own_group(io))
+    if (rc || collides_with_own_group(io))
         return rc;
-    const uint64_t bytes = (uint64_t)m->global_nhist * m->global_bins * sizeof(uint64_t);
-    rc = agree(io->comm, reserve_more(io, bytes, OWN_HIST, err), err);
-    if (!rc && write_global_hist(io, m) < 0) {
-        hdf5_detail(det, sizeof det);
-        rc = hq_fail(err, HQ_EIO, "%s:%s: cannot write%s", io->out_path, OWN_HIST, det);
-    }
-    return rc;
+    if (m->global_hist && m->global_nhist && m->global_bins)
+        return write_global(io, m, err);
+    if (m->scope == HQ_SCOPE_IMAGE)
+        return write_item_luts(io, m, err);
+    return 0;
+}
+
+/* The last thing written: a reader (or --resume) can tell a finished file by it. Collective. */
+static int mark_complete(hq_io *io, hq_err *err)
+{
+    hid_t root = H5Gopen2(io->out_file, "/", H5P_DEFAULT);
+    int ok = root >= 0 && write_u32_attr(root, OWN_COMPLETE_ATTR, 1) == 0;
+    if (root >= 0)
+        H5Gclose(root);
+    return agree(io->comm, ok ? 0 : hq_fail(err, HQ_EIO, "%s: cannot mark the output complete", io->out_path), err);
 }
 
 /* Closes the output's datasets and file; a failure here is a failed flush (disk full). */
@@ -1778,6 +2003,8 @@ static int hdf5_close(hq_io *io, int commit, const hq_run_meta *meta, hq_err *er
     if (had_output) {
         if (commit && meta)
             rc = record_meta(io, meta, err);
+        if (commit && !rc)
+            rc = mark_complete(io, err);
         /* Whether the output is kept is settled before closing, as the two closes differ. */
         rc = agree(io->comm, rc, err);
         keep = commit && !rc;
@@ -1803,6 +2030,23 @@ static int hdf5_close(hq_io *io, int commit, const hq_run_meta *meta, hq_err *er
     return rc;
 }
 
+static int hdf5_flush(hq_io *io, int collective, hq_err *err)
+{
+    if (!io || io->out_file < 0 || (!collective && io->nranks > 1))
+        return 0;
+    if (H5Fflush(io->out_file, H5F_SCOPE_LOCAL) < 0) {
+        char det[512];
+        hdf5_detail(det, sizeof det);
+        return hq_fail(err, HQ_EIO, "%s: cannot flush%s", io->out_path, det);
+    }
+    return 0;
+}
+
+static const char *hdf5_sync_path(const hq_io *io)
+{
+    return io ? io->part_path : NULL;
+}
+
 const hq_io_ops hq_hdf5_ops = {
     .name = "hdf5",
     .scan = hdf5_scan,
@@ -1811,4 +2055,6 @@ const hq_io_ops hq_hdf5_ops = {
     .create_output = hdf5_create_output,
     .write_block = hdf5_write_block,
     .close = hdf5_close,
+    .flush = hdf5_flush,
+    .sync_path = hdf5_sync_path,
 };

@@ -23,7 +23,14 @@
 #include "../jobs/plan.h"
 #include "inventory.h"
 
-/* What the output records about the run (HDF5 attributes; PNGs ignore it). */
+/* One image's LUT, for the output's provenance: nhist * bins entries of the item's mode
+ * (bins = 2^(bits or the item's depth)). */
+typedef struct hq_lut_rec {
+    uint64_t item, slice;
+    const uint16_t *lut;
+} hq_lut_rec;
+
+/* What the output records about the run (HDF5 attributes and datasets; PNGs ignore it). */
 typedef struct hq_run_meta {
     const char *version;
     hq_method method;
@@ -32,6 +39,11 @@ typedef struct hq_run_meta {
     uint32_t bits;        /* 0: the data's own depth */
     const uint64_t *global_hist; /* global scope: the reduced histogram(s), else NULL */
     uint32_t global_nhist, global_bins;
+    /* Provenance (report/report.h fills these): */
+    const uint16_t *global_lut;  /* global scope: the LUT(s) applied, (global_nhist, global_bins) */
+    const char *options, *command_line;
+    const hq_lut_rec *luts;      /* scope image: the LUTs this rank recorded; each image's LUT is */
+    uint64_t nluts;              /* recorded by exactly one rank */
 } hq_run_meta;
 
 typedef struct hq_out_opts {
@@ -39,6 +51,7 @@ typedef struct hq_out_opts {
     int force;        /* --force: replace an existing output */
     int png_level;    /* zlib level for PNG output, -1 = our fast default */
     int verbose;
+    int resume;       /* continue an interrupted run's output (HDF5: OUT.part; PNG directory: OUT) */
 } hq_out_opts;
 
 typedef struct hq_io hq_io; /* one open input and (after create_output) its output */
@@ -54,8 +67,16 @@ typedef struct hq_io_ops {
      * the output under a temporary name, with every non-bad item laid out like its input. */
     int (*create_output)(hq_io *io, const hq_out_opts *o, MPI_Comm comm, hq_err *err);
     int (*write_block)(hq_io *io, uint64_t item, const hq_block *b, int collective, const void *src, hq_err *err);
-    /* Collective. commit = 1: record meta, move the output to its final name. commit = 0:
-     * remove the temporary output. Also closes the input. */
+    /* Makes what was written so far survive a kill (HDF5: its metadata, such as the chunk
+     * indexes of compressed datasets, flushed to the file); the journal calls it before claiming
+     * blocks done. collective = 1: every rank calls it; 0: one rank alone, a no-op where the
+     * format would need every rank (parallel HDF5 with several ranks). */
+    int (*flush)(hq_io *io, int collective, hq_err *err);
+    /* The file whose data a flush must fdatasync (HDF5: OUT.part), or NULL. */
+    const char *(*sync_path)(const hq_io *io);
+    /* Collective. commit = 1: record meta, mark the output complete (HDF5: the root attribute
+     * histeq_dist_complete, written last; PNG directory: the file histeq_dist.complete) and move
+     * it to its final name. commit = 0: remove the temporary output. Also closes the input. */
     int (*close)(hq_io *io, int commit, const hq_run_meta *meta, hq_err *err);
 } hq_io_ops;
 

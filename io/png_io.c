@@ -30,6 +30,11 @@
 #include "png_codec.h"
 
 #define STDIO_BUF_BYTES (1u << 20)
+/* In a finished output directory: written last, so a directory without it is unfinished. */
+#define COMPLETE_NAME "histeq_dist.complete"
+#ifndef HQ_VERSION
+#define HQ_VERSION "dev"
+#endif
 
 /* One file written under a temporary name, waiting to take its final name. */
 typedef struct pending_out {
@@ -607,10 +612,18 @@ static int prepare_output_dir(const hq_inventory *inv, const hq_out_opts *o, int
         int empty = 0, rc = dir_is_empty(out, &empty, err);
         if (rc)
             return rc;
-        if (!empty && !o->force)
+        if (!empty && !o->force && !o->resume)
             return hq_fail(err, HQ_EUSAGE, "%s: output exists (use --force to replace)", out);
         if ((rc = check_no_input_replaced(inv, out, err)))
             return rc;
+        /* An old run's mark must not stand for this run until it has finished. */
+        char *mark = join_path(out, COMPLETE_NAME);
+        if (!mark)
+            return hq_fail(err, HQ_EMEM, "%s: out of memory", out);
+        int gone = unlink(mark) == 0 || errno == ENOENT;
+        free(mark);
+        if (!gone)
+            return hq_fail(err, HQ_EIO, "%s: cannot remove its old %s (%s)", out, COMPLETE_NAME, strerror(errno));
     } else {
         int rc = make_dirs(out, err);
         if (rc)
@@ -755,6 +768,25 @@ static int png_write_block(hq_io *io, uint64_t item, const hq_block *b, int coll
     return rc;
 }
 
+/* Rank 0, once every rank has renamed its files: the directory's completion record. */
+static int mark_dir_complete(const char *dir, uint64_t nimages, hq_err *err)
+{
+    char *mark = join_path(dir, COMPLETE_NAME);
+    char *tmp = mark ? temp_path_for(mark) : NULL;
+    int rc = 0;
+    FILE *f = tmp ? fopen(tmp, "w") : NULL;
+    if (!tmp)
+        rc = hq_fail(err, HQ_EMEM, "%s: out of memory", dir);
+    else if (!f || fprintf(f, "histeq_dist %s: complete, %llu input files\n", HQ_VERSION, (unsigned long long)nimages) < 0 ||
+             fclose(f) != 0 || rename(tmp, mark) != 0) {
+        rc = hq_fail(err, HQ_EIO, "%s: cannot write (%s)", mark, strerror(errno));
+        unlink(tmp);
+    }
+    free(tmp);
+    free(mark);
+    return rc;
+}
+
 static int png_close(hq_io *io, int commit, const hq_run_meta *meta, hq_err *err)
 {
     (void)meta;
@@ -781,12 +813,27 @@ static int png_close(hq_io *io, int commit, const hq_run_meta *meta, hq_err *err
         MPI_Barrier(io->comm);
     if (!commit && io->created_dir)
         rmdir(io->out_path);
+    if (commit && io->out_is_dir && io->rank == 0)
+        rc = mark_dir_complete(io->out_path, io->inv->n, err);
     free(io->pending.tmp);
     free(io->pending.final);
     drop_held(io);
     free(io->out_path);
     free(io);
     return rc;
+}
+
+/* Each file is renamed into place whole, so there is nothing to flush. */
+static int png_flush(hq_io *io, int collective, hq_err *err)
+{
+    (void)io, (void)collective, (void)err;
+    return 0;
+}
+
+static const char *png_sync_path(const hq_io *io)
+{
+    (void)io;
+    return NULL;
 }
 
 const hq_io_ops hq_png_ops = {
@@ -797,4 +844,6 @@ const hq_io_ops hq_png_ops = {
     .create_output = png_create_output,
     .write_block = png_write_block,
     .close = png_close,
+    .flush = png_flush,
+    .sync_path = png_sync_path,
 };

@@ -582,3 +582,32 @@ int hq_plan_owner(const hq_plan *p, uint64_t k)
     }
     return lo;
 }
+
+/* The first block of blocks[lo, hi) whose last image is >= g (hi if none): blocks in input order. */
+static uint64_t first_reaching(const hq_plan *p, uint64_t lo, uint64_t hi, uint64_t g)
+{
+    while (lo < hi) {
+        const uint64_t mid = lo + (hi - lo) / 2;
+        const hq_block *b = &p->blocks[mid];
+        if (p->item_image0[b->item] + b->s1 - 1 >= g)
+            hi = mid;
+        else
+            lo = mid + 1;
+    }
+    return lo;
+}
+
+int hq_plan_image_owner(const hq_plan *p, uint64_t g)
+{
+    if (!p->dealt) {
+        const uint64_t k = first_reaching(p, 0, p->nblocks, g);
+        return k < p->nblocks ? hq_plan_owner(p, k) : -1;
+    }
+    /* Dealt: each rank's blocks are in input order, and an image lies whole on one rank. */
+    for (int r = 0; r < p->nranks; r++) {
+        const uint64_t k = first_reaching(p, p->first[r], p->first[r + 1], g);
+        if (k < p->first[r + 1] && p->item_image0[p->blocks[k].item] + p->blocks[k].s0 <= g)
+            return r;
+    }
+    return -1;
+}

@@ -82,4 +82,8 @@ static inline int hq_block_whole(const hq_block *b, uint64_t height, uint64_t wi
 /* The rank that owns block index k. */
 int hq_plan_owner(const hq_plan *p, uint64_t k);
 
+/* The rank holding the first of global image g's blocks (the one that speaks for the image when
+ * it is split over ranks), dealt plans included; -1 when no block lies at or past g. */
+int hq_plan_image_owner(const hq_plan *p, uint64_t g);
+
 #endif

@@ -6,8 +6,10 @@
  * gradient plus noise, constant) go through both engines: histograms are accumulated into
  * pre-poisoned counters (checks +=), then remapped with LUTs built by core/lut.c (equalize,
  * stretch) or drawn at random. Half the cases remap right after their own histogram, half after a
- * histogram of another block of the same size; half run on an engine that reuses the uploaded
- * block (HQ_GPU_RESIDENT=1), which must do so only in the first situation.
+ * histogram of another block of the same size; a third run on an engine that reuses the uploaded
+ * block (HQ_GPU_RESIDENT=1), which must do so only in the first situation, and a third on an engine
+ * whose pixel buffer is capped (HQ_GPU_MEM_CAP) below most blocks, which must split them into
+ * pieces (and hold less device memory at its peak than the uncapped engine).
  * Prints "N passed, N failed"; exits 1 on any difference. --small keeps blocks tiny and --every N
  * runs every Nth case only (for the sanitizers, which are slow). */
 #include <stdint.h>
@@ -194,15 +196,18 @@ int main(int argc, char **argv)
         return rc == HQ_EDEVICE ? 0 : 1;
     }
     hq_engine_cfg cfg = {0, 0, 1, 0};
-    hq_engine *cpu = NULL, *gpu = NULL, *gpu_res = NULL;
+    hq_engine *cpu = NULL, *gpu = NULL, *gpu_res = NULL, *gpu_split = NULL;
     hq_err err = {{0}};
-    /* Two GPU engines: the default one, and one that reuses the uploaded block (HQ_GPU_RESIDENT). */
+    /* Three GPU engines: the default one, one that reuses the uploaded block (HQ_GPU_RESIDENT), and
+     * one whose pixel buffer is capped at an odd size below most blocks (HQ_GPU_MEM_CAP). */
     if (hq_cpu_engine_create(&cfg, &cpu, &err) || hq_gpu_engine_create(&cfg, &gpu, &err) ||
-        setenv("HQ_GPU_RESIDENT", "1", 1) || hq_gpu_engine_create(&cfg, &gpu_res, &err)) {
+        setenv("HQ_GPU_RESIDENT", "1", 1) || hq_gpu_engine_create(&cfg, &gpu_res, &err) ||
+        unsetenv("HQ_GPU_RESIDENT") || setenv("HQ_GPU_MEM_CAP", small ? "3000" : "100003", 1) ||
+        hq_gpu_engine_create(&cfg, &gpu_split, &err)) {
         fprintf(stderr, "gpu_equal: %s\n", err.msg);
         return 1;
     }
-    unsetenv("HQ_GPU_RESIDENT");
+    unsetenv("HQ_GPU_MEM_CAP");
     char desc[400];
     gpu->ops->describe(gpu, desc, sizeof desc);
     printf("engine: %s\n", desc);
@@ -231,7 +236,8 @@ int main(int argc, char **argv)
                             char why[1200] = "";
                             if (caseno++ % every)
                                 continue;
-                            hq_engine *eng = (caseno / 2) % 2 ? gpu_res : gpu;
+                            const int which = (caseno / 2) % 3;
+                            hq_engine *eng = which == 1 ? gpu_res : which == 2 ? gpu_split : gpu;
                             if (run_case(cpu, eng, &m, geo[gi][0], geo[gi][1], pat, lutkind, stale, why,
                                          sizeof why)) {
                                 t.passed++;
@@ -243,14 +249,27 @@ int main(int argc, char **argv)
                                        (unsigned long long)geo[gi][0], (unsigned long long)geo[gi][1],
                                        pat_name[pat], lutkind == 0 ? "equalize" : lutkind == 1 ? "stretch" : "random",
                                        stale ? "after another block" : "right after its histogram",
-                                       eng == gpu_res ? " (reusing uploads)" : "", why);
+                                       eng == gpu_res     ? " (reusing uploads)"
+                                       : eng == gpu_split ? " (pixel buffer capped: pieces)"
+                                                          : "",
+                                       why);
                             }
                         }
                     }
         }
+    /* The capped engine must have split the blocks that the plain one held whole. */
+    const uint64_t peak = gpu->ops->device_peak ? gpu->ops->device_peak(gpu) : 0,
+                   peak_split = gpu_split->ops->device_peak ? gpu_split->ops->device_peak(gpu_split) : 0;
+    printf("device peak: %llu bytes (plain engine), %llu bytes (capped engine)\n", (unsigned long long)peak,
+           (unsigned long long)peak_split);
+    if (t.passed && (peak == 0 || peak_split == 0 || peak_split >= peak)) {
+        printf("FAIL device peak: the capped engine did not hold less device memory than the plain one\n");
+        t.failed++;
+    }
     hq_engine_destroy(cpu);
     hq_engine_destroy(gpu);
     hq_engine_destroy(gpu_res);
+    hq_engine_destroy(gpu_split);
     printf("%d passed, %d failed\n", t.passed, t.failed);
     return t.failed ? 1 : 0;
 }

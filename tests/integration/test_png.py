@@ -137,7 +137,8 @@ def test_png_directory(tmp, pngdir):
     before = tree_hash(d)
     out = tmp / "out"
     equalize(d, out)
-    assert sorted(os.listdir(out)) == sorted(kinds), "the output holds exactly the input's *.png names"
+    assert sorted(os.listdir(out)) == sorted(list(kinds) + ["histeq_dist.complete"]), \
+        "the output holds exactly the input's *.png names and the completion record"
     for name in kinds:
         check_png(out / name, d / name)
     assert tree_hash(d) == before
@@ -167,6 +168,6 @@ def test_png_list_file(tmp):
     out = tmp / "out"
     # Run from another directory: entries are relative to the list file, not to the cwd.
     equalize(d / "list.txt", out, cwd=str(tmp / "elsewhere"))
-    assert sorted(os.listdir(out)) == ["a.png", "c.png"]
+    assert sorted(os.listdir(out)) == ["a.png", "c.png", "histeq_dist.complete"]
     for n in ("a", "c"):
         assert_array_equal(read_png(out / f"{n}.png").samples[:, :, 0], ref.equalize_one(imgs[n], 8), n)

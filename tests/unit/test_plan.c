@@ -176,6 +176,23 @@ static void check_plan(const hq_plan_item *items, size_t n, int nranks, uint64_t
     }
     assert_true(max_bytes == p->max_block_bytes);
 
+    /* Every image's first block (in block order; dealt, its only one) names the rank that speaks for it. */
+    int *speaker = malloc((nimages ? nimages : 1) * sizeof *speaker);
+    assert_non_null(speaker);
+    for (uint64_t g = 0; g < nimages; g++)
+        speaker[g] = -1;
+    for (uint64_t k = 0; k < p->nblocks; k++)
+        for (uint64_t s = p->blocks[k].s0; s < p->blocks[k].s1; s++) {
+            const uint64_t g = p->item_image0[p->blocks[k].item] + s;
+            if (speaker[g] < 0)
+                speaker[g] = hq_plan_owner(p, k);
+        }
+    for (uint64_t g = 0; g < nimages; g++)
+        if (speaker[g] >= 0 && hq_plan_image_owner(p, g) != speaker[g])
+            fail_msg("image %llu: hq_plan_image_owner says rank %d, its first block is on rank %d", (unsigned long long)g,
+                     hq_plan_image_owner(p, g), speaker[g]);
+    free(speaker);
+
     /* Every pixel of every non-skipped image exactly once. */
     qsort(rs, nr, sizeof *rs, by_image_then_place);
     uint64_t k = 0;

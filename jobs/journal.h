@@ -1,0 +1,99 @@
+/* journal.h — what a run has finished, kept next to its output (OUT.journal/) so that a run killed
+ * mid-way (kill -9, a SLURM time limit, a dead node) can be finished with --resume instead of redone.
+ *
+ * The directory holds `id` (what decides the output: the options and the input's identity; a
+ * resume with another id is refused) and one append-only log per rank of records: a block written
+ * (its coordinates, so a resume under another rank count still recognises the blocks it shares
+ * with the old plan) and a completed histogram group (so pass 2 resumes without pass 1).
+ *
+ * A record may claim only what is durable: records wait in memory and reach the log at a flush,
+ * which first syncs the output file (fdatasync) and then the log. A kill loses at most the records
+ * of the last flush interval, whose work is then simply done again. A torn last record (killed in
+ * the middle of a write) fails its checksum and ends the log. Records are native-endian: a journal
+ * is read back by the same kind of machine that wrote it. */
+#ifndef HQ_JOURNAL_H
+#define HQ_JOURNAL_H
+
+#include <stdint.h>
+
+#include "../core/error.h"
+#include "../io/inventory.h"
+#include "plan.h"
+
+/* A written block, as coordinates (a log of an older version, without columns, has records of
+ * another length: they are passed over, and those blocks are done again). */
+typedef struct hq_journal_block {
+    uint64_t item, s0, s1, r0, r1, c0, c1;
+} hq_journal_block;
+
+typedef struct hq_journal_hist {
+    uint64_t group, n;
+    uint64_t *counts; /* n counters */
+} hq_journal_hist;
+
+/* An image's LUT, kept for what the output records of it (HDF5 provenance) when the image was
+ * finished by an interrupted run. */
+typedef struct hq_journal_lut {
+    uint64_t image, n;
+    uint16_t *lut;
+} hq_journal_lut;
+
+/* What an interrupted run had done (rank 0 loads it; every rank gets it by hq_journal_state_bcast). */
+typedef struct hq_journal_state {
+    hq_journal_block *blocks; /* sorted, for hq_journal_has_block */
+    uint64_t nblocks;
+    hq_journal_hist *hists;
+    uint64_t nhists;
+    hq_journal_lut *luts;
+    uint64_t nluts;
+} hq_journal_state;
+
+typedef struct hq_journal hq_journal; /* one rank's open log */
+
+/* "OUT.journal" (malloc'd). */
+char *hq_journal_dir(const char *out);
+
+/* 1 when OUT has a journal directory. */
+int hq_journal_exists(const char *out);
+
+/* The id text of a run: options that shape the output and a fingerprint of the input (every
+ * item's file, size and modification time, shape and type). Rank 0; len >= 1024. */
+void hq_journal_make_id(const hq_inventory *inv, const char *options, char *buf, size_t len);
+
+/* Rank 0: reads OUT.journal. HQ_EUSAGE naming what differs when its id is not `id`. */
+int hq_journal_load(const char *out, const char *id, hq_journal_state *st, hq_err *err);
+
+/* Serialization of a state, for MPI_Bcast (the buffer is malloc'd). */
+int hq_journal_state_pack(const hq_journal_state *st, unsigned char **buf, uint64_t *len, hq_err *err);
+int hq_journal_state_unpack(const unsigned char *buf, uint64_t len, hq_journal_state *st, hq_err *err);
+
+int hq_journal_has_block(const hq_journal_state *st, const hq_block *b);
+const hq_journal_hist *hq_journal_find_hist(const hq_journal_state *st, uint64_t group);
+const hq_journal_lut *hq_journal_find_lut(const hq_journal_state *st, uint64_t image);
+void hq_journal_state_free(hq_journal_state *st);
+
+/* Rank 0: a fresh OUT.journal/ holding only `id` (an old one is removed first). */
+int hq_journal_create(const char *out, const char *id, hq_err *err);
+
+/* Makes the output's writes so far durable before records that claim them: called by a flush
+ * (from whichever thread notes the record that triggers it). */
+typedef int (*hq_journal_sync_fn)(void *ctx, hq_err *err);
+
+/* Every rank: opens its own log for appending. sync: see above (NULL: none); flush_s: seconds
+ * between flushes (0: at every record). */
+int hq_journal_open(const char *out, int rank, hq_journal_sync_fn sync, void *ctx, double flush_s, hq_journal **j,
+                    hq_err *err);
+
+/* Thread-safe. Buffer a record; flush if flush_s has passed since the last flush. */
+int hq_journal_note_block(hq_journal *j, const hq_block *b, hq_err *err);
+int hq_journal_note_hist(hq_journal *j, uint64_t group, const uint64_t *counts, uint64_t n, hq_err *err);
+int hq_journal_note_lut(hq_journal *j, uint64_t image, const uint16_t *lut, uint64_t n, hq_err *err);
+int hq_journal_flush(hq_journal *j, hq_err *err);
+
+/* Closes the log (without flushing: a failed run's records are of no use). NULL is fine. */
+void hq_journal_close(hq_journal *j);
+
+/* Rank 0: removes OUT.journal/ and what it holds. */
+void hq_journal_remove(const char *out);
+
+#endif

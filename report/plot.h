@@ -1,0 +1,34 @@
+/* plot.h — the report's plots as inline SVG: no plotting library, no JavaScript, readable printed.
+ *
+ * Every plot has axes with values. Histograms are drawn from display bins (hq_plot_rebin: at most
+ * HQ_PLOT_BINS bars, each the sum of 2^k adjacent levels), before and after as translucent bars on
+ * one count scale, linear or log (log10(1 + count), for the huge background spikes of medical
+ * images). The LUT plot shows the mapping (output level against input level) with the cumulative
+ * distributions before and after on a 0..1 axis at the right. */
+#ifndef HQ_PLOT_H
+#define HQ_PLOT_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#define HQ_PLOT_BINS 256u
+
+/* Display bins for a histogram of `levels` levels (a power of two): min(levels, HQ_PLOT_BINS). */
+static inline uint32_t hq_plot_nbins(uint32_t levels)
+{
+    return levels < HQ_PLOT_BINS ? levels : HQ_PLOT_BINS;
+}
+
+/* out[i] = sum of hist over display bin i (hq_plot_nbins(levels) entries). */
+void hq_plot_rebin(const uint64_t *hist, uint32_t levels, uint64_t *out);
+
+/* Before and after display bins (n each) over `levels` input levels; after_label names the after
+ * series in the legend ("after", "after (Y through the LUT)"). */
+void hq_plot_histograms(FILE *f, const uint64_t *before, const uint64_t *after, uint32_t n, uint32_t levels,
+                        int log_scale, const char *title, const char *after_label);
+
+/* lut and the full histograms before and after, `levels` entries each. */
+void hq_plot_lut(FILE *f, const uint16_t *lut, const uint64_t *before, const uint64_t *after, uint32_t levels,
+                 const char *title);
+
+#endif

@@ -1,0 +1,79 @@
+/* report.h — what a run records about itself: the HTML run report (--report DIR) and the
+ * provenance an HDF5 output carries (each image's LUT, the options, the command line).
+ *
+ * Made only from what the run already has — the histograms and LUTs it built, the pixels of blocks
+ * it holds anyway — and never by reading an image again. The driver (app/run.c) calls in at a few
+ * points; every hook is a no-op on a NULL report:
+ *   hq_report_open     collective, before any pixel is read: checks DIR up front (rank 0), so a
+ *                      long run never fails at its end for a predictable reason; picks the sample
+ *                      (--report-sample N images, evenly through the good images, first and last
+ *                      included).
+ *   hq_report_pixels   a block's pixels before remapping (after = 0) and after (after = 1); feeds
+ *                      the thumbnails of sampled images (box filter into sums, see thumb.h).
+ *   hq_report_lut      an image's complete histogram and LUT (scope image), on each rank that built
+ *                      it; kept once, by the rank owning the image's first block.
+ *   hq_report_meta     before the output is closed: fills the provenance fields of hq_run_meta.
+ *                      A failure recorded by the hooks (out of memory) comes back here, before
+ *                      anything is committed.
+ *   hq_report_finish   collective, after the output is committed: sums the thumbnails and
+ *                      gathers the sampled histograms, devices, times and skipped inputs to rank 0,
+ *                      which writes DIR/index.html (via index.html.part + rename) and the
+ *                      thumbnails as DIR/thumb-<image>-before.png / -after.png.
+ * The pixel and LUT hooks are called from the compute thread only (app/pipeline.h). A report that
+ * fails in finish leaves the committed output as it is and no index.html; the run exits 1. */
+#ifndef HQ_REPORT_H
+#define HQ_REPORT_H
+
+#include <stdint.h>
+
+#include "../app/options.h"
+#include "../core/error.h"
+#include "../engine/engine.h"
+#include "../io/io.h"
+#include "../jobs/plan.h"
+#include "../mpi/comm.h"
+
+#define HQ_THUMB_SIDE 256 /* the long side of a thumbnail, pixels */
+
+typedef struct hq_report hq_report;
+
+typedef struct hq_report_cfg {
+    const hq_options *o;
+    const hq_comm *c;
+    const hq_inventory *inv; /* kept by pointer: must outlive the report */
+    const hq_plan *plan;     /* likewise */
+    hq_scope scope;          /* resolved: image or global */
+} hq_report_cfg;
+
+int hq_report_open(const hq_report_cfg *cfg, hq_report **out, hq_err *err);
+
+void hq_report_pixels(hq_report *r, const hq_block *b, const void *data, int after);
+
+/* image: global image index; hist and lut: nhist * bins of that image's mode. hist may be NULL
+ * (an image finished by an interrupted run, whose histogram the journal did not keep). */
+void hq_report_lut(hq_report *r, uint64_t image, const uint64_t *hist, const uint16_t *lut);
+
+/* Whether this rank keeps the image's LUT (provenance) and its histogram (a sampled image): what a
+ * journal must keep of an image it claims done, so that --resume still has them. */
+int hq_report_wants(hq_report *r, uint64_t image, int *lut, int *hist);
+
+/* Sets meta->options, command_line, global_lut (from meta->global_hist), luts and nluts. What they
+ * point at stays valid until hq_report_free. */
+int hq_report_meta(hq_report *r, hq_run_meta *meta, hq_err *err);
+
+typedef struct hq_report_end {
+    hq_engine *eng;                 /* this rank's, for its describe line */
+    const double *phase_s;          /* this rank's seconds per phase */
+    const char *const *phase_names;
+    int nphases;
+    uint64_t pixels, bytes;         /* written by this rank */
+    const char *skipped;            /* inputs this rank skipped while decoding, one per line, or NULL */
+    uint64_t nskipped;              /* all skipped inputs, every rank (the same on every rank) */
+    double wall_s;
+} hq_report_end;
+
+int hq_report_finish(hq_report *r, const hq_report_end *e, hq_err *err);
+
+void hq_report_free(hq_report *r);
+
+#endif

@@ -1,0 +1,201 @@
+"""--resume: a run killed at any point (a rank killed by SIGKILL, the whole job killed) is finished
+by --resume with output equal, dataset for dataset and file for file, to an uninterrupted run; an
+unfinished output is never marked complete; a resume under other options or a changed input is
+refused; the journal is gone once the output is complete.
+
+Kill points are made with the HQ_FAULT_KILL=RANK:N test hook (the rank raises SIGKILL right after
+its N-th written block is journaled) and with a real `kill -9` of the whole mpirun process group
+at a random moment. HQ_JOURNAL_FLUSH_S=0 makes each record durable at once, so the resumed run
+has real work to skip."""
+import json
+import os
+import signal
+import subprocess
+import time
+
+import h5py
+import numpy as np
+import pytest
+
+import reference as ref
+from helpers import BIN, MPIRUN_FLAGS, assert_same_output, read_png, run, run_ok
+import pngio
+
+FLUSH_NOW = {"HQ_JOURNAL_FLUSH_S": "0"}
+
+
+def make_h5(path):
+    rng = np.random.default_rng(5)
+    with h5py.File(path, "w") as f:
+        f["stack"] = rng.normal(100, 20, (12, 200, 300)).clip(0, 255).astype(np.uint8)
+        f.create_dataset("big", data=rng.normal(1000, 300, (700, 500)).clip(0, 4095).astype(np.uint16),
+                         chunks=(100, 500), compression="gzip", shuffle=True)
+        f.create_dataset("rgb", data=rng.integers(0, 200, (3, 80, 90, 3), dtype=np.uint8), chunks=(1, 40, 90, 3))
+
+
+def complete_attr(path):
+    with h5py.File(path, "r") as f:
+        return f.attrs.get("histeq_dist_complete")
+
+
+def killed_then_resumed(inp, out, opts, np_, kill, env=None):
+    """Runs once with a rank killed, checks the wreck, then resumes; returns the resume's Result."""
+    e = dict(FLUSH_NOW, HQ_FAULT_KILL=kill, **(env or {}))
+    r = run(["--input", inp, "--output", out, "-q"] + opts, np_, env=e)
+    assert not r.timed_out, str(r)
+    if r.rc == 0:
+        return None  # the rank had fewer writes than the kill point: nothing to resume
+    assert r.rc != 0
+    assert not os.path.exists(out) or os.path.isdir(out), "a killed run must not leave OUT in place"
+    assert os.path.isdir(str(out) + ".journal")
+    rank = kill.split(":")[0]
+    if np_:
+        assert f"rank {rank}" in r.err, f"mpirun should name the killed rank\n{r}"
+    return run_ok(["--input", inp, "--output", out, "--resume"] + opts, np_, env=FLUSH_NOW)
+
+
+@pytest.mark.parametrize("np_,kill,opts", [
+    (None, "0:1", []),
+    (None, "0:4", ["--block", "100K"]),
+    (3, "0:1", ["--block", "100K"]),
+    (3, "0:3", ["--block", "100K"]),
+    (3, "1:2", ["--block", "100K"]),
+    (3, "2:4", ["--block", "100K"]),
+    (2, "1:1", ["--block", "64K", "--memory", "300K"]),  # 3 compressed chunks in flight, none held
+], ids=["single-first", "single-4", "np3-r0-1", "np3-r0-3", "np3-r1-2", "np3-r2-4", "np2-reread"])
+def test_hdf5_kill_and_resume(tmp, np_, kill, opts):
+    inp, want, out = tmp / "in.h5", tmp / "want.h5", tmp / "out.h5"
+    make_h5(inp)
+    before = inp.read_bytes()
+    run_ok(["--input", inp, "--output", want, "-q"] + opts, np_)
+    r = killed_then_resumed(inp, out, opts, np_, kill)
+    if r is None:
+        pytest.skip("the kill point was past the end of that rank's work")
+    assert "resuming" in r.err
+    assert_same_output(str(want), str(out))
+    assert complete_attr(out) == 1
+    assert not os.path.exists(str(out) + ".journal") and not os.path.exists(str(out) + ".part")
+    assert inp.read_bytes() == before
+    # The provenance of images finished before the kill survives the resume.
+    with h5py.File(want, "r") as fw, h5py.File(out, "r") as fo:
+        for name in ("stack", "big", "rgb"):
+            assert np.array_equal(fw[f"histeq_dist/lut/{name}"][()], fo[f"histeq_dist/lut/{name}"][()]), name
+
+
+@pytest.mark.parametrize("np_,kill", [(None, "0:3"), (2, "1:2"), (3, "0:2")])
+def test_global_scope_resumes_without_pass1(tmp, np_, kill):
+    """Killed in pass 2: the reduced histogram comes from the journal, pass 1 is not redone."""
+    rng = np.random.default_rng(6)
+    img = rng.normal(30000, 9000, (600, 700)).clip(0, 65535).astype(np.uint16)
+    inp, want, out = tmp / "in.h5", tmp / "want.h5", tmp / "out.h5"
+    with h5py.File(inp, "w") as f:
+        f.create_dataset("img", data=img, chunks=(50, 700), compression="gzip")
+    opts = ["--block", "100K", "--summary", tmp / "s.json"]
+    run_ok(["--input", inp, "--output", want, "-q", "--block", "100K"], np_)
+    r = killed_then_resumed(inp, out, opts, np_, kill)
+    assert r is not None
+    assert "its histograms are kept" in r.err, str(r)
+    assert_same_output(str(want), str(out))
+    s = json.loads((tmp / "s.json").read_text())
+    assert s["phases"]["histogram"]["max_s"] == 0, "pass 1 must not run again"
+    with h5py.File(out, "r") as f:
+        assert f["histeq_dist/global_histogram"][()].sum() == img.size
+        assert np.array_equal(f["img"][()], ref.equalize_one(img, 16))
+
+
+def make_pngs(d, n=9):
+    d.mkdir()
+    for k in range(n):
+        a = ref.low_contrast(40 + 3 * k, 50, 60, 120, np.uint8, seed=k)
+        pngio.write(str(d / f"im{k:02d}.png"), a, 8, pngio.GRAY)
+
+
+@pytest.mark.parametrize("np_,kill", [(None, "0:4"), (3, "1:2"), (3, "0:1")])
+def test_png_directory_kill_and_resume(tmp, np_, kill):
+    inp = tmp / "in"
+    make_pngs(inp)
+    want, out = tmp / "want", tmp / "out"
+    run_ok(["--input", inp, "--output", want, "-q"], np_)
+    assert (want / "histeq_dist.complete").exists()
+    e = dict(FLUSH_NOW, HQ_FAULT_KILL=kill)
+    r = run(["--input", inp, "--output", out, "-q"], np_, env=e)
+    assert r.rc != 0 and not r.timed_out, str(r)
+    assert not (out / "histeq_dist.complete").exists(), "a killed run's directory must not be marked complete"
+    r = run_ok(["--input", inp, "--output", out, "--resume"], np_, env=FLUSH_NOW)
+    assert "resuming" in r.err
+    assert_same_output(str(want), str(out))
+    assert (out / "histeq_dist.complete").exists()
+    assert not os.path.exists(str(out) + ".journal")
+
+
+def test_whole_job_killed_at_random_moments(tmp):
+    """A real kill -9 of mpirun and every rank, at several moments; each time --resume finishes."""
+    inp, want = tmp / "in.h5", tmp / "want.h5"
+    rng = np.random.default_rng(8)
+    with h5py.File(inp, "w") as f:
+        f["s"] = rng.integers(0, 256, (64, 256, 512), dtype=np.uint8)
+        f.create_dataset("c", data=rng.integers(0, 4096, (1200, 900), dtype=np.uint16), chunks=(100, 900),
+                         compression="gzip")
+    opts = ["--block", "256K", "-q"]
+    run_ok(["--input", inp, "--output", want] + opts, 3)
+    env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
+               OMPI_MCA_btl_vader_single_copy_mechanism="none", HQ_JOURNAL_FLUSH_S="0")
+    for k, delay in enumerate([0.3, 0.6, 0.9, 1.2]):
+        out = tmp / f"out{k}.h5"
+        cmd = ["mpirun", "-np", "3"] + MPIRUN_FLAGS + [BIN, "--input", str(inp), "--output", str(out)] + opts
+        p = subprocess.Popen(cmd, env=env, start_new_session=True, stdout=subprocess.DEVNULL,
+                             stderr=subprocess.DEVNULL)
+        time.sleep(delay)
+        try:
+            os.killpg(p.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        p.wait()
+        time.sleep(0.2)  # orphaned ranks notice their launcher is gone and die
+        r = run_ok(["--input", inp, "--output", out, "--resume"] + opts, 3, env=FLUSH_NOW)
+        assert_same_output(str(want), str(out))
+        assert complete_attr(out) == 1
+
+
+def test_refusals(tmp):
+    inp, out = tmp / "in.h5", tmp / "out.h5"
+    make_h5(inp)
+    r = run(["--input", inp, "--output", out, "--block", "100K", "-q"], None,
+            env=dict(FLUSH_NOW, HQ_FAULT_KILL="0:2"))
+    assert r.rc != 0
+    # A journal is there: a plain run is refused, not silently started over.
+    r = run(["--input", inp, "--output", out, "--block", "100K"])
+    assert r.rc == 2 and len(r.err_lines) == 1 and "--resume" in r.err_lines[0] and str(out) in r.err_lines[0], str(r)
+    # Other options.
+    r = run(["--input", inp, "--output", out, "--block", "100K", "--resume", "--method", "stretch"])
+    assert r.rc == 2 and "other options" in r.err_lines[0], str(r)
+    # A changed input (same size, new time).
+    st = os.stat(inp)
+    os.utime(inp, ns=(st.st_atime_ns, st.st_mtime_ns + 10**9))
+    r = run(["--input", inp, "--output", out, "--block", "100K", "--resume"])
+    assert r.rc == 2 and "input changed" in r.err_lines[0], str(r)
+    assert os.path.exists(str(out) + ".part") and not out.exists()
+    # --force starts over.
+    run_ok(["--input", inp, "--output", out, "--block", "100K", "--force", "-q"])
+    assert complete_attr(out) == 1 and not os.path.exists(str(out) + ".journal")
+
+
+def test_resume_when_there_is_nothing_to_resume(tmp):
+    inp, out = tmp / "in.h5", tmp / "out.h5"
+    make_h5(inp)
+    # No journal, no output: a fresh run (batch scripts always pass --resume).
+    run_ok(["--input", inp, "--output", out, "--resume", "-q"])
+    assert complete_attr(out) == 1
+    mtime = os.stat(out).st_mtime_ns
+    # Complete already: nothing to do, exit 0, output untouched.
+    r = run_ok(["--input", inp, "--output", out, "--resume"])
+    assert "complete already" in r.err
+    assert os.stat(out).st_mtime_ns == mtime
+
+
+def test_single_png_keeps_no_journal(tmp):
+    a = np.random.default_rng(9).integers(50, 90, (30, 40), dtype=np.uint8)
+    pngio.write(str(tmp / "a.png"), a, 8, pngio.GRAY)
+    run_ok(["--input", tmp / "a.png", "--output", tmp / "b.png", "--resume", "-q"])
+    assert not os.path.exists(str(tmp / "b.png") + ".journal")
+    assert np.array_equal(read_png(tmp / "b.png").rgb()[..., 0], ref.equalize_one(a, 8))

@@ -1,0 +1,162 @@
+/* test_journal.c — the journal (jobs/journal.h): records written by several logs load back sorted
+ * and deduplicated; a torn last record (a kill in mid-write) ends a log without failing it; a
+ * record is only in the log after a flush, and the flush syncs the output first; a different id
+ * is refused naming what differs; pack/unpack round trips. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "../../jobs/journal.h"
+
+static char out[256];
+
+static int setup(void **state)
+{
+    (void)state;
+    char tmpl[] = "/tmp/hq_journal_XXXXXX";
+    assert_non_null(mkdtemp(tmpl));
+    snprintf(out, sizeof out, "%s/out.h5", tmpl);
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    hq_journal_remove(out);
+    char dir[256];
+    snprintf(dir, sizeof dir, "%s", out);
+    *strrchr(dir, '/') = '\0';
+    rmdir(dir);
+    return 0;
+}
+
+static int syncs;
+static int count_sync(void *ctx, hq_err *err)
+{
+    (void)ctx, (void)err;
+    syncs++;
+    return 0;
+}
+
+static const char *ID = "histeq_dist journal 1\noptions scope=auto method=equalize\ninput x items 1 fingerprint 1\n";
+
+static void test_records_round_trip(void **state)
+{
+    (void)state;
+    hq_err err;
+    assert_int_equal(hq_journal_create(out, ID, &err), 0);
+    assert_true(hq_journal_exists(out));
+    hq_journal *a, *b;
+    assert_int_equal(hq_journal_open(out, 0, count_sync, NULL, 1e9, &a, &err), 0);
+    assert_int_equal(hq_journal_open(out, 1, count_sync, NULL, 1e9, &b, &err), 0);
+    const hq_block b1 = {2, 0, 1, 10, 20, 64, 128}, b2 = {1, 3, 4, 0, 5, 0, 8}, b3 = {1, 0, 3, 0, 5, 0, 8};
+    const hq_block b1_left = {2, 0, 1, 10, 20, 0, 64}; /* the same rows, another tile */
+    const uint64_t h[3] = {5, (uint64_t)1 << 40, 7};
+    syncs = 0;
+    assert_int_equal(hq_journal_note_block(a, &b1, &err), 0);
+    assert_int_equal(hq_journal_note_hist(a, 9, h, 3, &err), 0);
+    assert_int_equal(hq_journal_note_block(b, &b2, &err), 0);
+    assert_int_equal(hq_journal_note_hist(b, 9, h, 3, &err), 0); /* the same group from two ranks */
+    hq_journal_state st;
+    /* Nothing flushed yet: nothing claimed. */
+    assert_int_equal(hq_journal_load(out, ID, &st, &err), 0);
+    assert_int_equal(st.nblocks, 0);
+    hq_journal_state_free(&st);
+    assert_int_equal(hq_journal_flush(a, &err), 0);
+    assert_int_equal(hq_journal_flush(b, &err), 0);
+    assert_int_equal(syncs, 2);
+    assert_int_equal(hq_journal_note_block(b, &b3, &err), 0); /* never flushed */
+    hq_journal_close(a);
+    hq_journal_close(b);
+    assert_int_equal(hq_journal_load(out, ID, &st, &err), 0);
+    assert_int_equal(st.nblocks, 2);
+    assert_int_equal(st.nhists, 1);
+    assert_true(hq_journal_has_block(&st, &b1));
+    assert_true(hq_journal_has_block(&st, &b2));
+    assert_false(hq_journal_has_block(&st, &b3));
+    assert_false(hq_journal_has_block(&st, &b1_left));
+    const hq_journal_hist *g = hq_journal_find_hist(&st, 9);
+    assert_non_null(g);
+    assert_int_equal(g->n, 3);
+    assert_memory_equal(g->counts, h, sizeof h);
+    /* pack / unpack */
+    unsigned char *buf;
+    uint64_t len;
+    assert_int_equal(hq_journal_state_pack(&st, &buf, &len, &err), 0);
+    hq_journal_state st2;
+    assert_int_equal(hq_journal_state_unpack(buf, len, &st2, &err), 0);
+    assert_int_equal(st2.nblocks, 2);
+    assert_true(hq_journal_has_block(&st2, &b2));
+    assert_memory_equal(hq_journal_find_hist(&st2, 9)->counts, h, sizeof h);
+    hq_journal_state_free(&st2);
+    assert_int_not_equal(hq_journal_state_unpack(buf, len - 8, &st2, &err), 0);
+    free(buf);
+    hq_journal_state_free(&st);
+}
+
+static void test_torn_record_ends_the_log(void **state)
+{
+    (void)state;
+    hq_err err;
+    assert_int_equal(hq_journal_create(out, ID, &err), 0);
+    hq_journal *a;
+    assert_int_equal(hq_journal_open(out, 0, NULL, NULL, 0, &a, &err), 0); /* flush at every record */
+    for (uint64_t k = 0; k < 10; k++) {
+        const hq_block b = {0, k, k + 1, 0, 4, 0, 4};
+        assert_int_equal(hq_journal_note_block(a, &b, &err), 0);
+    }
+    hq_journal_close(a);
+    char log[300];
+    snprintf(log, sizeof log, "%s.journal/rank-000000.log", out);
+    struct stat s;
+    assert_int_equal(stat(log, &s), 0);
+    assert_int_equal(truncate(log, s.st_size - 7), 0); /* the last record torn */
+    hq_journal_state st;
+    assert_int_equal(hq_journal_load(out, ID, &st, &err), 0);
+    assert_int_equal(st.nblocks, 9);
+    hq_journal_state_free(&st);
+    /* A flipped byte in the middle: the log ends before it. */
+    FILE *f = fopen(log, "r+b");
+    assert_non_null(f);
+    fseek(f, s.st_size / 2, SEEK_SET);
+    int c = fgetc(f);
+    fseek(f, s.st_size / 2, SEEK_SET);
+    fputc(c ^ 0x55, f);
+    fclose(f);
+    assert_int_equal(hq_journal_load(out, ID, &st, &err), 0);
+    assert_true(st.nblocks < 9);
+    hq_journal_state_free(&st);
+}
+
+static void test_other_id_is_refused(void **state)
+{
+    (void)state;
+    hq_err err;
+    assert_int_equal(hq_journal_create(out, ID, &err), 0);
+    hq_journal_state st;
+    const char *opts = "histeq_dist journal 1\noptions scope=auto method=stretch\ninput x items 1 fingerprint 1\n";
+    assert_int_equal(hq_journal_load(out, opts, &st, &err), HQ_EUSAGE);
+    assert_non_null(strstr(err.msg, "other options"));
+    const char *input = "histeq_dist journal 1\noptions scope=auto method=equalize\ninput x items 1 fingerprint 2\n";
+    assert_int_equal(hq_journal_load(out, input, &st, &err), HQ_EUSAGE);
+    assert_non_null(strstr(err.msg, "input changed"));
+    assert_non_null(strstr(err.msg, out));
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_records_round_trip, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_torn_record_ends_the_log, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_other_id_is_refused, setup, teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
