@@ -41,6 +41,8 @@ typedef struct hq_engine_ops {
      * Both may be called from any thread. */
     void *(*block_alloc)(hq_engine *e, size_t bytes);
     void (*block_free)(hq_engine *e, void *p);
+    /* Optional (NULL: none): the most device memory this engine has held at once, in bytes. */
+    uint64_t (*device_peak)(hq_engine *e);
 } hq_engine_ops;
 
 struct hq_engine {
