@@ -1,8 +1,13 @@
 /* gpu_bench.cu — the GPU kernels on device-resident images against NPP, side by side, each result
  * checked bit for bit against the CPU engine.
  *
+ * Before the cases: the 8-bit RGB luma fast formulation against core/pixel.h on every colour and
+ * LUT value (luma8_selftest), and the resident pipeline against the CPU engine on odd sizes around
+ * every boundary of its paths (--check runs only these two, for the sanitizers).
  * For each case (natural-looking image: smooth gradient + noise; and a constant image) it times:
- *   ours      the whole equalization in one cooperative launch (gpu/gpu_fused.cu)
+ *   ours      the whole equalization in one cooperative launch (gpu/gpu_fused.cu); for one 8-bit
+ *             gray image that fits on chip, also the tiled pipeline it replaces ("tiled"), and for
+ *             7680x4320 the on-chip kernel's phases (timestamps) and an empty launch of its shape
  *   3k        the same as three launches: histogram, device LUT, remap (the engine's kernels)
  *   hist/remap  the histogram and the remap kernels alone (where the time goes)
  *   npp       nppiHistogramEven + a LUT kernel (same rule) + nppiLUTPalette, where NPP has them
@@ -228,7 +233,7 @@ static size_t npp_bufsize3(NppStatus (*f)(NppiSize, int *, S *, NppStreamContext
 /* The LUT step of the NPP pipeline: NPP's int32 histogram -> the same equalize rule, one block. */
 template <typename OutT>
 static __global__ void __launch_bounds__(1024) k_npp_lut(const Npp32s *hist, uint32_t bins, uint32_t nhist,
-                                                         OutT *table, unsigned long long *tmp)
+                                                         int method, OutT *table, unsigned long long *tmp)
 {
     __shared__ hqg::Scratch sc;
     extern __shared__ uint16_t lut16[];
@@ -237,7 +242,7 @@ static __global__ void __launch_bounds__(1024) k_npp_lut(const Npp32s *hist, uin
         for (uint32_t v = threadIdx.x; v < bins; v += blockDim.x)
             t[v] = (unsigned long long)(uint32_t)hist[(size_t)h * bins + v];
         __syncthreads();
-        hqg::lut_equalize_chunk(t, bins, 0, bins, lut16, sc);
+        hqg::lut_build_chunk(method, t, bins, 0, bins, lut16, sc);
         __syncthreads();
         for (uint32_t v = threadIdx.x; v < bins; v += blockDim.x)
             table[(size_t)h * bins + v] = (OutT)lut16[v];
@@ -257,7 +262,7 @@ static __global__ void k_npp_i32_to_u64(const Npp32s *hist, size_t n, unsigned l
 struct Row {
     std::string name;
     bool constant;
-    double ours, ours_min, three, hist, remap, npp, engine_ms, engine_res_ms;
+    double ours, ours_min, three, hist, remap, npp, engine_ms, engine_res_ms, tiled;
     double bytes;
     bool ok_fused, ok_three, npp_ok_known, npp_equal;
     std::string npp_note;
@@ -265,11 +270,64 @@ struct Row {
 
 static std::vector<Row> g_rows;
 
+static __global__ void __launch_bounds__(1024, 1) k_coop_empty(int *x)
+{
+    cooperative_groups::this_grid().sync();
+    if (x && threadIdx.x == 0 && blockIdx.x == 0)
+        *x = 1;
+}
+
+/* The on-chip kernel's phases from %globaltimer stamps (median and max over blocks, from the
+ * earliest block start), and the cost of an empty cooperative launch of the same shape: where the
+ * time of the 8K gray case goes. */
+template <class F> static void onchip_experiments(F fused_run, int n)
+{
+    int sms = 0;
+    CK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
+    unsigned long long *ds;
+    CK(cudaMalloc(&ds, (size_t)sms * 8 * sizeof *ds));
+    {
+        CK(cudaMemset(ds, 0, (size_t)sms * 8 * sizeof *ds));
+        hqg::fused_set_onchip(1, 0, ds);
+        const double ms = time_median(3, n, fused_run);
+        std::vector<unsigned long long> st((size_t)sms * 8);
+        CK(cudaMemcpy(st.data(), ds, st.size() * sizeof *ds, cudaMemcpyDeviceToHost));
+        unsigned long long t0 = ~0ull;
+        for (int b = 0; b < sms; b++)
+            t0 = std::min(t0, st[(size_t)b * 8]);
+        printf("  on-chip phases (stamping variant %.4f ms; us from the first block start, median / max over "
+               "blocks):", ms);
+        const char *ph[] = {"start", "counted+flushed", "grid barrier", "LUT staged", "remapped"};
+        for (int i = 0; i < 5; i++) {
+            std::vector<double> v(sms);
+            for (int b = 0; b < sms; b++)
+                v[b] = (st[(size_t)b * 8 + i] - t0) * 1e-3;
+            std::sort(v.begin(), v.end());
+            printf(" %s %.1f / %.1f |", ph[i], v[sms / 2], v[sms - 1]);
+        }
+        printf("\n");
+    }
+    hqg::fused_set_onchip(1, 0, nullptr);
+    CK(cudaFree(ds));
+    CK(cudaFuncSetAttribute(k_coop_empty, cudaFuncAttributeMaxDynamicSharedMemorySize, 230400));
+    int *dx;
+    CK(cudaMalloc(&dx, sizeof *dx));
+    const double coop = time_median(3, n, [&](int) {
+        void *args[] = {&dx};
+        CK(cudaLaunchCooperativeKernel((const void *)k_coop_empty, dim3(sms), dim3(1024), args, 230400, g_st));
+    });
+    const double plain = time_median(3, n, [&](int) { k_coop_empty<<<1, 32, 0, g_st>>>(nullptr); });
+    printf("  launch floor: empty cooperative kernel (%d x 1024 threads, 225 KiB, one grid barrier) %.4f ms | "
+           "empty 1-block kernel %.4f ms\n", sms, coop, plain);
+    CK(cudaFree(dx));
+}
+
 struct Case {
     const char *name;
     hq_mode m;
     uint64_t w, h, nseg;
     int npp_kind; /* 0 none, 1 gray 8u C1R, 2 gray 16u C1R, 3 8u C3R (per channel) */
+    int method;   /* hq_method */
 };
 
 static bool compare(const uint8_t *a, const uint8_t *b, size_t n, const char *what)
@@ -293,6 +351,7 @@ static void run_case(const Case &c, bool constant, hq_engine *cpu, hq_engine *gp
     r.constant = constant;
     r.bytes = 3.0 * bytes;
     r.npp = -1;
+    r.tiled = -1;
     r.npp_ok_known = false;
     r.npp_equal = false;
     printf("== %s, %s image (%.1f MB)\n", c.name, constant ? "constant" : "natural", bytes / 1e6);
@@ -320,7 +379,7 @@ static void run_case(const Case &c, bool constant, hq_engine *cpu, hq_engine *gp
     }
     for (uint64_t s = 0; s < c.nseg; s++)
         for (uint32_t h = 0; h < hq_mode_nhist(&m); h++)
-            hq_lut_build(HQ_METHOD_EQUALIZE, hp[s] + h * bins, bins, lut.data() + s * nf + h * bins);
+            hq_lut_build((hq_method)c.method, hp[s] + h * bins, bins, lut.data() + s * nf + h * bins);
     if (cpu->ops->remap(cpu, &bref, &m, lp.data(), &err)) {
         printf("  cpu remap failed: %s\n", err.msg);
         exit(1);
@@ -345,7 +404,7 @@ static void run_case(const Case &c, bool constant, hq_engine *cpu, hq_engine *gp
     CK(cudaMalloc(&dl, (size_t)c.nseg * nf * 2));
 
     /* Correctness of both device pipelines against the CPU, then restore copy 0. */
-    CK(hqg::equalize_fused(&m, dimg[0], c.nseg, seg_px, dh[0], dh[1], dl, g_st));
+    CK(hqg::equalize_fused(&m, c.method, dimg[0], c.nseg, seg_px, dh[0], dh[1], dl, g_st));
     CK(cudaStreamSynchronize(g_st));
     CK(cudaMemcpy(out.data(), dimg[0], bytes, cudaMemcpyDeviceToHost));
     std::vector<uint64_t> hg((size_t)c.nseg * nf);
@@ -355,7 +414,7 @@ static void run_case(const Case &c, bool constant, hq_engine *cpu, hq_engine *gp
     CK(cudaMemcpy(dimg[0], img.data(), bytes, cudaMemcpyHostToDevice));
     CK(cudaMemset(dh[0], 0, hbytes));
     CK(hqg::hist_launch(&m, dimg[0], 0, px, seg_px, dh[0], g_st));
-    CK(hqg::lut_equalize_launch(&m, dh[0], c.nseg, dl, g_st));
+    CK(hqg::lut_build_launch(&m, c.method, dh[0], c.nseg, dl, g_st));
     CK(hqg::remap_launch(&m, dimg[0], 0, px, seg_px, dl, g_st));
     CK(cudaStreamSynchronize(g_st));
     CK(cudaMemcpy(out.data(), dimg[0], bytes, cudaMemcpyDeviceToHost));
@@ -367,12 +426,24 @@ static void run_case(const Case &c, bool constant, hq_engine *cpu, hq_engine *gp
     const int n = bytes > ((size_t)256 << 20) ? 20 : 60;
     r.ours = time_median(
         3, n,
-        [&](int i) { CK(hqg::equalize_fused(&m, dimg[i % K], c.nseg, seg_px, dh[i & 1], dh[(i + 1) & 1], dl, g_st)); },
+        [&](int i) {
+            CK(hqg::equalize_fused(&m, c.method, dimg[i % K], c.nseg, seg_px, dh[i & 1], dh[(i + 1) & 1], dl, g_st));
+        },
         &r.ours_min);
+    if (m.channels == 1 && m.sample_bytes == 1 && c.nseg == 1) {
+        auto fused_run = [&](int i) {
+            CK(hqg::equalize_fused(&m, c.method, dimg[i % K], c.nseg, seg_px, dh[i & 1], dh[(i + 1) & 1], dl, g_st));
+        };
+        hqg::fused_set_onchip(0, 0, nullptr);
+        r.tiled = time_median(3, n, fused_run);
+        hqg::fused_set_onchip(1, 0, nullptr);
+        if (seg_px == 7680ull * 4320)
+            onchip_experiments(fused_run, n);
+    }
     r.three = time_median(3, n, [&](int i) {
         CK(cudaMemsetAsync(dh[0], 0, hbytes, g_st));
         CK(hqg::hist_launch(&m, dimg[i % K], 0, px, seg_px, dh[0], g_st));
-        CK(hqg::lut_equalize_launch(&m, dh[0], c.nseg, dl, g_st));
+        CK(hqg::lut_build_launch(&m, c.method, dh[0], c.nseg, dl, g_st));
         CK(hqg::remap_launch(&m, dimg[i % K], 0, px, seg_px, dl, g_st));
     });
     r.hist = time_median(3, n, [&](int i) {
@@ -452,14 +523,14 @@ static void run_case(const Case &c, bool constant, hq_engine *cpu, hq_engine *gp
                 NppStatus st = NPP_SUCCESS;
                 if (c.npp_kind == 1) {
                     st = nppiHistogramEven_8u_C1R_Ctx(src, step, roi, dhist, levels, 0, (Npp32s)bins, dbuf, ctx);
-                    k_npp_lut<Npp8u><<<1, 256, bins * 2, g_st>>>(dhist, bins, 1, (Npp8u *)dtable, dtmp);
+                    k_npp_lut<Npp8u><<<1, 256, bins * 2, g_st>>>(dhist, bins, 1, c.method, (Npp8u *)dtable, dtmp);
                     if (st == NPP_SUCCESS)
                         st = nppiLUTPalette_8u_C1R_Ctx(src, step, dst, step, roi, (const Npp8u *)dtable, 8, ctx);
                 } else if (c.npp_kind == 2) {
                     st = nppiHistogramEven_16u_C1R_Ctx((const Npp16u *)src, step, roi, dhist, levels, 0, (Npp32s)bins,
                                                        dbuf, ctx);
                     k_npp_i32_to_u64<<<64, 1024, 0, g_st>>>(dhist, bins, dtmp);
-                    CK(hqg::lut_equalize_launch(&m, dtmp, 1, (uint16_t *)dtable, g_st));
+                    CK(hqg::lut_build_launch(&m, c.method, dtmp, 1, (uint16_t *)dtable, g_st));
                     if (st == NPP_SUCCESS)
                         st = nppiLUTPalette_16u_C1R_Ctx((const Npp16u *)src, step, (Npp16u *)dst, step, roi,
                                                         (const Npp16u *)dtable, 16, ctx);
@@ -469,7 +540,7 @@ static void run_case(const Case &c, bool constant, hq_engine *cpu, hq_engine *gp
                     Npp32s *hs[3] = {dhist, dhist + bins, dhist + 2 * bins};
                     Npp32s lo3[3] = {0, 0, 0}, hi3[3] = {(Npp32s)bins, (Npp32s)bins, (Npp32s)bins};
                     st = nppiHistogramEven_8u_C3R_Ctx(src, step, roi, hs, lv3, lo3, hi3, dbuf, ctx);
-                    k_npp_lut<Npp8u><<<1, 256, bins * 2, g_st>>>(dhist, bins, 3, (Npp8u *)dtable, dtmp);
+                    k_npp_lut<Npp8u><<<1, 256, bins * 2, g_st>>>(dhist, bins, 3, c.method, (Npp8u *)dtable, dtmp);
                     const Npp8u *ts[3] = {(const Npp8u *)dtable, (const Npp8u *)dtable + bins,
                                           (const Npp8u *)dtable + 2 * bins};
                     if (st == NPP_SUCCESS)
@@ -528,7 +599,7 @@ static void run_case(const Case &c, bool constant, hq_engine *cpu, hq_engine *gp
             }
             for (uint64_t s = 0; s < c.nseg; s++)
                 for (uint32_t h = 0; h < hq_mode_nhist(&m); h++)
-                    hq_lut_build(HQ_METHOD_EQUALIZE, hp2[s] + h * bins, bins, lut.data() + s * nf + h * bins);
+                    hq_lut_build((hq_method)c.method, hp2[s] + h * bins, bins, lut.data() + s * nf + h * bins);
             if (eng->ops->remap(eng, &bd, &m, lp.data(), &err)) {
                 printf("  engine remap failed: %s\n", err.msg);
                 exit(1);
@@ -547,6 +618,8 @@ static void run_case(const Case &c, bool constant, hq_engine *cpu, hq_engine *gp
            "%.4f ms | engine host-to-host %.1f ms (%.1f ms reusing the upload)\n",
            r.ours, r.ours_min, gbs, 100.0 * gbs / g_copy_gbs, r.three, r.hist, r.remap, r.engine_ms,
            r.engine_res_ms);
+    if (r.tiled > 0)
+        printf("  tiled pipeline (the on-chip path turned off): %.4f ms\n", r.tiled);
     if (r.npp > 0)
         printf("  npp %.4f ms, npp/ours %.2fx%s\n", r.npp, r.npp / r.ours,
                r.npp_ok_known ? (r.npp_equal ? ", npp == cpu" : ", npp != cpu") : "");
@@ -561,22 +634,152 @@ static void run_case(const Case &c, bool constant, hq_engine *cpu, hq_engine *gp
     g_rows.push_back(r);
 }
 
+/* The resident pipeline (equalize_fused) against the CPU engine on sizes around the boundaries of
+ * its paths: the on-chip kernel's register part, bulk-copy chunks, tail bytes and capacity (the
+ * next size up falls back to the tiled kernel), for 8-bit gray at 8 and 5 bits, and 8-bit RGB luma
+ * (the fast formulation in both passes), equalize and stretch, on noise, a natural image and a
+ * constant one. Returns the number of failures. */
+static int fused_sweep(hq_engine *cpu, bool small)
+{
+    int sms = 0;
+    CK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
+    /* small (for the sanitizers): the on-chip kernel on 3 blocks, so that small images reach every
+     * part of it */
+    const uint64_t S = small ? 3 : (uint64_t)sms, reg_full = 4096ull * 16 * S, on_max = 262144ull * S;
+    hqg::fused_set_onchip(1, small ? 3 : 0, nullptr);
+    std::vector<uint64_t> sizes = {1, 17, reg_full - 16, reg_full + 16 * S + 5, on_max - 3, on_max + 16};
+    if (!small)
+        for (uint64_t n : std::vector<uint64_t>{15, 16, 4099, on_max, 9000003, 7680ull * 4320})
+            sizes.push_back(n);
+    /* gray8 at 8 and 5 bits (on-chip), RGB luma (fast formulation), and for the LUT builder's
+     * edges: 3 bits (8 bins), 3 channel histograms, 10 bits in 16-bit samples (1024 bins) */
+    const hq_mode modes[] = {{1, 1, 8, HQ_COLOR_LUMA}, {1, 1, 5, HQ_COLOR_LUMA}, {3, 1, 8, HQ_COLOR_LUMA},
+                             {1, 1, 3, HQ_COLOR_LUMA}, {3, 1, 8, HQ_COLOR_CHANNELS}, {1, 2, 10, HQ_COLOR_LUMA}};
+    uint64_t rng = 12345;
+    int fails = 0, runs = 0;
+    for (const hq_mode &m : modes)
+        for (uint64_t n : sizes) {
+            const bool extra = &m - modes >= 3; /* the LUT-edge modes: a few sizes are enough */
+            if ((m.channels == 3 && n > 9000003) || (extra && n > reg_full))
+                continue;
+            if (small && (m.channels == 3 || extra) && n > reg_full) /* racecheck is slow on the big tiled grid */
+                continue;
+            for (int pat = small ? 1 : 0; pat < 3; pat++)
+                for (int method = 0; method < 2; method++) {
+                    if (method == 1 && pat != 1)
+                        continue;
+                    const size_t bytes = n * m.channels * m.sample_bytes;
+                    const uint32_t bins = hq_mode_bins(&m), nf = bins * hq_mode_nhist(&m);
+                    std::vector<uint8_t> img(bytes), ref, out(bytes);
+                    uint16_t *img16 = reinterpret_cast<uint16_t *>(img.data());
+                    if (pat == 0) {
+                        for (size_t i = 0; i < bytes / m.sample_bytes; i++) {
+                            rng = rng * 6364136223846793005ull + 1442695040888963407ull;
+                            if (m.sample_bytes == 1)
+                                img[i] = (uint8_t)(rng >> 56);
+                            else /* mostly in range, an eighth above it */
+                                img16[i] = (uint16_t)((rng >> 32) % (bins + bins / 8));
+                        }
+                    } else {
+                        make_image(img.data(), m, n, 1, 1, pat == 2);
+                        if (m.sample_bytes == 2) /* into the significant range */
+                            for (size_t i = 0; i < bytes / 2; i++)
+                                img16[i] = (uint16_t)(img16[i] >> (16 - m.bits));
+                    }
+                    ref = img;
+                    std::vector<uint64_t> hc(nf, 0), hg(nf);
+                    std::vector<uint16_t> lut(nf);
+                    uint64_t *hp = hc.data();
+                    const uint16_t *lp = lut.data();
+                    hq_block_data bd = {ref.data(), 1, n, 0};
+                    hq_err err = {{0}};
+                    if (cpu->ops->histogram(cpu, &bd, &m, &hp, &err)) {
+                        printf("  sweep: cpu histogram failed: %s\n", err.msg);
+                        return fails + 1;
+                    }
+                    for (uint32_t h = 0; h < hq_mode_nhist(&m); h++)
+                        hq_lut_build((hq_method)method, hc.data() + h * bins, bins, lut.data() + h * bins);
+                    if (cpu->ops->remap(cpu, &bd, &m, &lp, &err)) {
+                        printf("  sweep: cpu remap failed: %s\n", err.msg);
+                        return fails + 1;
+                    }
+                    void *d;
+                    unsigned long long *dh;
+                    uint16_t *dl;
+                    CK(cudaMalloc(&d, bytes));
+                    CK(cudaMalloc(&dh, nf * 8));
+                    CK(cudaMalloc(&dl, nf * 2));
+                    CK(cudaMemcpy(d, img.data(), bytes, cudaMemcpyHostToDevice));
+                    CK(cudaMemset(dh, 0, nf * 8));
+                    CK(hqg::equalize_fused(&m, method, d, 1, n, dh, nullptr, dl, g_st));
+                    CK(cudaStreamSynchronize(g_st));
+                    CK(cudaMemcpy(out.data(), d, bytes, cudaMemcpyDeviceToHost));
+                    CK(cudaMemcpy(hg.data(), dh, nf * 8, cudaMemcpyDeviceToHost));
+                    CK(cudaFree(d));
+                    CK(cudaFree(dh));
+                    CK(cudaFree(dl));
+                    runs++;
+                    const bool okh = hg == hc, okr = out == ref;
+                    if (!okh || !okr) {
+                        fails++;
+                        size_t at = 0;
+                        while (at < bytes && out[at] == ref[at])
+                            at++;
+                        printf("  sweep FAIL: %u ch %u bits, %llu px, %s, %s: histogram %s, pixels %s (first at byte "
+                               "%zu)\n",
+                               m.channels, m.bits, (unsigned long long)n,
+                               pat == 0 ? "noise" : pat == 1 ? "natural" : "constant", method ? "stretch" : "equalize",
+                               okh ? "ok" : "DIFFERENT", okr ? "ok" : "DIFFERENT", at);
+                    }
+                }
+        }
+    hqg::fused_set_onchip(1, 0, nullptr);
+    printf("resident pipeline vs cpu engine%s: %d cases, %d failed\n", small ? " (on-chip kernel on 3 blocks)" : "",
+           runs, fails);
+    return fails;
+}
+
 int main(int argc, char **argv)
 {
-    const char *only = argc > 1 ? argv[1] : nullptr;
+    /* --check: self-test and small sweep; --sweep: the sweep alone (the self-test's 2^33 cases are
+     * too many for the sanitizers) */
+    const bool sweep_only = argc > 1 && strcmp(argv[1], "--sweep") == 0;
+    const bool check_only = sweep_only || (argc > 1 && strcmp(argv[1], "--check") == 0);
+    const char *only = argc > 1 && !check_only ? argv[1] : nullptr;
     int dev = 0;
     CK(cudaSetDevice(dev));
     cudaDeviceProp p;
     CK(cudaGetDeviceProperties(&p, dev));
-    CK(cudaStreamCreateWithFlags(&g_st, cudaStreamNonBlocking));
+    /* A blocking stream: the set-up copies and memsets on the default stream finish before the
+     * timed work starts (with a non-blocking one they raced it: wrong histograms seen). */
+    CK(cudaStreamCreate(&g_st));
     printf("device: %s, %d SMs, L2 %d MB, %d threads\n", p.name, p.multiProcessorCount, p.l2CacheSize >> 20,
            omp_get_max_threads());
-    g_copy_gbs = measure_copy_bandwidth();
-    printf("device-to-device copy (2 GiB, read + write): %.0f GB/s\n", g_copy_gbs);
+    if (!check_only) {
+        g_copy_gbs = measure_copy_bandwidth();
+        printf("device-to-device copy (2 GiB, read + write): %.0f GB/s\n", g_copy_gbs);
+    }
 
     hq_engine_cfg cfg = {0, 0, 1, 0};
     hq_engine *cpu = nullptr, *gpu = nullptr, *gpu_res = nullptr;
     hq_err err = {{0}};
+    if (check_only) {
+        unsigned long long bad = 0;
+        if (!sweep_only) {
+            CK(hqg::luma8_selftest(&bad));
+            printf("8-bit luma fast path vs core/pixel.h, all colours x LUT values 0..511: %llu differences\n", bad);
+        }
+        if (hq_cpu_engine_create(&cfg, &cpu, &err)) {
+            fprintf(stderr, "gpu_bench: %s\n", err.msg);
+            return 1;
+        }
+        const int f = fused_sweep(cpu, true);
+        hq_engine_destroy(cpu);
+        return bad || f ? 1 : 0;
+    }
+    unsigned long long luma_bad = 0;
+    CK(hqg::luma8_selftest(&luma_bad));
+    printf("8-bit luma fast path vs core/pixel.h, all colours x LUT values 0..511: %llu differences\n", luma_bad);
     if (hq_cpu_engine_create(&cfg, &cpu, &err) || hq_gpu_engine_create(&cfg, &gpu, &err) ||
         setenv("HQ_GPU_RESIDENT", "1", 1) || hq_gpu_engine_create(&cfg, &gpu_res, &err)) {
         fprintf(stderr, "gpu_bench: %s\n", err.msg);
@@ -586,14 +789,20 @@ int main(int argc, char **argv)
     char desc[400];
     gpu->ops->describe(gpu, desc, sizeof desc);
     printf("engine: %s\n", desc);
+    const int sweep_fails = only ? 0 : fused_sweep(cpu, false);
 
+    const int E = HQ_METHOD_EQUALIZE, S = HQ_METHOD_STRETCH;
     const Case cases[] = {
-        {"gray8 30000x30000", {1, 1, 8, HQ_COLOR_LUMA}, 30000, 30000, 1, 1},
-        {"gray8 7680x4320", {1, 1, 8, HQ_COLOR_LUMA}, 7680, 4320, 1, 1},
-        {"rgb8 luma 7680x4320", {3, 1, 8, HQ_COLOR_LUMA}, 7680, 4320, 1, 3},
-        {"gray16 7680x4320", {1, 2, 16, HQ_COLOR_LUMA}, 7680, 4320, 1, 2},
-        {"gray8 128 x 512x512", {1, 1, 8, HQ_COLOR_LUMA}, 512, 512, 128, 1},
-        {"rgb8 channels 7680x4320", {3, 1, 8, HQ_COLOR_CHANNELS}, 7680, 4320, 1, 3},
+        {"gray8 30000x30000", {1, 1, 8, HQ_COLOR_LUMA}, 30000, 30000, 1, 1, E},
+        {"gray8 7680x4320", {1, 1, 8, HQ_COLOR_LUMA}, 7680, 4320, 1, 1, E},
+        {"rgb8 luma 7680x4320", {3, 1, 8, HQ_COLOR_LUMA}, 7680, 4320, 1, 3, E},
+        {"gray16 7680x4320", {1, 2, 16, HQ_COLOR_LUMA}, 7680, 4320, 1, 2, E},
+        {"gray8 128 x 512x512", {1, 1, 8, HQ_COLOR_LUMA}, 512, 512, 128, 1, E},
+        {"rgb8 channels 7680x4320", {3, 1, 8, HQ_COLOR_CHANNELS}, 7680, 4320, 1, 3, E},
+        {"stretch gray8 30000x30000", {1, 1, 8, HQ_COLOR_LUMA}, 30000, 30000, 1, 1, S},
+        {"stretch gray8 7680x4320", {1, 1, 8, HQ_COLOR_LUMA}, 7680, 4320, 1, 1, S},
+        {"stretch rgb8 luma 7680x4320", {3, 1, 8, HQ_COLOR_LUMA}, 7680, 4320, 1, 3, S},
+        {"stretch gray16 7680x4320", {1, 2, 16, HQ_COLOR_LUMA}, 7680, 4320, 1, 2, S},
     };
     for (const Case &c : cases) {
         if (only && !strstr(c.name, only))
@@ -607,13 +816,15 @@ int main(int argc, char **argv)
 
     printf("\nSUMMARY (%s; copy roofline %.0f GB/s; times are medians, data resident on the GPU)\n", p.name,
            g_copy_gbs);
-    printf("%-26s %-8s %9s %7s %6s %9s %8s %9s %9s %6s\n", "case", "image", "ours ms", "GB/s", "%roof", "npp ms",
-           "npp/ours", "3k ms", "const/nat", "check");
-    bool all_ok = true;
+    printf("%-28s %-8s %9s %7s %6s %9s %8s %9s %9s %9s %6s\n", "case", "image", "ours ms", "GB/s", "%roof",
+           "npp ms", "npp/ours", "3k ms", "tiled ms", "const/nat", "check");
+    bool all_ok = luma_bad == 0 && sweep_fails == 0;
     for (size_t i = 0; i < g_rows.size(); i++) {
         const Row &r = g_rows[i];
         const double gbs = r.bytes / (r.ours * 1e-3) / 1e9;
-        char npp[16] = "n/a", ratio[16] = "", cn[16] = "";
+        char npp[16] = "n/a", ratio[16] = "", cn[16] = "", tiled[16] = "";
+        if (r.tiled > 0)
+            snprintf(tiled, sizeof tiled, "%.4f", r.tiled);
         if (r.npp > 0) {
             snprintf(npp, sizeof npp, "%.4f", r.npp);
             snprintf(ratio, sizeof ratio, "%.2fx", r.npp / r.ours);
@@ -621,10 +832,11 @@ int main(int argc, char **argv)
         if (r.constant && i > 0 && g_rows[i - 1].name == r.name)
             snprintf(cn, sizeof cn, "%.2f", r.ours / g_rows[i - 1].ours);
         all_ok &= r.ok_fused && r.ok_three;
-        printf("%-26s %-8s %9.4f %7.0f %5.0f%% %9s %8s %9.4f %9s %6s\n", r.name.c_str(),
-               r.constant ? "constant" : "natural", r.ours, gbs, 100.0 * gbs / g_copy_gbs, npp, ratio, r.three, cn,
-               r.ok_fused && r.ok_three ? "ok" : "FAIL");
+        printf("%-28s %-8s %9.4f %7.0f %5.0f%% %9s %8s %9.4f %9s %9s %6s\n", r.name.c_str(),
+               r.constant ? "constant" : "natural", r.ours, gbs, 100.0 * gbs / g_copy_gbs, npp, ratio, r.three, tiled,
+               cn, r.ok_fused && r.ok_three ? "ok" : "FAIL");
     }
+    printf("luma fast path self-test: %llu differences; resident sweep: %d failures\n", luma_bad, sweep_fails);
     printf("%s\n", all_ok ? "all results bit-identical to the CPU engine" : "SOME RESULTS DIFFER FROM THE CPU ENGINE");
     return all_ok ? 0 : 1;
 }

@@ -10,6 +10,14 @@
  * freed the block and read another one of the same size into the same address (the driver's pass 2
  * after dropping held blocks does exactly that), and reusing then would write the wrong pixels.
  *
+ * A block larger than the device can hold goes through in pieces: the device buffer holds pixels
+ * [q0, q1) of the block, kernels are handed the buffer's address minus q0 pixels (q0 is a
+ * multiple of 16 pixels, so the 16-byte vector grid is kept) and touch only [q0, q1); the
+ * histograms of the segments a piece touches are downloaded and added per piece, and the LUTs of
+ * those segments uploaded per piece. The piece is the whole block when it fits: the pixel buffer is
+ * capped by HQ_GPU_MEM_CAP (bytes, optional K/M/G suffix; for tests) and by what cudaMalloc grants
+ * (a failed allocation is retried smaller, down to one 16-pixel vector, before it is an error).
+ *
  * Binding: one visible device -> device 0; otherwise local_rank % count. Every CUDA call goes
  * through GPU_CHECK, which names the call, file and line and returns HQ_EDEVICE; nothing here
  * prints or exits. */
@@ -53,6 +61,8 @@ struct gpu_impl {
     const void *res_ptr;      /* host block whose bytes d_data holds, NULL when none */
     size_t res_bytes;
     bool reuse;               /* HQ_GPU_RESIDENT=1: remap may trust res_ptr/res_bytes */
+    size_t data_limit;        /* HQ_GPU_MEM_CAP: most bytes for d_data, 0 = no limit */
+    uint64_t dev_now, dev_peak; /* device bytes held by d_data, d_hist, d_lut: now, and the most */
     /* Pinned block buffers handed to the driver (block_alloc): blocks in them travel by DMA
      * straight from and to the caller's memory, with no staging copy. A few are enough: the
      * driver's pipeline keeps three blocks alive, plus any held between the passes. */
@@ -92,18 +102,93 @@ void copy_par(void *dst, const void *src, size_t n, int threads)
     memcpy(dst, src, n);
 }
 
-int grow_device(void **p, size_t *cap, size_t need, hq_err *err)
+/* Device buffer of at least `need` bytes (rounded up to 1 MiB, but not past limit when limit is
+ * not 0); *oom tells a refused allocation apart from other errors when it is not NULL (no error is
+ * set then: the caller retries smaller). */
+int grow_device(gpu_impl *g, void **p, size_t *cap, size_t need, hq_err *err, bool *oom = NULL, size_t limit = 0)
 {
+    if (oom)
+        *oom = false;
     if (need <= *cap)
         return 0;
-    const size_t want = (need + ((size_t)1 << 20) - 1) & ~(((size_t)1 << 20) - 1);
+    const size_t mib = (size_t)1 << 20;
+    size_t want = need > SIZE_MAX - mib ? need : (need + mib - 1) & ~(mib - 1);
+    if (limit && want > limit)
+        want = need > limit ? need : limit;
     if (*p)
         GPU_CHECK(cudaFree(*p));
+    g->dev_now -= *cap;
     *p = NULL;
     *cap = 0;
-    GPU_CHECK(cudaMalloc(p, want));
+    const cudaError_t e = cudaMalloc(p, want);
+    if (e == cudaErrorMemoryAllocation && oom) {
+        cudaGetLastError();
+        *p = NULL;
+        *oom = true;
+        return 0;
+    }
+    if (e != cudaSuccess)
+        return gpu_fail(err, e, "cudaMalloc(p, want)", __FILE__, __LINE__);
     *cap = want;
+    g->dev_now += want;
+    g->dev_peak = g->dev_now > g->dev_peak ? g->dev_now : g->dev_peak;
     return 0;
+}
+
+/* Pixels per device piece for a block of px pixels: all of them when the pixel buffer can hold
+ * the block, else the most (a multiple of 16 pixels) that the cap and the allocator allow. */
+int piece_pixels(gpu_impl *g, uint64_t px, size_t pb, uint64_t *piece, hq_err *err)
+{
+    uint64_t want = px;
+    if (g->data_limit && (size_t)want * pb > g->data_limit) {
+        want = g->data_limit / pb / 16 * 16;
+        want = want < 16 ? 16 : want;
+    }
+    for (;;) {
+        if ((size_t)want * pb <= g->data_cap) {
+            *piece = want;
+            return 0;
+        }
+        bool oom = false;
+        int rc = grow_device(g, (void **)&g->d_data, &g->data_cap, (size_t)want * pb, err, &oom, g->data_limit);
+        if (rc)
+            return rc;
+        if (!oom) {
+            *piece = want;
+            return 0;
+        }
+        if (want <= 16)
+            return hq_fail(err, HQ_EDEVICE, "gpu: out of device memory (%zu bytes for pixels refused)",
+                           (size_t)want * pb);
+        size_t free_b = 0, total_b = 0;
+        cudaMemGetInfo(&free_b, &total_b);
+        cudaGetLastError();
+        uint64_t next = want / 2;
+        const uint64_t fit = (uint64_t)(free_b / 4 * 3) / pb;
+        next = fit < next ? fit : next;
+        want = next / 16 * 16;
+        want = want < 16 ? 16 : want;
+    }
+}
+
+/* The segments [s0, s1] that pixels [q0, q1) of a block touch. */
+void piece_segments(const hq_block_data *b, uint64_t q0, uint64_t q1, uint64_t *s0, uint64_t *s1)
+{
+    *s0 = q0 / b->seg_pixels;
+    *s1 = (q1 - 1) / b->seg_pixels;
+}
+
+/* "1048576", "64K", "3M", "2G" -> bytes; 0 when unset or unreadable. */
+size_t parse_bytes(const char *v)
+{
+    if (!v || !*v)
+        return 0;
+    char *end = NULL;
+    unsigned long long n = strtoull(v, &end, 10);
+    if (end == v)
+        return 0;
+    const int sh = *end == 'K' || *end == 'k' ? 10 : *end == 'M' || *end == 'm' ? 20 : *end == 'G' || *end == 'g' ? 30 : 0;
+    return (size_t)(n << sh);
 }
 
 int grow_pinned(void **p, size_t *cap, size_t need, hq_err *err)
@@ -157,94 +242,117 @@ bool is_pinned(gpu_impl *g, const void *p, size_t bytes)
     return false;
 }
 
-int gpu_histogram(hq_engine *e, const hq_block_data *b, const hq_mode *m, uint64_t *const *hist, hq_err *err)
+/* Histograms of pixels [q0, q1) of a block, the device buffer holding pixel q0 at d_data. */
+int histogram_piece(gpu_impl *g, const hq_block_data *b, const hq_mode *m, uint64_t q0, uint64_t q1,
+                    uint64_t *const *hist, hq_err *err)
 {
-    gpu_impl *g = static_cast<gpu_impl *>(e->impl);
-    uint64_t px;
-    size_t bytes;
-    g->res_ptr = NULL;
-    int rc = check_block(b, m, &px, &bytes, err);
-    if (rc || px == 0)
-        return rc;
     const size_t pb = (size_t)m->channels * m->sample_bytes;
     const uint32_t nf = hqg::mode_nf(m);
-    const size_t hbytes = (size_t)b->nseg * nf * sizeof(unsigned long long);
-    GPU_CHECK(cudaSetDevice(g->dev));
-    if ((rc = grow_device((void **)&g->d_data, &g->data_cap, bytes, err)) ||
-        (rc = grow_device((void **)&g->d_hist, &g->hist_cap, hbytes, err)) ||
+    uint64_t s0, s1;
+    piece_segments(b, q0, q1, &s0, &s1);
+    const uint64_t nsp = s1 - s0 + 1;
+    const size_t hbytes = (size_t)nsp * nf * sizeof(unsigned long long);
+    int rc;
+    if ((rc = grow_device(g, (void **)&g->d_hist, &g->hist_cap, hbytes, err)) ||
         (rc = grow_pinned((void **)&g->h_hist, &g->hhist_cap, hbytes, err)))
         return rc;
-    const bool pinned = is_pinned(g, b->data, bytes);
+    const size_t bytes = (size_t)(q1 - q0) * pb;
+    const bool pinned = is_pinned(g, (const char *)b->data + (size_t)q0 * pb, bytes);
+    /* Kernels index from pixel 0 and segment 0: hand them bases shifted back by q0 and s0. */
+    uint8_t *dbase = g->d_data - (size_t)q0 * pb;
+    unsigned long long *hbase = g->d_hist - (size_t)s0 * nf;
     GPU_CHECK(cudaMemsetAsync(g->d_hist, 0, hbytes, g->st[0]));
     GPU_CHECK(cudaEventRecord(g->ready, g->st[0]));
     GPU_CHECK(cudaStreamWaitEvent(g->st[1], g->ready, 0));
-    const uint64_t cpx = chunk_pixels(pb), nchunks = (px + cpx - 1) / cpx;
+    const uint64_t cpx = chunk_pixels(pb), nchunks = (q1 - q0 + cpx - 1) / cpx;
     for (uint64_t i = 0; i < nchunks; i++) {
         const int slot = (int)(i % kSlots);
         cudaStream_t st = g->st[i & 1];
-        const uint64_t p0 = i * cpx, p1 = px - p0 < cpx ? px : p0 + cpx;
-        const size_t off = (size_t)p0 * pb, len = (size_t)(p1 - p0) * pb;
+        const uint64_t p0 = q0 + i * cpx, p1 = q1 - p0 < cpx ? q1 : p0 + cpx;
+        const size_t off = (size_t)(p0 - q0) * pb, len = (size_t)(p1 - p0) * pb;
+        const char *host = (const char *)b->data + (size_t)p0 * pb;
         if (pinned) {
-            GPU_CHECK(cudaMemcpyAsync(g->d_data + off, (const char *)b->data + off, len, cudaMemcpyHostToDevice, st));
+            GPU_CHECK(cudaMemcpyAsync(g->d_data + off, host, len, cudaMemcpyHostToDevice, st));
         } else {
             GPU_CHECK(cudaEventSynchronize(g->slot_free[slot]));
-            copy_par(g->pin[slot], (const char *)b->data + off, len, g->copy_threads);
+            copy_par(g->pin[slot], host, len, g->copy_threads);
             GPU_CHECK(cudaMemcpyAsync(g->d_data + off, g->pin[slot], len, cudaMemcpyHostToDevice, st));
             GPU_CHECK(cudaEventRecord(g->slot_free[slot], st));
         }
-        GPU_CHECK(hqg::hist_launch(m, g->d_data, p0, p1, b->seg_pixels, g->d_hist, st));
+        GPU_CHECK(hqg::hist_launch(m, dbase, p0, p1, b->seg_pixels, hbase, st));
     }
     GPU_CHECK(cudaEventRecord(g->ready, g->st[1]));
     GPU_CHECK(cudaStreamWaitEvent(g->st[0], g->ready, 0));
     GPU_CHECK(cudaMemcpyAsync(g->h_hist, g->d_hist, hbytes, cudaMemcpyDeviceToHost, g->st[0]));
     GPU_CHECK(cudaStreamSynchronize(g->st[0]));
-    for (uint64_t s = 0; s < b->nseg; s++) {
+    for (uint64_t s = 0; s < nsp; s++) {
         const unsigned long long *src = g->h_hist + s * nf;
-        uint64_t *dst = hist[s];
+        uint64_t *dst = hist[s0 + s];
         for (uint32_t f = 0; f < nf; f++)
             dst[f] += src[f];
     }
-    g->res_ptr = b->data;
-    g->res_bytes = bytes;
     return 0;
 }
 
-int gpu_remap(hq_engine *e, hq_block_data *b, const hq_mode *m, const uint16_t *const *lut, hq_err *err)
+int gpu_histogram(hq_engine *e, const hq_block_data *b, const hq_mode *m, uint64_t *const *hist, hq_err *err)
 {
     gpu_impl *g = static_cast<gpu_impl *>(e->impl);
-    uint64_t px;
+    uint64_t px, piece;
     size_t bytes;
-    const bool resident = (g->reuse || b->same_as_histogram) && g->res_ptr && g->res_ptr == b->data &&
-                          g->res_bytes == (size_t)b->nseg * b->seg_pixels * m->channels * m->sample_bytes;
     g->res_ptr = NULL;
     int rc = check_block(b, m, &px, &bytes, err);
     if (rc || px == 0)
         return rc;
     const size_t pb = (size_t)m->channels * m->sample_bytes;
-    const uint32_t nf = hqg::mode_nf(m);
-    const size_t lbytes = (size_t)b->nseg * nf * sizeof(uint16_t);
     GPU_CHECK(cudaSetDevice(g->dev));
-    if ((rc = grow_device((void **)&g->d_data, &g->data_cap, bytes, err)) ||
-        (rc = grow_device((void **)&g->d_lut, &g->lut_cap, lbytes, err)) ||
+    if ((rc = piece_pixels(g, px, pb, &piece, err)))
+        return rc;
+    for (uint64_t q0 = 0; q0 < px; q0 += piece)
+        if ((rc = histogram_piece(g, b, m, q0, px - q0 < piece ? px : q0 + piece, hist, err)))
+            return rc;
+    if (piece >= px) { /* the whole block is on the device: a remap may reuse it */
+        g->res_ptr = b->data;
+        g->res_bytes = bytes;
+    }
+    return 0;
+}
+
+/* Remaps pixels [q0, q1) of a block in place through the device buffer (pixel q0 at d_data);
+ * resident: the buffer already holds them (the histogram's upload). */
+int remap_piece(gpu_impl *g, hq_block_data *b, const hq_mode *m, uint64_t q0, uint64_t q1, const uint16_t *const *lut,
+                bool resident, hq_err *err)
+{
+    const size_t pb = (size_t)m->channels * m->sample_bytes;
+    const uint32_t nf = hqg::mode_nf(m);
+    uint64_t s0, s1;
+    piece_segments(b, q0, q1, &s0, &s1);
+    const uint64_t nsp = s1 - s0 + 1;
+    const size_t lbytes = (size_t)nsp * nf * sizeof(uint16_t);
+    int rc;
+    if ((rc = grow_device(g, (void **)&g->d_lut, &g->lut_cap, lbytes, err)) ||
         (rc = grow_pinned((void **)&g->h_lut, &g->hlut_cap, lbytes, err)))
         return rc;
-    for (uint64_t s = 0; s < b->nseg; s++)
-        memcpy(g->h_lut + s * nf, lut[s], nf * sizeof(uint16_t));
+    /* The previous piece's LUT upload may still be in flight from h_lut. */
+    GPU_CHECK(cudaStreamSynchronize(g->st[0]));
+    for (uint64_t s = 0; s < nsp; s++)
+        memcpy(g->h_lut + s * nf, lut[s0 + s], nf * sizeof(uint16_t));
     GPU_CHECK(cudaMemcpyAsync(g->d_lut, g->h_lut, lbytes, cudaMemcpyHostToDevice, g->st[0]));
     GPU_CHECK(cudaEventRecord(g->ready, g->st[0]));
     GPU_CHECK(cudaStreamWaitEvent(g->st[1], g->ready, 0));
-    const uint64_t cpx = chunk_pixels(pb), nchunks = (px + cpx - 1) / cpx;
+    uint8_t *dbase = g->d_data - (size_t)q0 * pb;
+    const uint16_t *lbase = g->d_lut - (size_t)s0 * nf;
+    const uint64_t cpx = chunk_pixels(pb), nchunks = (q1 - q0 + cpx - 1) / cpx;
     /* Chunk i is issued (upload, remap, download into its slot) kSlots steps before the host
      * drains it, which frees its slot for chunk i + kSlots. */
-    if (is_pinned(g, b->data, bytes)) {
+    if (is_pinned(g, (const char *)b->data + (size_t)q0 * pb, (size_t)(q1 - q0) * pb)) {
         for (uint64_t i = 0; i < nchunks; i++) {
             cudaStream_t st = g->st[i & 1];
-            const uint64_t p0 = i * cpx, p1 = px - p0 < cpx ? px : p0 + cpx;
-            const size_t off = (size_t)p0 * pb, len = (size_t)(p1 - p0) * pb;
-            char *host = (char *)b->data + off;
+            const uint64_t p0 = q0 + i * cpx, p1 = q1 - p0 < cpx ? q1 : p0 + cpx;
+            const size_t off = (size_t)(p0 - q0) * pb, len = (size_t)(p1 - p0) * pb;
+            char *host = (char *)b->data + (size_t)p0 * pb;
             if (!resident)
                 GPU_CHECK(cudaMemcpyAsync(g->d_data + off, host, len, cudaMemcpyHostToDevice, st));
-            GPU_CHECK(hqg::remap_launch(m, g->d_data, p0, p1, b->seg_pixels, g->d_lut, st));
+            GPU_CHECK(hqg::remap_launch(m, dbase, p0, p1, b->seg_pixels, lbase, st));
             GPU_CHECK(cudaMemcpyAsync(host, g->d_data + off, len, cudaMemcpyDeviceToHost, st));
         }
         GPU_CHECK(cudaStreamSynchronize(g->st[0]));
@@ -253,25 +361,51 @@ int gpu_remap(hq_engine *e, hq_block_data *b, const hq_mode *m, const uint16_t *
     }
     for (uint64_t i = 0; i < nchunks + kSlots; i++) {
         if (i >= (uint64_t)kSlots) {
-            const uint64_t j = i - kSlots, p0 = j * cpx, p1 = px - p0 < cpx ? px : p0 + cpx;
-            const int slot = (int)(j % kSlots);
-            GPU_CHECK(cudaEventSynchronize(g->slot_free[slot]));
-            copy_par((char *)b->data + (size_t)p0 * pb, g->pin[slot], (size_t)(p1 - p0) * pb, g->copy_threads);
+            const uint64_t j = i - kSlots, p0 = q0 + j * cpx, p1 = q1 - p0 < cpx ? q1 : p0 + cpx;
+            if (j < nchunks) {
+                const int slot = (int)(j % kSlots);
+                GPU_CHECK(cudaEventSynchronize(g->slot_free[slot]));
+                copy_par((char *)b->data + (size_t)p0 * pb, g->pin[slot], (size_t)(p1 - p0) * pb, g->copy_threads);
+            }
         }
         if (i < nchunks) {
             const int slot = (int)(i % kSlots);
             cudaStream_t st = g->st[i & 1];
-            const uint64_t p0 = i * cpx, p1 = px - p0 < cpx ? px : p0 + cpx;
-            const size_t off = (size_t)p0 * pb, len = (size_t)(p1 - p0) * pb;
+            const uint64_t p0 = q0 + i * cpx, p1 = q1 - p0 < cpx ? q1 : p0 + cpx;
+            const size_t off = (size_t)(p0 - q0) * pb, len = (size_t)(p1 - p0) * pb;
             if (!resident) {
-                copy_par(g->pin[slot], (const char *)b->data + off, len, g->copy_threads);
+                copy_par(g->pin[slot], (const char *)b->data + (size_t)p0 * pb, len, g->copy_threads);
                 GPU_CHECK(cudaMemcpyAsync(g->d_data + off, g->pin[slot], len, cudaMemcpyHostToDevice, st));
             }
-            GPU_CHECK(hqg::remap_launch(m, g->d_data, p0, p1, b->seg_pixels, g->d_lut, st));
+            GPU_CHECK(hqg::remap_launch(m, dbase, p0, p1, b->seg_pixels, lbase, st));
             GPU_CHECK(cudaMemcpyAsync(g->pin[slot], g->d_data + off, len, cudaMemcpyDeviceToHost, st));
             GPU_CHECK(cudaEventRecord(g->slot_free[slot], st));
         }
     }
+    return 0;
+}
+
+int gpu_remap(hq_engine *e, hq_block_data *b, const hq_mode *m, const uint16_t *const *lut, hq_err *err)
+{
+    gpu_impl *g = static_cast<gpu_impl *>(e->impl);
+    uint64_t px, piece;
+    size_t bytes;
+    const bool resident = (g->reuse || b->same_as_histogram) && g->res_ptr && g->res_ptr == b->data &&
+                          g->res_bytes == (size_t)b->nseg * b->seg_pixels * m->channels * m->sample_bytes;
+    g->res_ptr = NULL;
+    int rc = check_block(b, m, &px, &bytes, err);
+    if (rc || px == 0)
+        return rc;
+    const size_t pb = (size_t)m->channels * m->sample_bytes;
+    GPU_CHECK(cudaSetDevice(g->dev));
+    if (resident) { /* d_data holds the whole block */
+        piece = px;
+    } else if ((rc = piece_pixels(g, px, pb, &piece, err))) {
+        return rc;
+    }
+    for (uint64_t q0 = 0; q0 < px; q0 += piece)
+        if ((rc = remap_piece(g, b, m, q0, px - q0 < piece ? px : q0 + piece, lut, resident, err)))
+            return rc;
     return 0;
 }
 
@@ -372,8 +506,13 @@ void gpu_block_free(hq_engine *e, void *p)
     free(p);
 }
 
-const hq_engine_ops gpu_ops = {"gpu", gpu_histogram, gpu_remap, gpu_destroy, gpu_describe, gpu_block_alloc,
-                               gpu_block_free};
+uint64_t gpu_device_peak(hq_engine *e)
+{
+    return static_cast<const gpu_impl *>(e->impl)->dev_peak;
+}
+
+const hq_engine_ops gpu_ops = {"gpu",           gpu_histogram,  gpu_remap,     gpu_destroy,
+                               gpu_describe,    gpu_block_alloc, gpu_block_free, gpu_device_peak};
 
 int gpu_open(gpu_impl *g, const hq_engine_cfg *cfg, hq_err *err)
 {
@@ -403,6 +542,7 @@ int gpu_open(gpu_impl *g, const hq_engine_cfg *cfg, hq_err *err)
     g->copy_threads = want < 1 ? 1 : want > 8 ? 8 : want;
     const char *r = getenv("HQ_GPU_RESIDENT");
     g->reuse = r && strcmp(r, "1") == 0;
+    g->data_limit = parse_bytes(getenv("HQ_GPU_MEM_CAP"));
     return 0;
 }
 

@@ -137,6 +137,76 @@ template <typename T, int CH> struct Group {
 };
 
 /* ---------------------------------------------------------------------------------------------
+ * 8-bit RGB luma, all 8 bits significant: the same integers as core/pixel.h with fewer instructions
+ * (the generic path spends ~40 a pixel, enough to make the remap issue-bound).
+ *
+ * luma4: y = hq_luma_fx(r, g, b) + HQ_LUMA_HALF of the 4 pixels packed in 3 words
+ * (r0 g0 b0 r1 | g1 b1 r2 g2 | b2 r3 g3 b3) by byte dot products, each weight split into its high
+ * and low byte (4899 = 19 * 256 + 35, ...): exact integers, no byte extraction. The luma bin is
+ * y >> 14 (hq_luma_of_fx).
+ *
+ * remap_luma4: hq_luma_apply(c, (L << 14) - y_fx, 255) = clamp(c + L - Q, 0, 255) with
+ * Q = (y - 1) >> 14, because (c << 14) + (L << 14) - y_fx + 2^13 = (c + L + 1) * 2^14 - y and
+ * floor(-y / 2^14) = -1 - floor((y - 1) / 2^14) for y >= 1; t < 0 exactly when c + L - Q < 0.
+ * The channels then go two at a time through 16-bit lanes (add, min 255, max 0: one DPX
+ * instruction a pair on sm_90). L <= 510 (lut_stage CAP) keeps c + L - Q inside int16.
+ * bench/gpu_bench.cu checks both against core/pixel.h on all 2^24 colours x 2^9 LUT values. */
+template <typename T, int CH, int COLOR> struct Luma8 {
+    static constexpr bool value = sizeof(T) == 1 && CH == 3 && COLOR == HQ_COLOR_LUMA;
+};
+
+__device__ __forceinline__ void luma4(uint32_t a, uint32_t b, uint32_t c, uint32_t y[4])
+{
+    constexpr uint32_t RH = HQ_LUMA_R >> 8, RL = HQ_LUMA_R & 255u, GH = HQ_LUMA_G >> 8, GL = HQ_LUMA_G & 255u,
+                       BH = HQ_LUMA_B >> 8, BL = HQ_LUMA_B & 255u;
+    static_assert(HQ_LUMA_R < 65536u && HQ_LUMA_G < 65536u && HQ_LUMA_B < 65536u, "weights split in two bytes");
+    const uint32_t h0 = __dp4a(a, RH | GH << 8 | BH << 16, 0u);
+    const uint32_t l0 = __dp4a(a, RL | GL << 8 | BL << 16, HQ_LUMA_HALF);
+    const uint32_t h1 = __dp4a(b, GH | BH << 8, __dp4a(a, RH << 24, 0u));
+    const uint32_t l1 = __dp4a(b, GL | BL << 8, __dp4a(a, RL << 24, HQ_LUMA_HALF));
+    const uint32_t h2 = __dp4a(c, BH, __dp4a(b, RH << 16 | GH << 24, 0u));
+    const uint32_t l2 = __dp4a(c, BL, __dp4a(b, RL << 16 | GL << 24, HQ_LUMA_HALF));
+    const uint32_t h3 = __dp4a(c, RH << 8 | GH << 16 | BH << 24, 0u);
+    const uint32_t l3 = __dp4a(c, RL << 8 | GL << 16 | BL << 24, HQ_LUMA_HALF);
+    y[0] = (h0 << 8) + l0;
+    y[1] = (h1 << 8) + l1;
+    y[2] = (h2 << 8) + l2;
+    y[3] = (h3 << 8) + l3;
+}
+
+/* Byte offset of luma bin y >> 14 in the [bin][32 lanes] u32 layout, lane part left out. */
+__device__ __forceinline__ uint32_t luma_slot(uint32_t y)
+{
+    return (y >> 7) & 0x7f80u;
+}
+
+/* Remaps 4 packed pixels in place; lbase = the per-lane LUT slots (capped entries) + lane * 4. */
+__device__ __forceinline__ void remap_luma4(uint32_t &a, uint32_t &b, uint32_t &c, const char *lbase)
+{
+    uint32_t y[4];
+    luma4(a, b, c, y);
+    int32_t k[4];
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+        const uint32_t L = *reinterpret_cast<const uint32_t *>(lbase + luma_slot(y[i]));
+        k[i] = (int32_t)L - (int32_t)((y[i] - 1u) >> HQ_LUMA_SHIFT);
+    }
+    const uint32_t K00 = __byte_perm(k[0], k[0], 0x1010), K01 = __byte_perm(k[0], k[1], 0x5410),
+                   K11 = __byte_perm(k[1], k[1], 0x1010), K22 = __byte_perm(k[2], k[2], 0x1010),
+                   K23 = __byte_perm(k[2], k[3], 0x5410), K33 = __byte_perm(k[3], k[3], 0x1010);
+    constexpr uint32_t M = 0x00ff00ffu;
+    const uint32_t o0 = __viaddmin_s16x2_relu(__byte_perm(a, 0, 0x4140), K00, M); /* r0 g0 */
+    const uint32_t o1 = __viaddmin_s16x2_relu(__byte_perm(a, 0, 0x4342), K01, M); /* b0 r1 */
+    const uint32_t o2 = __viaddmin_s16x2_relu(__byte_perm(b, 0, 0x4140), K11, M); /* g1 b1 */
+    const uint32_t o3 = __viaddmin_s16x2_relu(__byte_perm(b, 0, 0x4342), K22, M); /* r2 g2 */
+    const uint32_t o4 = __viaddmin_s16x2_relu(__byte_perm(c, 0, 0x4140), K23, M); /* b2 r3 */
+    const uint32_t o5 = __viaddmin_s16x2_relu(__byte_perm(c, 0, 0x4342), K33, M); /* g3 b3 */
+    a = __byte_perm(o0, o1, 0x6420);
+    b = __byte_perm(o2, o3, 0x6420);
+    c = __byte_perm(o4, o5, 0x6420);
+}
+
+/* ---------------------------------------------------------------------------------------------
  * Histogram counting */
 
 template <bool WIN> struct Counter {
@@ -228,6 +298,20 @@ __device__ __forceinline__ void count_group(const Group<T, CH> &gr, bool valid, 
     }
     if (!valid)
         return;
+    if constexpr (Luma8<T, CH, COLOR>::value && !WIN && !CLAMP) {
+        if (c.shift == 5) {
+            char *base = reinterpret_cast<char *>(c.sh) + (lane_id() << 2);
+#pragma unroll
+            for (int j = 0; j < 4; j++) {
+                uint32_t y[4];
+                luma4(gr.w[3 * j], gr.w[3 * j + 1], gr.w[3 * j + 2], y);
+#pragma unroll
+                for (int i = 0; i < 4; i++)
+                    atomicAdd(reinterpret_cast<uint32_t *>(base + luma_slot(y[i])), 1u);
+            }
+            return;
+        }
+    }
     if (CH == 1 && gr.uniform1()) {
         c.add(hq_bin(gr.sample(0), bn.maxv), GP);
         return;
@@ -386,14 +470,20 @@ __host__ __device__ __forceinline__ uint32_t lut_smem_bytes(int lutk, uint32_t n
     return lutk == 0 ? nf * 128u : lutk == 1 ? nf * 2u : 0u;
 }
 
-/* Copies nf LUT entries (u16, nf even) from g into shared layout LUTK (0 or 1). */
-template <int LUTK> __device__ __forceinline__ void lut_stage(void *sh, const uint16_t *g, uint32_t nf)
+/* Copies nf LUT entries (u16, nf even) from g into shared layout LUTK (0 or 1). CAP (8-bit luma
+ * only) stores min(entry, 510) in the per-lane slots: every 8-bit luma result of an entry >= 510 is
+ * the channel maximum either way (c + L - Q >= 510 - 255), and the capped value fits the 16-bit
+ * lanes of remap_luma4. */
+template <int LUTK, bool CAP = false>
+__device__ __forceinline__ void lut_stage(void *sh, const uint16_t *g, uint32_t nf)
 {
     uint32_t *s32 = static_cast<uint32_t *>(sh);
     if (LUTK == 0) {
         uint4 *s128 = static_cast<uint4 *>(sh);
         for (uint32_t i = threadIdx.x; i < nf * 8u; i += blockDim.x) {
-            const uint32_t v = g[i >> 3];
+            uint32_t v = g[i >> 3];
+            if (CAP)
+                v = v < 510u ? v : 510u;
             s128[i] = make_uint4(v, v, v, v);
         }
     } else if (LUTK == 1) {
@@ -456,6 +546,11 @@ __device__ __forceinline__ void remap_group(Group<T, CH> &gr, const Bins &bn, co
             const uint32_t v3 = *reinterpret_cast<const uint32_t *>(base + ((w >> 17) & 0x7f80u));
             gr.w[j] = __byte_perm(__byte_perm(v0, v1, 0x0040), __byte_perm(v2, v3, 0x0040), 0x5410);
         }
+    } else if constexpr (Luma8<T, CH, COLOR>::value && !CLAMP && std::is_same<L, LutRead<0>>::value) {
+        const char *base = static_cast<const char *>(lut.p) + (lut.lane << 2);
+#pragma unroll
+        for (int j = 0; j < 4; j++)
+            remap_luma4(gr.w[3 * j], gr.w[3 * j + 1], gr.w[3 * j + 2], base);
     } else {
         /* Results land in o[] (samples left alone, alpha, keep their value) and are packed back
          * with byte permutes: cheaper than masking each one into its word. */
@@ -557,7 +652,7 @@ __device__ void remap_tiles(T *d, const Geom &g, const Bins &bn, const uint16_t 
                     lr.p = glut + s * bn.nf;
                 } else {
                     __syncthreads();
-                    lut_stage<LUTK>(sh, glut + s * bn.nf, bn.nf);
+                    lut_stage<LUTK, Luma8<T, CH, COLOR>::value>(sh, glut + s * bn.nf, bn.nf);
                     __syncthreads();
                 }
                 cur_s = s;
@@ -630,7 +725,6 @@ __device__ __forceinline__ uint32_t warp_min(uint32_t v)
 
 struct Scratch {
     uint64_t a[33], b[33];
-    uint64_t c0; /* count of the first non-empty bin; touched by nothing else */
     uint32_t m[33];
 };
 
@@ -697,33 +791,35 @@ __device__ __forceinline__ uint64_t block_excl_scan(uint64_t v, Scratch &s)
     return r;
 }
 
+/* hq_lut_equalize_entry in 64-bit arithmetic where that is exact (span < 2^46: the numerator
+ * (c - c0)(bins - 1) < 2^62, so 2 num + span < 2^64): the same value without the slow 128-bit
+ * division, which dominated the LUT phase of the resident pipeline. */
+__device__ __forceinline__ uint16_t lut_eq_entry(uint64_t c, uint64_t c0, uint64_t span, uint32_t bins)
+{
+    if (span < (1ull << 46)) {
+        const uint64_t num = (c - c0) * (bins - 1u);
+        return (uint16_t)((2u * num + span) / (2u * span));
+    }
+    return hq_lut_equalize_entry(c, c0, span, bins);
+}
+
+/* hq_lut_stretch_entry likewise: (v - lo)(bins - 1) < 2^32, hi - lo < 2^16. */
+__device__ __forceinline__ uint16_t lut_stretch_entry(uint32_t v, uint32_t lo, uint32_t hi, uint32_t bins)
+{
+    if (v <= lo)
+        return 0;
+    if (v >= hi)
+        return (uint16_t)(bins - 1u);
+    const uint64_t num = (uint64_t)(v - lo) * (bins - 1u), den = hi - lo;
+    return (uint16_t)((2u * num + den) / (2u * den));
+}
+
 /* Equalize LUT entries [c0, c0 + cn) of one histogram h[0..bins), by the whole block, into out
  * (shared or global memory, indexed from c0). The same rule as core/lut.c: identity for an
  * empty or constant histogram, else hq_lut_equalize_entry above the first non-empty bin. */
 __device__ inline void lut_equalize_chunk(const u64c *h, uint32_t bins, uint32_t c0, uint32_t cn, uint16_t *out,
                                           Scratch &sc)
 {
-    if (c0 == 0 && cn == bins && bins <= blockDim.x) {
-        /* The whole LUT, one bin per thread: every count is read once and kept in a register. */
-        const uint32_t t = threadIdx.x;
-        const uint64_t x = t < bins ? h[t] : 0;
-        uint64_t tot = x, unused = 0;
-        uint32_t h0 = x ? t : bins;
-        block_reduce3(tot, unused, h0, sc);
-        if (h0 == bins) {
-            if (t < bins)
-                out[t] = (uint16_t)t;
-            return;
-        }
-        if (t == h0)
-            sc.c0 = x;
-        __syncthreads();
-        const uint64_t cz = sc.c0;
-        const uint64_t c = block_excl_scan(x, sc) + x;
-        if (t < bins)
-            out[t] = cz == tot ? (uint16_t)t : t < h0 ? 0 : hq_lut_equalize_entry(c, cz, tot - cz, bins);
-        return;
-    }
     uint64_t tot = 0, pre = 0;
     uint32_t h0 = bins;
     for (uint32_t v = threadIdx.x; v < bins; v += blockDim.x) {
@@ -751,8 +847,96 @@ __device__ inline void lut_equalize_chunk(const u64c *h, uint32_t bins, uint32_t
     for (uint32_t i = lo; i < hi; i++) {
         const uint32_t v = c0 + i;
         c += h[v];
-        out[i] = v < h0 ? 0 : hq_lut_equalize_entry(c, cz, span, bins);
+        out[i] = v < h0 ? 0 : lut_eq_entry(c, cz, span, bins);
     }
+}
+
+/* Stretch LUT entries [c0, c0 + cn) of h[0..bins) (core/lut.c's rule: identity when no bin or
+ * one bin is non-empty, else lo..hi spread over 0..bins-1). */
+__device__ inline void lut_stretch_chunk(const u64c *h, uint32_t bins, uint32_t c0, uint32_t cn, uint16_t *out,
+                                         Scratch &sc)
+{
+    uint32_t lo = bins, hi_rev = bins; /* first non-empty bin, and bins-1 - the last one */
+    for (uint32_t v = threadIdx.x; v < bins; v += blockDim.x)
+        if (h[v]) {
+            lo = v < lo ? v : lo;
+            hi_rev = bins - 1u - v < hi_rev ? bins - 1u - v : hi_rev;
+        }
+    uint64_t u0 = 0, u1 = 0;
+    block_reduce3(u0, u1, lo, sc);
+    block_reduce3(u0, u1, hi_rev, sc);
+    const uint32_t hi = bins - 1u - hi_rev;
+    const bool ident = lo == bins || hi == lo;
+    for (uint32_t i = threadIdx.x; i < cn; i += blockDim.x)
+        out[i] = ident ? (uint16_t)(c0 + i) : lut_stretch_entry(c0 + i, lo, hi, bins);
+}
+
+/* The whole LUT of one histogram of bins <= blockDim.x (and <= 1024) entries, by either method:
+ * one bin per thread, a shuffle scan per warp, and the warps' totals, non-empty masks and first
+ * non-empty counts exchanged once through shared memory (the block-wide reductions and scans of
+ * the chunked builders cost ~2 us of barriers in the resident pipeline). Same rules: identity for
+ * an empty histogram, or one whose first non-empty bin holds everything (equalize) or is the only
+ * one (stretch). Ends with a barrier, so that sc can be reused at once. */
+__device__ inline void lut_small(int method, const u64c *h, uint32_t bins, uint16_t *out, Scratch &sc)
+{
+    const uint32_t t = threadIdx.x, lane = lane_id(), w = t >> 5, nw = (bins + 31) >> 5;
+    uint64_t inc = 0;
+    if (w < nw) { /* whole warps: the shuffles see every lane */
+        const uint64_t x = t < bins ? h[t] : 0;
+        inc = x;
+#pragma unroll
+        for (int o = 1; o < 32; o <<= 1) {
+            const uint64_t y = __shfl_up_sync(kFull, inc, o);
+            if (lane >= (uint32_t)o)
+                inc += y;
+        }
+        const uint32_t nz = __ballot_sync(kFull, x != 0);
+        const uint64_t first = __shfl_sync(kFull, x, nz ? __ffs(nz) - 1 : 0);
+        if (lane == 31) {
+            sc.a[w] = inc;
+            sc.b[w] = first;
+            sc.m[w] = nz;
+        }
+    }
+    __syncthreads();
+    if (t < bins) {
+        uint32_t w0 = nw, w1 = 0;
+        uint64_t total = 0, pre = 0;
+        for (uint32_t j = 0; j < nw; j++) {
+            const uint64_t a = sc.a[j];
+            total += a;
+            pre += j < w ? a : 0;
+            if (sc.m[j]) {
+                w0 = w0 == nw ? j : w0;
+                w1 = j;
+            }
+        }
+        if (w0 == nw) {
+            out[t] = (uint16_t)t;
+        } else if (method == HQ_METHOD_STRETCH) {
+            const uint32_t lo = 32 * w0 + __ffs(sc.m[w0]) - 1, hi = 32 * w1 + 31 - __clz(sc.m[w1]);
+            out[t] = lo == hi ? (uint16_t)t : lut_stretch_entry(t, lo, hi, bins);
+        } else {
+            const uint32_t h0 = 32 * w0 + __ffs(sc.m[w0]) - 1;
+            const uint64_t cz = sc.b[w0];
+            out[t] = cz == total ? (uint16_t)t : t < h0 ? 0 : lut_eq_entry(pre + inc, cz, total - cz, bins);
+        }
+    }
+    __syncthreads();
+}
+
+/* LUT entries [c0, c0 + cn) by method (hq_method). */
+__device__ inline void lut_build_chunk(int method, const u64c *h, uint32_t bins, uint32_t c0, uint32_t cn,
+                                       uint16_t *out, Scratch &sc)
+{
+    if (c0 == 0 && cn == bins && bins <= blockDim.x && bins <= 1024) {
+        lut_small(method, h, bins, out, sc);
+        return;
+    }
+    if (method == HQ_METHOD_STRETCH)
+        lut_stretch_chunk(h, bins, c0, cn, out, sc);
+    else
+        lut_equalize_chunk(h, bins, c0, cn, out, sc);
 }
 
 } /* namespace hqg */

@@ -31,18 +31,35 @@ cudaError_t hist_launch(const hq_mode *m, const void *d_data, uint64_t p0, uint6
 cudaError_t remap_launch(const hq_mode *m, void *d_data, uint64_t p0, uint64_t p1, uint64_t seg_pixels,
                          const uint16_t *d_lut, cudaStream_t stream);
 
-/* Equalize LUTs of nseg segments from their histograms (core/lut.c's rule, built on the device). */
+/* LUTs of nseg segments from their histograms by method (hq_method: core/lut.c's rules, built on
+ * the device); lut_equalize_launch is method HQ_METHOD_EQUALIZE. */
+cudaError_t lut_build_launch(const hq_mode *m, int method, const unsigned long long *d_hist, uint64_t nseg,
+                             uint16_t *d_lut, cudaStream_t stream);
 cudaError_t lut_equalize_launch(const hq_mode *m, const unsigned long long *d_hist, uint64_t nseg, uint16_t *d_lut,
                                 cudaStream_t stream);
 
 /* The whole equalization of a resident block in one cooperative launch: histogram, grid barrier,
- * LUT, remap in place. d_hist (nseg * mode_nf u64) must be zero on entry and holds the histograms
- * on return; d_hist_next (same size, may be NULL) is zeroed on the way, so that callers alternating
- * two buffers need no memset between runs. d_lut (nseg * mode_nf u16) receives the LUTs when the
- * mode has more than 1024 bins or nseg > 1 (and is untouched otherwise; may then be NULL). */
-cudaError_t equalize_fused(const hq_mode *m, void *d_data, uint64_t nseg, uint64_t seg_pixels,
+ * LUT (method: hq_method), remap in place. d_hist (nseg * mode_nf u64) must be zero on entry and
+ * holds the histograms on return; d_hist_next (same size, may be NULL) is zeroed on the way, so
+ * that callers alternating two buffers need no memset between runs. d_lut (nseg * mode_nf u16)
+ * receives the LUTs when the mode has more than 1024 bins or nseg > 1 (and is untouched otherwise;
+ * may then be NULL). One 8-bit gray image that fits in the multiprocessors' shared memory and
+ * registers (about 33 MB on an H200: 7680x4320) is read from memory once: it stays on chip across
+ * the grid barrier. */
+cudaError_t equalize_fused(const hq_mode *m, int method, void *d_data, uint64_t nseg, uint64_t seg_pixels,
                            unsigned long long *d_hist, unsigned long long *d_hist_next, uint16_t *d_lut,
                            cudaStream_t stream);
+
+/* Bench hooks: allow 0 keeps equalize_fused off the on-chip path (to time the tiled one beside
+ * it); grid_cap > 0 runs the on-chip kernel on at most that many blocks (so that small images reach
+ * all of its parts); stamps (not NULL) selects the variant that records its phase ends
+ * (%globaltimer ns) into stamps[block * 8 + 0..4]: start, counted, grid barrier, LUT, remapped. */
+void fused_set_onchip(int allow, int grid_cap, unsigned long long *stamps);
+
+/* The 8-bit RGB luma fast formulation (gpu_kernels.cuh, remap_luma4) against core/pixel.h on every
+ * (r, g, b) and LUT value 0..511 (and the luma bin on every colour). Synchronous; returns the
+ * number of differing cases in *bad (0 expected). */
+cudaError_t luma8_selftest(unsigned long long *bad);
 
 /* 0 when this build has kernels for the current device, else the CUDA error (e.g. no sm_90). */
 cudaError_t kernels_usable(void);

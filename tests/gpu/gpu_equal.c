@@ -9,7 +9,8 @@
  * histogram of another block of the same size; a third run on an engine that reuses the uploaded
  * block (HQ_GPU_RESIDENT=1), which must do so only in the first situation, and a third on an engine
  * whose pixel buffer is capped (HQ_GPU_MEM_CAP) below most blocks, which must split them into
- * pieces (and hold less device memory at its peak than the uncapped engine).
+ * pieces. Last, one 8 MB block through a fresh plain engine and a fresh engine capped at 1 MB: the
+ * same output, and the capped one's device peak (device_peak) under half the plain one's.
  * Prints "N passed, N failed"; exits 1 on any difference. --small keeps blocks tiny and --every N
  * runs every Nth case only (for the sanitizers, which are slow). */
 #include <stdint.h>
@@ -257,14 +258,28 @@ int main(int argc, char **argv)
                         }
                     }
         }
-    /* The capped engine must have split the blocks that the plain one held whole. */
-    const uint64_t peak = gpu->ops->device_peak ? gpu->ops->device_peak(gpu) : 0,
-                   peak_split = gpu_split->ops->device_peak ? gpu_split->ops->device_peak(gpu_split) : 0;
-    printf("device peak: %llu bytes (plain engine), %llu bytes (capped engine)\n", (unsigned long long)peak,
-           (unsigned long long)peak_split);
-    if (t.passed && (peak == 0 || peak_split == 0 || peak_split >= peak)) {
-        printf("FAIL device peak: the capped engine did not hold less device memory than the plain one\n");
-        t.failed++;
+    {
+        /* The capped engine holds a block 8x its cap in pieces: less device memory than whole. */
+        hq_engine *plain = NULL, *capped = NULL;
+        const hq_mode m = {1, 1, 8, HQ_COLOR_LUMA};
+        char why[1200] = "";
+        int ok = hq_gpu_engine_create(&cfg, &plain, &err) == 0 && setenv("HQ_GPU_MEM_CAP", "1000003", 1) == 0 &&
+                 hq_gpu_engine_create(&cfg, &capped, &err) == 0;
+        unsetenv("HQ_GPU_MEM_CAP");
+        ok = ok && run_case(cpu, plain, &m, 1, 8000009, PAT_SMOOTH, 0, 0, why, sizeof why) &&
+             run_case(cpu, capped, &m, 1, 8000009, PAT_SMOOTH, 0, 0, why, sizeof why);
+        const uint64_t pk = ok && plain->ops->device_peak ? plain->ops->device_peak(plain) : 0,
+                       pkc = ok && capped->ops->device_peak ? capped->ops->device_peak(capped) : 0;
+        printf("device peak, 8 MB block: %llu bytes (plain engine), %llu bytes (pixel buffer capped at 1000003)\n",
+               (unsigned long long)pk, (unsigned long long)pkc);
+        if (!ok || pk == 0 || pkc == 0 || pkc * 2 >= pk) {
+            printf("FAIL device peak of a capped engine: %s\n", why[0] ? why : err.msg);
+            t.failed++;
+        } else {
+            t.passed++;
+        }
+        hq_engine_destroy(plain);
+        hq_engine_destroy(capped);
     }
     hq_engine_destroy(cpu);
     hq_engine_destroy(gpu);
