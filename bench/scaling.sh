@@ -80,7 +80,7 @@ run_case() {
     [ $rc = 0 ] || { cat "$OUT/${tag}_$n.log"; fail "$tag with $n ranks failed (exit $rc)"; }
 }
 
-say "# bash bench/scaling.sh $G $SIZE $PER_RANK — device $DEVICE, $(hostname), $(date -u +%FT%TZ), commit $(git rev-parse --short HEAD 2>/dev/null)"
+say "# bash bench/scaling.sh $G $SIZE $PER_RANK — device $DEVICE, $(hostname), $(date -u +%FT%TZ), commit ${HQ_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null)}"
 [ "$DEVICE" = gpu ] && say "# $(nvidia-smi --query-gpu=name,memory.total --format=csv,noheader | sort | uniq -c | tr -s ' ')"
 say "# $(nproc) cores, $(free -g | awk '/Mem:/ {print $2}') GiB RAM, $free_gib GiB free in $DIR; mpirun ${MPIRUN_FLAGS[*]}"
 say "# wall: the program's own (--summary wall_s); mpirun start-up excluded. Inputs were just written: read from the page cache."
@@ -125,7 +125,14 @@ rm -f "$input"
 say ""
 say "## rank -> GPU map, $G ranks (-v)"
 grep -hE "histeq_dist: rank [0-9]+ on|note:" "$OUT/strong_$G.log" | tee -a "$LOG"
-say ""
-say "## per phase, $G ranks (max / mean over ranks, seconds)"
-sed -n 's/^ *"\([a-z]*\)": {"max_s": \([0-9.]*\), "mean_s": \([0-9.]*\)}.*/\1 \2 \3/p' "$OUT/strong_$G.json" |
-    awk '{printf "%-10s %9.3f %9.3f\n", $1, $2, $3}' | tee -a "$LOG"
+for tag in weak strong; do
+    for n in 1 "$G"; do
+        say ""
+        say "## per phase, $tag, $n rank(s) (max / mean over ranks, seconds)"
+        sed -n 's/^ *"\([a-z]*\)": {"max_s": \([0-9.]*\), "mean_s": \([0-9.]*\)}.*/\1 \2 \3/p' "$OUT/${tag}_$n.json" |
+            awk '{printf "%-10s %9.3f %9.3f\n", $1, $2, $3}' | tee -a "$LOG"
+    done
+done
+# The logs and JSON of every run, in one file (the device tool brings back a limited number of files).
+tail -n +1 "$OUT"/weak_*.json "$OUT"/strong_*.json "$OUT"/weak_*.log "$OUT"/strong_*.log > "$OUT/scaling_runs.txt" 2>/dev/null
+rm -f "$OUT"/weak_*.* "$OUT"/strong_*.*

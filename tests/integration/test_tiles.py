@@ -166,16 +166,21 @@ def test_corrupt_chunk_names_its_tile(tmp, np_):
 
 def test_verbose_collective_fallback_once(tmp):
     """Big-endian samples need a type conversion, which makes HDF5 transfer independently: -v says
-    so in one line for the whole run (not per block or rank), with the cause; without -v, never."""
+    so in one line for the whole run (not per block or rank), with the cause; without -v, never.
+    Uncompressed data is transferred independently unless HQ_HDF5_COLLECTIVE=1 asks otherwise."""
+    coll = {"HQ_HDF5_COLLECTIVE": "1"}
     a = ref.low_contrast(300, 400, 1000, 6000, np.uint16, seed=71).astype(">u2")
     inp = tmp / "be.h5"
     with h5py.File(inp, "w") as f:
         f.create_dataset("img", data=a)
-    r = run_ok(["--input", inp, "--output", tmp / "v.h5", "--device", DEVICES[0], "--block", "20K", "-v"], 3)
+    r = run_ok(["--input", inp, "--output", tmp / "v.h5", "--device", DEVICES[0], "--block", "20K", "-v"], 3, env=coll)
     said = [l for l in r.err.splitlines() if "fell back to independent I/O" in l]
     assert len(said) == 1, f"want the fall back reported once\n{r}"
     assert "datatype conversion" in said[0] and f"{inp}:/img" in said[0], said[0]
-    r = run_ok(["--input", inp, "--output", tmp / "q.h5", "--device", DEVICES[0], "--block", "20K"], 3)
+    r = run_ok(["--input", inp, "--output", tmp / "q.h5", "--device", DEVICES[0], "--block", "20K"], 3, env=coll)
     assert "fell back" not in r.err, str(r)
+    r = run_ok(["--input", inp, "--output", tmp / "i.h5", "--device", DEVICES[0], "--block", "20K", "-v"], 3)
+    assert "fell back" not in r.err, f"independent transfers cannot fall back\n{r}"
+    assert_same_output(str(tmp / "v.h5"), str(tmp / "i.h5"))
     with h5py.File(tmp / "v.h5", "r") as f:
         assert_array_equal(f["img"][()], ref.equalize_one(a.astype(np.uint16), 16).astype(">u2"), "big-endian")
