@@ -230,8 +230,13 @@ static int transfer_blocks(const hq_io_ops *ops, hq_io *io, const hq_inventory *
         int rc = read_twice(ops, io, b, coll, buf, n, err);
         if (rc)
             check_failure("read_block", rc, err, in, out);
-        if (!rc && with_output && (rc = ops->write_block(io, b->item, b, coll, buf, err)))
+        if (!rc && with_output && (rc = ops->write_block(io, b->item, b, coll, buf, err))) {
             check_failure("write_block", rc, err, in, out);
+            /* What the PNG reader accepted, the writer must write back (its header, palette
+             * and tRNS are the input's own). */
+            if (inv->format == HQ_FMT_PNG)
+                die("a PNG that decoded could not be written back", err->msg);
+        }
         free(buf);
         if (rc)
             return rc;

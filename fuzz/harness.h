@@ -4,8 +4,9 @@
  *
  * A broken rule is a bug in our code even where nothing crashed, so it aborts (and libFuzzer or the
  * replay keeps the input): a failure must come back as a known HQ_E* code with one non-empty line
- * naming a file; a scanned item must have a shape we can hold; after close no HDF5 object may stay
- * open and no file but the input may remain in the work directory (a failed run leaves no output).
+ * naming a file; a scanned item must have a shape we can hold; a read that succeeds fills its
+ * block; a PNG that decodes can be written back; after close no HDF5 object may stay open and no
+ * file but the input may remain in the work directory (a failed run leaves no output).
  *
  * Limits of the harness, not of histeq_dist: items larger than HQF_ITEM_CAP bytes (as histeq_dist
  * computes their size) are scanned and opened but not read, and no output is made for an input

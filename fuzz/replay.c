@@ -7,7 +7,8 @@
  * longer than HQ_FUZZ_TIMEOUT seconds (default 60) is a hang: SIGALRM ends the process. With
  * HQ_FUZZ_LOOP=N every input is run N times and the resident set size printed after each pass
  * over all of them, to show whether memory grows per input (a leak the sanitizers cannot see, such
- * as an identifier or a buffer freed only at exit). */
+ * as an identifier or a buffer freed only at exit). Built with LeakSanitizer, leaks are checked
+ * after every input. */
 #define _GNU_SOURCE
 #include <dirent.h>
 #include <stdint.h>
@@ -19,6 +20,8 @@
 
 int LLVMFuzzerInitialize(int *argc, char ***argv);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+/* LeakSanitizer, when linked in (weak: a build without it links too). */
+int __lsan_do_recoverable_leak_check(void) __attribute__((weak));
 
 typedef struct list {
     char **v;
@@ -130,6 +133,12 @@ int main(int argc, char **argv)
             LLVMFuzzerTestOneInput(data, len);
             alarm(0);
             free(data);
+            /* After each input, as libFuzzer does: at exit LeakSanitizer's tracer has crashed on
+             * Open MPI's threads, and a leak is easier to read next to the input that made it. */
+            if (__lsan_do_recoverable_leak_check && __lsan_do_recoverable_leak_check()) {
+                fprintf(stderr, "replay: %s leaked memory (above)\n", inputs.v[i]);
+                return 1;
+            }
         }
         if (loops > 1)
             fprintf(stderr, "pass %ld: %zu inputs, VmRSS %ld KiB\n", pass + 1, inputs.n, rss_kib());

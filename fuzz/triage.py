@@ -26,7 +26,8 @@ ENV = dict(os.environ, ASAN_OPTIONS="detect_leaks=1:halt_on_error=1:symbolize=1:
                                          "fast_unwind_on_malloc=0:fast_unwind_on_fatal=0",
            UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1", OMPI_MCA_btl_vader_single_copy_mechanism="none",
            OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1", HQ_FUZZ_TIMEOUT="60")
-ENV["LSAN_OPTIONS"] = "suppressions=" + os.path.join(os.path.dirname(os.path.abspath(__file__)), "lsan.supp")
+ENV["LSAN_OPTIONS"] = "leak_check_at_exit=0:use_tls=0:suppressions=" + os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                                                    "lsan.supp")
 
 
 def stacks(text):

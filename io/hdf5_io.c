@@ -301,13 +301,15 @@ static const char *filter_label(H5Z_filter_t f)
     }
 }
 
-/* Whether the parameters stored with a scale-offset or n-bit filter are the ones HDF5 derives from
- * this dataset's type and chunk shape when it writes them (H5Zscaleoffset.c, H5Znbit.c; checked
- * against HDF5 1.10's output). Their decoders trust them: damaged ones made libhdf5 allocate
- * gigabytes and crash in H5Dread (fuzz/regress/hdf5/scaleoffset-params-*). */
+/* Whether the parameters stored with a scale-offset, n-bit or szip filter are the ones HDF5 derives
+ * from this dataset's type and chunk shape when it writes them (H5Zscaleoffset.c, H5Znbit.c,
+ * H5Zszip.c; checked against HDF5 1.10's output). Their coders trust them: damaged ones made
+ * libhdf5 allocate gigabytes and crash in H5Dread (fuzz/regress/hdf5/scaleoffset-params-*), and
+ * an szip filter without parameters, copied to the output, divide by zero in libsz
+ * (fuzz/regress/hdf5/szip-no-params.h5). */
 static int filter_params_match(hid_t d, hid_t dcpl, H5Z_filter_t f, const unsigned *cd, size_t ncd)
 {
-    if (f != H5Z_FILTER_SCALEOFFSET && f != H5Z_FILTER_NBIT)
+    if (f != H5Z_FILTER_SCALEOFFSET && f != H5Z_FILTER_NBIT && f != H5Z_FILTER_SZIP)
         return 1;
     hsize_t dims[MAX_RANK];
     const int k = H5Pget_chunk(dcpl, MAX_RANK, dims);
@@ -327,6 +329,17 @@ static int filter_params_match(hid_t d, hid_t dcpl, H5Z_filter_t f, const unsign
     if (f == H5Z_FILTER_SCALEOFFSET) /* integer scaling, elements, class integer, size, unsigned, order */
         return ncd == 20 && cd[0] == H5Z_SO_INT && cd[2] == nelmts && cd[3] == 0 && cd[4] == size && cd[5] == 0 &&
                cd[6] == order;
+    if (f == H5Z_FILTER_SZIP) {
+        /* options (one coding, the byte order's flag), pixels per block (even, 2..32), bits per
+         * pixel, pixels per scanline (a block at least, 128 blocks and the chunk at most) */
+        if (ncd != 4)
+            return 0;
+        const unsigned coding = cd[0] & (H5_SZIP_EC_OPTION_MASK | H5_SZIP_NN_OPTION_MASK);
+        const unsigned ppb = cd[1], pps = cd[3], order_flag = order ? 16u : 8u; /* SZ_MSB / SZ_LSB */
+        return (coding == H5_SZIP_EC_OPTION_MASK || coding == H5_SZIP_NN_OPTION_MASK) &&
+               (cd[0] & 24u) == order_flag && ppb >= 2 && ppb <= 32 && ppb % 2 == 0 &&
+               (cd[2] == precision || cd[2] == 8 * size) && pps >= ppb && pps <= 128u * ppb && pps <= nelmts;
+    }
     /* count, need-not-compress, elements, class atomic, size, order, precision, offset */
     return ncd == 8 && cd[0] == 8 && cd[1] <= 1 && cd[2] == nelmts && cd[3] == 1 && cd[4] == size && cd[5] == order &&
            cd[6] == precision && (int)cd[7] == offset;
