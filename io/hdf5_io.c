@@ -230,6 +230,15 @@ static int describe_dataset(hid_t d, const char *file, const char *name, hq_item
         rc = hq_fail(err, HQ_EINPUT, "%s:%s: unsupported type (%s) — only uint8 and uint16 images", file, name, tn);
         goto out;
     }
+    /* A damaged datatype message can claim more significant bits than the type has bytes; HDF5
+     * converts by them, and its conversion overruns (fuzz/regress/hdf5/type-precision-*). */
+    const size_t precision = H5Tget_precision(t);
+    const int offset = H5Tget_offset(t);
+    if (precision == 0 || offset < 0 || precision + (size_t)offset > 8 * size) {
+        rc = hq_fail(err, HQ_EINPUT, "%s:%s: corrupt type (%zu bits from bit %d in a uint%zu)", file, name, precision,
+                     offset, 8 * size);
+        goto out;
+    }
     const int n = H5Sget_simple_extent_ndims(s);
     if (H5Sget_simple_extent_type(s) != H5S_SIMPLE || n < 2 || n > MAX_RANK) {
         if (n == 0 || H5Sget_simple_extent_type(s) != H5S_SIMPLE)
@@ -305,7 +314,7 @@ static const char *filter_label(H5Z_filter_t f)
  * from this dataset's type and chunk shape when it writes them (H5Zscaleoffset.c, H5Znbit.c,
  * H5Zszip.c; checked against HDF5 1.10's output). Their coders trust them: damaged ones made
  * libhdf5 allocate gigabytes and crash in H5Dread (fuzz/regress/hdf5/scaleoffset-params-*), and
- * an szip filter without parameters, copied to the output, divide by zero in libsz
+ * an szip filter without parameters, copied to the output, made libsz divide by zero
  * (fuzz/regress/hdf5/szip-no-params.h5). */
 static int filter_params_match(hid_t d, hid_t dcpl, H5Z_filter_t f, const unsigned *cd, size_t ncd)
 {
