@@ -4,6 +4,8 @@
 #   make test       unit tests (cmocka) + integration tests under mpirun (pytest) + test-slurm
 #   make test-slurm the slurm/ batch scripts on a one-node SLURM started by the test (needs root)
 #   make test-asan  the same tests against a build with -fsanitize=address,undefined
+#   make fuzz       the PNG and HDF5 readers fuzzed, FUZZ_SECONDS (60) each (clang 14 + libFuzzer)
+#   make fuzz-regress  every fuzz seed and kept crash input replayed under ASan/UBSan (gcc; in `test`)
 #   make test-gpu   the integration suite on --device gpu and --device cpu, outputs compared (needs a GPU)
 #   make demo       a low-contrast phantom stack equalized with mpirun -np 2
 #   make deps       install the Debian packages the build and the tests need (as root)
@@ -43,7 +45,7 @@ BIN       := $(BUILD)/histeq_dist
 UNIT_SRC  := $(wildcard tests/unit/test_*.c)
 UNIT_BIN  := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/%)
 
-.PHONY: all test unit integration test-slurm test-asan test-gpu gpu-check demo deps bench clean
+.PHONY: all test unit integration test-slurm test-asan test-gpu gpu-check demo deps bench clean fuzz fuzz-regress
 all: $(BIN)
 
 $(BIN): $(HOST_OBJ) $(GPU_OBJ)
@@ -74,7 +76,7 @@ integration: $(BIN)
 
 # The SLURM test starts munged, slurmctld and slurmd itself, so it needs root (as in CI); a
 # developer's `make test` without root says it left it out.
-test: unit integration
+test: unit integration fuzz-regress
 	@if [ "$$(id -u)" = 0 ]; then $(MAKE) --no-print-directory test-slurm; \
 	 else echo "== test-slurm left out: it needs root (sudo make test-slurm)"; fi
 
@@ -119,7 +121,68 @@ bench: $(BUILD)/bench/cpu_bench $(BUILD)/bench/png_bench
 	$(BUILD)/bench/cpu_bench
 	$(BUILD)/bench/png_bench 5
 
-clean:
-	rm -rf build build-asan
+# Fuzzing (fuzz/README.md). `fuzz` builds the libFuzzer harnesses with clang and runs each for
+# FUZZ_SECONDS, one process at a time (-fork=1: a crash inside libhdf5 ends a job, not the run), on a
+# corpus kept in build-fuzz/corpus, started from the seeds and the kept inputs. What crashed, hung or
+# ran out of memory is then sorted by fuzz/triage.py; it fails when any fault is in our code.
+# `fuzz-regress` needs no clang: the same harnesses with a plain main(), built by mpicc with
+# ASan/UBSan, run every seed and every kept input once.
+FUZZ_SECONDS ?= 60
+FUZZ_PYTHON  ?= /usr/bin/python3
+FUZZ_CC      ?= clang-14
+FUZZ_BUILD   := build-fuzz
+FUZZ_TARGETS := png hdf5
+FUZZ_LIB_SRC := $(wildcard io/*.c) core/error.c jobs/plan.c
+FUZZ_OBJ     := $(FUZZ_LIB_SRC:%.c=$(FUZZ_BUILD)/obj/%.o) $(FUZZ_BUILD)/obj/fuzz/harness.o
+FUZZ_CFLAGS  := -O1 -g -std=c11 -Wall -Wextra -D_POSIX_C_SOURCE=200809L -DHQ_VERSION=\"$(VERSION)\" \
+                -fno-omit-frame-pointer -fsanitize=fuzzer-no-link,address,undefined \
+                $(shell mpicc --showme:compile 2>/dev/null) $(PKG_CFLAGS)
+FUZZ_LIBS    := $(PKG_LIBS) $(shell mpicc --showme:link 2>/dev/null) -lz -lm
+# Open MPI's and HDF5's own allocations at start-up are not ours to fix (fuzz/lsan.supp). Leaks are
+# checked after each input, not at exit, and thread-local storage is not scanned: LeakSanitizer's
+# tracer crashes on that of Open MPI's threads. malloc returns NULL for absurd sizes, as glibc's
+# does. A singleton MPI run as root (CI containers) must be allowed explicitly.
+FUZZ_ENV     := ASAN_OPTIONS=detect_leaks=1:halt_on_error=1:abort_on_error=1:allocator_may_return_null=1 \
+                LSAN_OPTIONS=suppressions=$(CURDIR)/fuzz/lsan.supp:print_suppressions=0:leak_check_at_exit=0:use_tls=0 \
+                UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
+                OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_btl_vader_single_copy_mechanism=none
 
--include $(shell find $(BUILD) -name '*.d' 2>/dev/null)
+$(FUZZ_BUILD)/obj/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -MMD -MP -c $< -o $@
+.SECONDARY: $(FUZZ_OBJ)
+$(FUZZ_BUILD)/fuzz_%: fuzz/fuzz_%.c $(FUZZ_OBJ)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -DHQ_LIBFUZZER -fsanitize=fuzzer -o $@ $^ $(FUZZ_LIBS)
+
+fuzz: $(FUZZ_TARGETS:%=$(FUZZ_BUILD)/fuzz_%)
+	@status=0; for t in $(FUZZ_TARGETS); do \
+	    art=$(FUZZ_BUILD)/artifacts/$$t; log=$(FUZZ_BUILD)/fuzz_$$t.log; \
+	    rm -rf $$art; mkdir -p $(FUZZ_BUILD)/corpus/$$t $$art; \
+	    echo "== fuzz_$$t, $(FUZZ_SECONDS) s (log: $$log)"; \
+	    $(FUZZ_ENV) $(FUZZ_BUILD)/fuzz_$$t -fork=1 -ignore_crashes=1 -ignore_timeouts=1 -ignore_ooms=1 \
+	        -max_total_time=$(FUZZ_SECONDS) -timeout=30 -rss_limit_mb=2048 -malloc_limit_mb=1024 -max_len=65536 \
+	        -artifact_prefix=$$art/ $(FUZZ_BUILD)/corpus/$$t fuzz/seeds/$$t fuzz/regress/$$t >$$log 2>&1 \
+	        || { tail -n 20 $$log; status=1; }; \
+	    grep '^#[0-9]' $$log | tail -n 1; \
+	    $(FUZZ_PYTHON) fuzz/triage.py $(FUZZ_BUILD)/fuzz_$$t $$art || status=1; \
+	done; exit $$status
+
+# The replay binaries live in the ASan build tree, built by the same recursive make as test-asan.
+fuzz-regress:
+	$(ASAN_MAKE) $(FUZZ_TARGETS:%=build-asan/fuzz/replay_%)
+	@set -e; for t in $(FUZZ_TARGETS); do \
+	    echo "== replay_$$t"; \
+	    log=build-asan/fuzz/replay_$$t.log; \
+	    $(FUZZ_ENV) timeout 900 build-asan/fuzz/replay_$$t fuzz/seeds/$$t fuzz/regress/$$t >$$log 2>&1 \
+	        || { tail -n 60 $$log; echo "replay_$$t FAILED (whole log: $$log)"; exit 1; }; \
+	    tail -n 1 $$log; \
+	done
+
+$(BUILD)/fuzz/replay_%: fuzz/fuzz_%.c fuzz/harness.c fuzz/replay.c fuzz/harness.h $(LIB_OBJ)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -o $@ fuzz/fuzz_$*.c fuzz/harness.c fuzz/replay.c $(LIB_OBJ) $(LDFLAGS) $(LDLIBS)
+
+clean:
+	rm -rf build build-asan build-fuzz
+
+-include $(shell find $(BUILD) $(FUZZ_BUILD) -name '*.d' 2>/dev/null)

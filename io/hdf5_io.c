@@ -244,6 +244,15 @@ static int describe_dataset(hid_t d, const char *file, const char *name, hq_item
         rc = hq_fail(err, HQ_EINPUT, "%s:%s: unsupported type (%s) — only uint8 and uint16 images", file, name, tn);
         goto out;
     }
+    /* A damaged datatype message can claim more significant bits than the type has bytes; HDF5
+     * converts by them, and its conversion overruns (fuzz/regress/hdf5/type-precision-*). */
+    const size_t precision = H5Tget_precision(t);
+    const int offset = H5Tget_offset(t);
+    if (precision == 0 || offset < 0 || precision + (size_t)offset > 8 * size) {
+        rc = hq_fail(err, HQ_EINPUT, "%s:%s: corrupt type (%zu bits from bit %d in a uint%zu)", file, name, precision,
+                     offset, 8 * size);
+        goto out;
+    }
     const int n = H5Sget_simple_extent_ndims(s);
     if (H5Sget_simple_extent_type(s) != H5S_SIMPLE || n < 2 || n > MAX_RANK) {
         if (n == 0 || H5Sget_simple_extent_type(s) != H5S_SIMPLE)
@@ -315,6 +324,50 @@ static const char *filter_label(H5Z_filter_t f)
     }
 }
 
+/* Whether the parameters stored with a scale-offset, n-bit or szip filter are the ones HDF5 derives
+ * from this dataset's type and chunk shape when it writes them (H5Zscaleoffset.c, H5Znbit.c,
+ * H5Zszip.c; checked against HDF5 1.10's output). Their coders trust them: damaged ones made
+ * libhdf5 allocate gigabytes and crash in H5Dread (fuzz/regress/hdf5/scaleoffset-params-*), and
+ * an szip filter without parameters, copied to the output, made libsz divide by zero
+ * (fuzz/regress/hdf5/szip-no-params.h5). */
+static int filter_params_match(hid_t d, hid_t dcpl, H5Z_filter_t f, const unsigned *cd, size_t ncd)
+{
+    if (f != H5Z_FILTER_SCALEOFFSET && f != H5Z_FILTER_NBIT && f != H5Z_FILTER_SZIP)
+        return 1;
+    hsize_t dims[MAX_RANK];
+    const int k = H5Pget_chunk(dcpl, MAX_RANK, dims);
+    const hid_t t = H5Dget_type(d);
+    if (k <= 0 || k > MAX_RANK || t < 0) {
+        if (t >= 0)
+            H5Tclose(t);
+        return 0;
+    }
+    uint64_t nelmts = 1;
+    for (int i = 0; i < k; i++)
+        nelmts *= dims[i];
+    const size_t size = H5Tget_size(t), precision = H5Tget_precision(t);
+    const int offset = H5Tget_offset(t);
+    const unsigned order = H5Tget_order(t) == H5T_ORDER_BE;
+    H5Tclose(t);
+    if (f == H5Z_FILTER_SCALEOFFSET) /* integer scaling, elements, class integer, size, unsigned, order */
+        return ncd == 20 && cd[0] == H5Z_SO_INT && cd[2] == nelmts && cd[3] == 0 && cd[4] == size && cd[5] == 0 &&
+               cd[6] == order;
+    if (f == H5Z_FILTER_SZIP) {
+        /* options (one coding, the byte order's flag), pixels per block (even, 2..32), bits per
+         * pixel, pixels per scanline (a block at least, 128 blocks and the chunk at most) */
+        if (ncd != 4)
+            return 0;
+        const unsigned coding = cd[0] & (H5_SZIP_EC_OPTION_MASK | H5_SZIP_NN_OPTION_MASK);
+        const unsigned ppb = cd[1], pps = cd[3], order_flag = order ? 16u : 8u; /* SZ_MSB / SZ_LSB */
+        return (coding == H5_SZIP_EC_OPTION_MASK || coding == H5_SZIP_NN_OPTION_MASK) &&
+               (cd[0] & 24u) == order_flag && ppb >= 2 && ppb <= 32 && ppb % 2 == 0 &&
+               (cd[2] == precision || cd[2] == 8 * size) && pps >= ppb && pps <= 128u * ppb && pps <= nelmts;
+    }
+    /* count, need-not-compress, elements, class atomic, size, order, precision, offset */
+    return ncd == 8 && cd[0] == 8 && cd[1] <= 1 && cd[2] == nelmts && cd[3] == 1 && cd[4] == size && cd[5] == order &&
+           cd[6] == precision && (int)cd[7] == offset;
+}
+
 /* Layouts we cannot honestly read in parallel or copy: external raw files and virtual datasets
  * point at other files; compact ones are fine to read. Filters must be decodable here. */
 static int check_storage(hid_t d, const char *file, const char *name, hq_err *err)
@@ -330,13 +383,16 @@ static int check_storage(hid_t d, const char *file, const char *name, hq_err *er
         rc = hq_fail(err, HQ_EINPUT, "%s:%s: unsupported layout (data in external files)", file, name);
     const int nf = rc ? 0 : H5Pget_nfilters(dcpl);
     for (int i = 0; i < nf && !rc; i++) {
-        unsigned flags = 0, cfg = 0;
-        size_t nelm = 0;
+        unsigned flags = 0, cfg = 0, cd[32];
+        size_t nelm = sizeof cd / sizeof cd[0];
         char fname[64];
-        H5Z_filter_t f = H5Pget_filter2(dcpl, (unsigned)i, &flags, &nelm, NULL, sizeof fname, fname, NULL);
+        H5Z_filter_t f = H5Pget_filter2(dcpl, (unsigned)i, &flags, &nelm, cd, sizeof fname, fname, NULL);
         if (f < 0 || H5Zfilter_avail(f) <= 0 || H5Zget_filter_info(f, &cfg) < 0 || !(cfg & H5Z_FILTER_CONFIG_DECODE_ENABLED))
             rc = hq_fail(err, HQ_EINPUT, "%s:%s: compressed with filter %d (%s), which this HDF5 cannot decode", file,
                          name, (int)f, filter_label(f));
+        else if (!filter_params_match(d, dcpl, f, cd, nelm))
+            rc = hq_fail(err, HQ_EINPUT, "%s:%s: filter %d (%s) has parameters that do not fit the dataset (corrupt?)",
+                         file, name, (int)f, filter_label(f));
     }
     H5Pclose(dcpl);
     return rc;
@@ -371,6 +427,14 @@ static void note_chunk_shape(hid_t d, int frank, hq_item *it)
     H5Eclear2(H5E_DEFAULT);
 }
 
+/* Whether [addr, addr + size) ends past `end`, without computing addr + size: a damaged file may
+ * hold an address near 2^64, which the sum wraps below `end` (then Open MPI's read fails, HDF5 does
+ * not notice, and the run equalizes whatever the buffer held: fuzz/regress/hdf5/contig-addr-wraps-*). */
+static int ends_past(uint64_t addr, uint64_t size, uint64_t end)
+{
+    return addr > end || size > end - addr;
+}
+
 /* A contiguous dataset whose bytes lie past the end of the file was cut short; chunked ones are
  * caught when a chunk is read. */
 static int check_contiguous_extent(hid_t file_id, hid_t d, const char *file, const char *name, hq_err *err)
@@ -380,7 +444,7 @@ static int check_contiguous_extent(hid_t file_id, hid_t d, const char *file, con
     if (off == HADDR_UNDEF || H5Fget_filesize(file_id, &fsize) < 0)
         return 0;
     const hsize_t need = H5Dget_storage_size(d);
-    if ((hsize_t)off + need > fsize)
+    if (ends_past(off, need, fsize))
         return hq_fail(err, HQ_EINPUT, "%s:%s: data lies past the end of the file (truncated?)", file, name);
     return 0;
 }
@@ -461,12 +525,28 @@ static herr_t visit_cb(hid_t obj, const char *name, const H5O_info_t *info, void
     return c->rc ? 1 : 0;
 }
 
+/* Name order as a depth-first walk of the groups meets the names: component by component, so "/a/x"
+ * (inside group a) comes before "/a-b", as '/' ends a component. */
+static int cmp_item_path(const void *pa, const void *pb)
+{
+    const unsigned char *a = (const unsigned char *)((const hq_item *)pa)->name;
+    const unsigned char *b = (const unsigned char *)((const hq_item *)pb)->name;
+    for (; *a && *a == *b; a++, b++)
+        ;
+    const int ca = *a == '/' ? 1 : *a ? *a + 1 : 0, cb = *b == '/' ? 1 : *b ? *b + 1 : 0;
+    return ca - cb;
+}
+
 static int scan_all(scan_ctx *c)
 {
     c->skip_own = H5Aexists(c->file_id, OWN_VERSION_ATTR) > 0;
     H5Eclear2(H5E_DEFAULT);
-    /* H5Ovisit visits each object once even when hard-linked twice, in name order. */
-    if (H5Ovisit2(c->file_id, H5_INDEX_NAME, H5_ITER_INC, visit_cb, c, H5O_INFO_BASIC) < 0 && !c->rc) {
+    const size_t first = c->inv->n;
+    /* H5Ovisit visits each object once even when hard-linked twice (under the first name it meets).
+     * In native order, then sorted by name here: asked for name order, HDF5 1.10 first copies a
+     * dense group's links into a table, and frees garbage pointers when a damaged link heap stops
+     * that copy halfway (fuzz/regress/hdf5/dense-links-*: a crash inside H5Ovisit). */
+    if (H5Ovisit2(c->file_id, H5_INDEX_NAME, H5_ITER_NATIVE, visit_cb, c, H5O_INFO_BASIC) < 0 && !c->rc) {
         char det[512];
         hdf5_detail(det, sizeof det);
         return hq_fail(c->err, HQ_EINPUT, "%s: cannot list the file's contents (truncated or corrupt?)%s", c->file,
@@ -476,6 +556,7 @@ static int scan_all(scan_ctx *c)
         return c->rc;
     if (c->found == 0)
         return hq_fail(c->err, HQ_EINPUT, "%s: no image datasets", c->file);
+    qsort(c->inv->items + first, c->inv->n - first, sizeof *c->inv->items, cmp_item_path);
     return 0;
 }
 
@@ -614,7 +695,7 @@ static int note_storage(hq_io *io, uint64_t i, hid_t d, int frank, hq_err *err)
         H5Pclose(dcpl);
     const haddr_t off = layout == H5D_CONTIGUOUS ? H5Dget_offset(d) : HADDR_UNDEF;
     H5Eclear2(H5E_DEFAULT);
-    if (off != HADDR_UNDEF && io->in_eoa && (uint64_t)off + H5Dget_storage_size(d) > io->in_eoa)
+    if (off != HADDR_UNDEF && io->in_eoa && ends_past(off, H5Dget_storage_size(d), io->in_eoa))
         return hq_fail(err, HQ_EINPUT, "%s:%s: data lies past the end of the file (truncated?)", io->inv.root,
                        io->inv.items[i].name);
     return 0;
@@ -887,7 +968,7 @@ static int check_block_chunks(hq_io *io, uint64_t item, const hq_block *b, hq_er
             return hq_fail(err, HQ_EINPUT, "%s:%s [%s]: cannot read the chunk index%s", io->inv.root, it->name,
                            block_text(it, b, where, sizeof where), det);
         }
-        if (addr != HADDR_UNDEF && (uint64_t)addr + size > io->in_eoa) {
+        if (addr != HADDR_UNDEF && ends_past(addr, size, io->in_eoa)) {
             char where[160];
             return hq_fail(err, HQ_EINPUT, "%s:%s [%s]: a chunk lies past the end of the file (truncated?)",
                            io->inv.root, it->name, block_text(it, b, where, sizeof where));
@@ -1129,6 +1210,8 @@ static int transfer(hq_io *io, uint64_t item, const hq_block *b, int collective,
         rc = agree(io->comm, rc ? rc : check_block_chunks(io, item, b, err), err);
         if (rc)
             return rc;
+    } else if (!writing && b && (rc = check_block_chunks(io, item, b, err)) != 0) {
+        return rc; /* MPI-IO's short read of a truncated chunk can pass HDF5 unnoticed */
     }
     if (writing && collective && (io->flags[item] & OUT_FILTERED)) {
         const int pre = reserve_for_write(io, item, b, err);
@@ -1140,8 +1223,13 @@ static int transfer(hq_io *io, uint64_t item, const hq_block *b, int collective,
     const hid_t mtype = it->sample_bytes == 2 ? H5T_NATIVE_UINT16 : H5T_NATIVE_UINT8;
     hid_t mspace = H5I_INVALID_HID, fspace = H5Dget_space(d);
     herr_t st = -1;
+    /* Compressed input is read independently even when the caller asks for a collective read (the
+     * ranks still meet in the agreements around it): HDF5 1.10's collective read of filtered
+     * chunks trusts a damaged chunk index that its independent read refuses, and dies in its
+     * Fletcher-32 check on a chunk listed twice, once with size 0 (fuzz/regress/hdf5/chunk-index-*). */
+    const int coll_io = collective && (writing || !it->collective);
     if (fspace >= 0 && select_block(fspace, it, io->frank[item], b, &mspace) >= 0) {
-        const hid_t dxpl = collective ? io->dxpl_coll : io->dxpl_ind;
+        const hid_t dxpl = coll_io ? io->dxpl_coll : io->dxpl_ind;
         void *p = b ? buf : &nothing;
         st = writing ? H5Dwrite(d, mtype, mspace, fspace, dxpl, p) : H5Dread(d, mtype, mspace, fspace, dxpl, p);
     }
@@ -1156,7 +1244,7 @@ static int transfer(hq_io *io, uint64_t item, const hq_block *b, int collective,
         else
             rc = hq_fail(err, HQ_EIO, "%s:%s: %s failed (collective, no selection)%s", file, it->name, verb, det);
     }
-    if (st >= 0 && collective)
+    if (st >= 0 && coll_io)
         note_fallback(io, item, writing);
     if (mspace >= 0)
         H5Sclose(mspace);

@@ -16,7 +16,8 @@
 
 /* Large enough for gigapixel-wide rows; PNG itself caps dimensions at 2^31-1. */
 #define HQ_PNG_MAX_DIM 0x7fffffffu
-/* Ancillary chunks (iCCP, text) larger than this are refused rather than allocated. */
+/* libpng's cap on one chunk's allocation. Only a second line: libpng reports a chunk over it as a
+ * benign error, which reading turns into a warning by default, and then allocates anyway. */
 #define HQ_PNG_CHUNK_MAX ((png_alloc_size_t)256 << 20)
 
 static const unsigned char png_signature[8] = {137, 80, 78, 71, 13, 10, 26, 10};
@@ -129,6 +130,10 @@ static int open_reader(codec *c, const hq_png_source *src, hq_err *err)
     png_set_user_limits(c->png, HQ_PNG_MAX_DIM, HQ_PNG_MAX_DIM);
     png_set_chunk_malloc_max(c->png, HQ_PNG_CHUNK_MAX);
     png_set_benign_errors(c->png, 1);
+    /* Only IHDR, PLTE, tRNS, IDAT and IEND matter to us; every other chunk is skipped unread.
+     * Otherwise a 57-byte file whose tEXt chunk claims 2 GiB makes libpng allocate 2 GiB (the
+     * limit above being only benign), and an iCCP or zTXt chunk is inflated for nothing. */
+    png_set_keep_unknown_chunks(c->png, PNG_HANDLE_CHUNK_NEVER, NULL, -1);
     /* Checking every chunk CRC costs little and is how a damaged file is told from a good one. */
     png_set_crc_action(c->png, PNG_CRC_DEFAULT, PNG_CRC_DEFAULT);
     return 0;
@@ -266,9 +271,15 @@ int hq_png_has_signature(const void *buf, size_t len)
     return len >= 8 && memcmp(buf, png_signature, 8) == 0;
 }
 
+/* Saturates rather than wraps: 2^31 x 2^31 RGBA16 is 2^65 bytes, and a wrapped size could match
+ * a small buffer that hq_png_decode would then overrun. */
 uint64_t hq_png_image_bytes(const hq_png_info *info)
 {
-    return (uint64_t)info->height * info->width * info->channels * info->sample_bytes;
+    uint64_t n = 0;
+    if (__builtin_mul_overflow((uint64_t)info->height, (uint64_t)info->width, &n) ||
+        __builtin_mul_overflow(n, (uint64_t)info->channels * info->sample_bytes, &n))
+        return UINT64_MAX;
+    return n;
 }
 
 int hq_png_read_info(const hq_png_source *src, hq_png_info *info, hq_err *err)

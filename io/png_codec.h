@@ -74,7 +74,8 @@ hq_png_zopts hq_png_zopts_for_level(int png_level);
 /* 1 when buf starts with the 8-byte PNG signature. */
 int hq_png_has_signature(const void *buf, size_t len);
 
-/* Bytes of the decoded image: height * width * channels * sample_bytes. */
+/* Bytes of the decoded image: height * width * channels * sample_bytes (UINT64_MAX when that does
+ * not fit 64 bits: 2^31 x 2^31 RGBA16 would wrap around). */
 uint64_t hq_png_image_bytes(const hq_png_info *info);
 
 /* Reads the signature and header only. A zero width or height is "NAME: zero-sized image"; a file

@@ -87,7 +87,67 @@ static int split_dataset(const char *input, char **file, char **dset)
     return 1;
 }
 
+/* Every size derived from an item (image, block, plan offsets, the run's totals) is a product or a
+ * sum of its dimensions in 64 bits, and a header of a few bytes can claim 2^80 (PNG: 2^31 x 2^31
+ * RGBA16; HDF5: any dims). Such an item would wrap those sizes around, to a division by zero in
+ * the plan or a small buffer for a huge read, so the whole input must stay below 2^62 bytes. */
+#define INPUT_BYTES_MAX ((uint64_t)1 << 62)
+
+static int item_bytes(const hq_item *it, uint64_t *bytes)
+{
+    uint64_t n = 0;
+    const int over = __builtin_mul_overflow(it->slices, it->height, &n) || __builtin_mul_overflow(n, it->width, &n) ||
+                     __builtin_mul_overflow(n, (uint64_t)it->channels * it->sample_bytes, &n);
+    *bytes = n;
+    return !over && n <= INPUT_BYTES_MAX;
+}
+
+/* Refuses (or with skip_bad marks bad) the items that would take the input past the limit. */
+static int check_sizes(hq_inventory *inv, int skip_bad, hq_err *err)
+{
+    uint64_t total = 0;
+    for (size_t i = 0; i < inv->n; i++) {
+        hq_item *it = &inv->items[i];
+        uint64_t n = 0;
+        if (it->bad || (item_bytes(it, &n) && n <= INPUT_BYTES_MAX - total)) {
+            total += it->bad ? 0 : n;
+            continue;
+        }
+        const int hdf5 = inv->format == HQ_FMT_HDF5;
+        const char *sep = hdf5 ? ":" : "", *dset = hdf5 ? it->name : "";
+        hq_err why;
+        if (item_bytes(it, &n))
+            hq_fail(&why, HQ_EINPUT, "%s%s%s: too large (the input's images together pass 2^62 bytes)", it->src, sep,
+                    dset);
+        else
+            hq_fail(&why, HQ_EINPUT, "%s%s%s: too large (%llu x %llu x %llu pixels of %u x %u bytes: over 2^62 bytes)",
+                    it->src, sep, dset, (unsigned long long)it->slices, (unsigned long long)it->height,
+                    (unsigned long long)it->width, it->channels, it->sample_bytes);
+        if (!skip_bad) {
+            *err = why;
+            return HQ_EINPUT;
+        }
+        char *w = strdup(why.msg);
+        if (!w)
+            return hq_fail(err, HQ_EMEM, "%s: out of memory listing inputs", it->src);
+        free(it->why);
+        it->why = w;
+        it->bad = 1;
+        it->slices = it->height = it->width = 0;
+        it->channels = it->sample_bytes = it->depth = it->collective = 0;
+    }
+    return 0;
+}
+
+static int scan_input(const char *input, int skip_bad, hq_inventory *inv, hq_err *err);
+
 int hq_io_scan(const char *input, int skip_bad, hq_inventory *inv, hq_err *err)
+{
+    int rc = scan_input(input, skip_bad, inv, err);
+    return rc ? rc : check_sizes(inv, skip_bad, err);
+}
+
+static int scan_input(const char *input, int skip_bad, hq_inventory *inv, hq_err *err)
 {
     memset(inv, 0, sizeof *inv);
     struct stat st;
