@@ -544,7 +544,8 @@ static int flush_locked(hq_journal *j, hq_err *err)
     return 0;
 }
 
-static int append(hq_journal *j, uint32_t type, const void *a, size_t na, const void *b, size_t nb, hq_err *err)
+static int append(hq_journal *j, uint32_t type, const void *a, size_t na, const void *b, size_t nb, int may_flush,
+                  hq_err *err)
 {
     rec_head h = {REC_MAGIC, type, na + nb, fnv(fnv(FNV0, a, na), b, nb)};
     pthread_mutex_lock(&j->lock);
@@ -568,7 +569,7 @@ static int append(hq_journal *j, uint32_t type, const void *a, size_t na, const 
         if (nb)
             memcpy(j->buf + j->len + sizeof h + na, b, nb);
         j->len = need;
-        if (now_s() - j->last_flush >= j->flush_s)
+        if (may_flush && now_s() - j->last_flush >= j->flush_s)
             rc = flush_locked(j, err);
     }
     pthread_mutex_unlock(&j->lock);
@@ -578,19 +579,19 @@ static int append(hq_journal *j, uint32_t type, const void *a, size_t na, const 
 int hq_journal_note_block(hq_journal *j, const hq_block *b, hq_err *err)
 {
     const hq_journal_block r = {b->item, b->s0, b->s1, b->r0, b->r1, b->c0, b->c1};
-    return j ? append(j, REC_BLOCK, &r, sizeof r, NULL, 0, err) : 0;
+    return j ? append(j, REC_BLOCK, &r, sizeof r, NULL, 0, 1, err) : 0;
 }
 
 int hq_journal_note_hist(hq_journal *j, uint64_t group, const uint64_t *counts, uint64_t n, hq_err *err)
 {
     const uint64_t head[2] = {group, n};
-    return j ? append(j, REC_HIST, head, sizeof head, counts, n * sizeof *counts, err) : 0;
+    return j ? append(j, REC_HIST, head, sizeof head, counts, n * sizeof *counts, 0, err) : 0;
 }
 
 int hq_journal_note_lut(hq_journal *j, uint64_t image, const uint16_t *lut, uint64_t n, hq_err *err)
 {
     const uint64_t head[2] = {image, n};
-    return j ? append(j, REC_LUT, head, sizeof head, lut, n * sizeof *lut, err) : 0;
+    return j ? append(j, REC_LUT, head, sizeof head, lut, n * sizeof *lut, 0, err) : 0;
 }
 
 int hq_journal_flush(hq_journal *j, hq_err *err)
