@@ -167,7 +167,7 @@ static uint64_t item_bytes(const hq_item *it)
 
 static uint64_t block_bytes(const hq_item *it, const hq_block *b)
 {
-    return hq_block_pixels(b, it->width) * it->channels * it->sample_bytes;
+    return hq_block_pixels(b) * it->channels * it->sample_bytes;
 }
 
 /* *writable: every item fits the cap and one at least is good, so an output is made. */
@@ -182,8 +182,10 @@ static int make_plan(const hq_inventory *inv, hq_plan *plan, int *writable, hq_e
         const int big = !it->bad && item_bytes(it) > HQF_ITEM_CAP;
         all_small &= !big;
         any_good |= !it->bad;
-        pi[i] = (hq_plan_item){it->slices, it->height, it->width, (uint64_t)it->channels * it->sample_bytes,
-                               inv->format == HQ_FMT_HDF5, (int)it->bad || big};
+        pi[i] = (hq_plan_item){it->slices,       it->height,       it->width,
+                               (uint64_t)it->channels * it->sample_bytes,
+                               inv->format == HQ_FMT_HDF5,       (int)it->bad || big,
+                               it->chunk_slices, it->chunk_height, it->chunk_width, (int)it->collective};
     }
     *writable = all_small && any_good;
     int rc = hq_plan_make(pi, inv->n, 1, HQF_BLOCK_BYTES, plan, err);
@@ -263,7 +265,7 @@ static void run_io(const hq_inventory *inv, const char *in)
     snprintf(out, sizeof out, "%s/output.%s", workdir, inv->format == HQ_FMT_HDF5 ? "h5" : "png");
     const int with_output = writable;
     if (with_output) {
-        hq_out_opts oo = {out, 0, -1, 0};
+        hq_out_opts oo = {.path = out, .force = 0, .png_level = -1, .verbose = 0};
         if ((rc = ops->create_output(io, &oo, MPI_COMM_WORLD, &err)))
             check_failure("create_output", rc, &err, in, out);
     }
@@ -272,7 +274,8 @@ static void run_io(const hq_inventory *inv, const char *in)
     /* A global-scope record, so that an input already holding one (or a clashing name) is met. */
     uint64_t hist[256] = {0};
     hist[0] = 1;
-    hq_run_meta meta = {"fuzz", HQ_METHOD_EQUALIZE, HQ_SCOPE_GLOBAL, HQ_COLOR_LUMA, 0, hist, 1, 256};
+    hq_run_meta meta = {.version = "fuzz", .method = HQ_METHOD_EQUALIZE, .scope = HQ_SCOPE_GLOBAL,
+                        .color = HQ_COLOR_LUMA, .bits = 0, .global_hist = hist, .global_nhist = 1, .global_bins = 256};
     hq_err cerr = {{0}};
     const int commit = with_output && !rc;
     int rc_close = ops->close(io, commit, &meta, &cerr);
