@@ -4,51 +4,28 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
-static int exists(const char *path)
-{
-    struct stat st;
-    return stat(path, &st) == 0;
-}
-
-static char *with_suffix(const char *a, const char *b)
-{
-    size_t n = strlen(a) + strlen(b) + 2;
-    char *s = malloc(n);
-    if (s)
-        snprintf(s, n, "%s%s", a, b);
-    return s;
-}
+#include "../io/io.h"
 
 /* The options that shape the output; a resume under other ones would mix two results. */
 static void options_text(const hq_options *o, char *buf, size_t len)
 {
-    static const char *const SCOPES[] = {"auto", "image", "global"};
-    snprintf(buf, len, "scope=%s method=%s color=%s bits=%u png-level=%d on-error=%s", SCOPES[o->scope],
+    snprintf(buf, len, "scope=%s method=%s color=%s bits=%u png-level=%d on-error=%s", hq_scope_name(o->scope),
              hq_method_name(o->method), hq_color_name(o->color), o->bits, o->png_level,
              o->on_error == HQ_ONERR_SKIP ? "skip" : "stop");
 }
 
-/* Rank 0. partial: what an interrupted run leaves (HDF5: OUT.part; PNG directory: OUT);
- * finished: what a finished one leaves (OUT; the directory's completion record). */
+/* Rank 0. What is at OUT (an unfinished or a finished output) the format says (io.h). */
 static int decide(const hq_options *o, const hq_inventory *inv, hq_resume *res, hq_err *err)
 {
-    const int hdf5 = inv->format == HQ_FMT_HDF5;
-    if (!hdf5 && !inv->root_is_dir) {
+    int partial = 0, finished = 0;
+    if (!hq_io_ops_for(inv->format)->output_state(inv, o->output, &partial, &finished)) {
         res->action = HQ_RESUME_OFF;
         return 0;
     }
     char opts[512];
     options_text(o, opts, sizeof opts);
     hq_journal_make_id(inv, opts, res->id, sizeof res->id);
-    char *part = hdf5 ? with_suffix(o->output, ".part") : strdup(o->output);
-    char *done = hdf5 ? strdup(o->output) : with_suffix(o->output, "/histeq_dist.complete");
-    if (!part || !done) {
-        free(part);
-        free(done);
-        return hq_fail(err, HQ_EMEM, "%s: out of memory", o->output);
-    }
     const int journal = hq_journal_exists(o->output);
     int rc = 0;
     res->action = HQ_RESUME_FRESH;
@@ -56,10 +33,10 @@ static int decide(const hq_options *o, const hq_inventory *inv, hq_resume *res, 
         if (journal && !o->force)
             rc = hq_fail(err, HQ_EUSAGE, "%s: an interrupted run left its journal %s.journal: add --resume to "
                          "finish it, or --force to start over", o->output, o->output);
-    } else if (journal && exists(part) && !(!hdf5 && exists(done))) {
+    } else if (journal && partial) {
         res->action = HQ_RESUME_CONTINUE;
         rc = hq_journal_load(o->output, res->id, &res->st, err);
-    } else if (exists(done)) {
+    } else if (finished) {
         /* Finished, perhaps killed between the rename and removing the journal. */
         res->action = HQ_RESUME_DONE;
         if (journal)
@@ -67,8 +44,6 @@ static int decide(const hq_options *o, const hq_inventory *inv, hq_resume *res, 
     } else if (journal && !o->quiet) {
         fprintf(stderr, "histeq_dist: note: %s: the interrupted run's output is gone; starting over\n", o->output);
     }
-    free(part);
-    free(done);
     return rc;
 }
 

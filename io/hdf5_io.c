@@ -1697,17 +1697,25 @@ static int create_datasets(hq_io *io, int compressed, hq_err *err)
     return 0;
 }
 
+/* OUT.part, where the output is written until it is complete (malloc'd). */
+static char *part_name(const char *out)
+{
+    const size_t len = strlen(out) + sizeof ".part";
+    char *p = malloc(len);
+    if (p)
+        snprintf(p, len, "%s.part", out);
+    return p;
+}
+
 static int name_output(hq_io *io, const hq_out_opts *o, hq_err *err)
 {
     if (!o || !o->path || !o->path[0])
         return hq_fail(err, HQ_EUSAGE, "%s: no output path given", io->inv.root);
-    const size_t len = strlen(o->path) + sizeof ".part";
     io->out_path = strdup(o->path);
-    io->part_path = malloc(len);
+    io->part_path = part_name(o->path);
     io->out_dset = malloc((io->inv.n ? io->inv.n : 1) * sizeof *io->out_dset);
     if (!io->out_path || !io->part_path || !io->out_dset)
         return hq_fail(err, HQ_EMEM, "%s: out of memory", o->path);
-    snprintf(io->part_path, len, "%s.part", o->path);
     for (size_t i = 0; i < io->inv.n; i++)
         io->out_dset[i] = H5I_INVALID_HID;
     return 0;
@@ -2149,6 +2157,18 @@ static int hdf5_flush(hq_io *io, int collective, hq_err *err)
     return 0;
 }
 
+/* The output takes its final name only once complete: OUT.part is unfinished, OUT finished. */
+static int hdf5_output_state(const hq_inventory *inv, const char *out, int *partial, int *finished)
+{
+    (void)inv;
+    struct stat st;
+    char *part = part_name(out);
+    *partial = part && stat(part, &st) == 0;
+    *finished = stat(out, &st) == 0;
+    free(part);
+    return 1;
+}
+
 static const char *hdf5_sync_path(const hq_io *io)
 {
     return io ? io->part_path : NULL;
@@ -2163,5 +2183,6 @@ const hq_io_ops hq_hdf5_ops = {
     .write_block = hdf5_write_block,
     .close = hdf5_close,
     .flush = hdf5_flush,
+    .output_state = hdf5_output_state,
     .sync_path = hdf5_sync_path,
 };

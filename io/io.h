@@ -72,6 +72,12 @@ typedef struct hq_io_ops {
      * blocks done. collective = 1: every rank calls it; 0: one rank alone, a no-op where the
      * format would need every rank (parallel HDF5 with several ranks). */
     int (*flush)(hq_io *io, int collective, hq_err *err);
+    /* Rank 0, before any output is made: what is on disk at OUT. Returns 0 when outputs of this
+     * kind are not written piece by piece (a single PNG) and so keep no journal; otherwise 1, with
+     * *partial set when an unfinished output is there (HDF5: OUT.part; PNG directory: OUT without
+     * its completion record) and *finished when a finished one is (HDF5: OUT; PNG directory: its
+     * completion record). For --resume (app/resume.h). */
+    int (*output_state)(const hq_inventory *inv, const char *out, int *partial, int *finished);
     /* The file whose data a flush must fdatasync (HDF5: OUT.part), or NULL. */
     const char *(*sync_path)(const hq_io *io);
     /* Collective. commit = 1: record meta, mark the output complete (HDF5: the root attribute

@@ -830,6 +830,21 @@ static int png_flush(hq_io *io, int collective, hq_err *err)
     return 0;
 }
 
+/* A directory output is unfinished until its completion record is there; a single PNG is written
+ * whole at the end, so there is nothing to resume. */
+static int png_output_state(const hq_inventory *inv, const char *out, int *partial, int *finished)
+{
+    *partial = *finished = 0;
+    if (!inv->root_is_dir)
+        return 0;
+    struct stat st;
+    char *mark = join_path(out, COMPLETE_NAME);
+    *finished = mark && stat(mark, &st) == 0;
+    *partial = !*finished && stat(out, &st) == 0;
+    free(mark);
+    return 1;
+}
+
 static const char *png_sync_path(const hq_io *io)
 {
     (void)io;
@@ -845,5 +860,6 @@ const hq_io_ops hq_png_ops = {
     .write_block = png_write_block,
     .close = png_close,
     .flush = png_flush,
+    .output_state = png_output_state,
     .sync_path = png_sync_path,
 };
