@@ -86,22 +86,35 @@ say "# $(nproc) cores, $(free -g | awk '/Mem:/ {print $2}') GiB RAM, $free_gib G
 say "# wall: the program's own (--summary wall_s); mpirun start-up excluded. Inputs were just written: read from the page cache."
 
 say ""
-say "## weak scaling: $PER_RANK GiB per rank (a stack of 4096 x 4096 uint8 slices), scope image"
-say "ranks  GiB      wall_s  mpirun_s  GiB/s   efficiency  allreduce_s  peak_RSS_MiB  device_MiB"
+# Each weak input is written once and run under every write path of WRITE_PATHS, side by side:
+# auto (the program's choice: shared mappings when several ranks of a host write one file) and
+# hdf5 (HDF5's own pwrite path for every rank count).
 slices_per_rank=$(awk -v p="$PER_RANK" 'BEGIN {s = int(p * 64 + 0.5); print (s < 1 ? 1 : s)}')
-t1=""
+read -r -a PATHS <<< "${WRITE_PATHS:-auto hdf5}"
 for n in "${ranks[@]}"; do
     input=$DIR/weak_$n.h5
     build/make_image "$input" $((slices_per_rank * n)) 4096 4096 > /dev/null || fail "cannot write $input"
-    run_case weak "$n" "$input"
+    for wp in "${PATHS[@]}"; do
+        HQ_WRITE_PATH=$wp run_case "weak-$wp" "$n" "$input"
+    done
     rm -f "$input"
-    j=$OUT/weak_$n.json
-    w=$(field "$j" wall_s)
-    t1=${t1:-$w}
-    awk -v n="$n" -v b="$(field "$j" bytes)" -v w="$w" -v t1="$t1" -v a="$(phase_max "$j" allreduce)" \
-        -v r="$(mib "$(field "$j" peak_rss_bytes)")" -v d="$(field "$j" device_peak_bytes)" -v e="$(ext weak "$n")" 'BEGIN {
-        printf "%5d  %7.2f  %7.3f  %8s  %6.2f  %9.1f%%  %11.4f  %12s  %10s\n", n, b / 2^30, w, e, b / 2^30 / w,
-               100 * t1 / w, a, r, d == "" ? "-" : sprintf("%.0f", d / 2^20) }' | tee -a "$LOG"
+done
+for wp in "${PATHS[@]}"; do
+    say "## weak scaling: $PER_RANK GiB per rank (a stack of 4096 x 4096 uint8 slices), scope image, HQ_WRITE_PATH=$wp"
+    say "ranks  GiB      wall_s  mpirun_s  GiB/s   efficiency  allreduce_s  peak_RSS_MiB  device_MiB  write_s  written through"
+    t1=""
+    for n in "${ranks[@]}"; do
+        j=$OUT/weak-${wp}_$n.json
+        w=$(field "$j" wall_s)
+        t1=${t1:-$w}
+        how=$(grep -hoE "go through shared mappings \([0-9]+ threads a rank\)|written through HDF5 \([^)]*\)" "$OUT/weak-${wp}_$n.log" | head -1)
+        awk -v n="$n" -v b="$(field "$j" bytes)" -v w="$w" -v t1="$t1" -v a="$(phase_max "$j" allreduce)" \
+            -v r="$(mib "$(field "$j" peak_rss_bytes)")" -v d="$(field "$j" device_peak_bytes)" -v e="$(ext "weak-$wp" "$n")" \
+            -v wr="$(phase_max "$j" write)" -v how="$how" 'BEGIN {
+            printf "%5d  %7.2f  %7.3f  %8s  %6.2f  %9.1f%%  %11.4f  %12s  %10s  %7.3f  %s\n", n, b / 2^30, w, e, b / 2^30 / w,
+                   100 * t1 / w, a, r, d == "" ? "-" : sprintf("%.0f", d / 2^20), wr, how }' | tee -a "$LOG"
+    done
+    say ""
 done
 
 say ""
@@ -125,7 +138,7 @@ rm -f "$input"
 say ""
 say "## rank -> GPU map, $G ranks (-v)"
 grep -hE "histeq_dist: rank [0-9]+ on|note:" "$OUT/strong_$G.log" | tee -a "$LOG"
-for tag in weak strong; do
+for tag in weak-${PATHS[0]} strong; do
     for n in 1 "$G"; do
         say ""
         say "## per phase, $tag, $n rank(s) (max / mean over ranks, seconds)"
@@ -133,6 +146,9 @@ for tag in weak strong; do
             awk '{printf "%-10s %9.3f %9.3f\n", $1, $2, $3}' | tee -a "$LOG"
     done
 done
+say ""
+say "## one shared file vs write paths, no HDF5 (bench/write_paths.c): 1 process, then $G at once, 4 GiB each"
+gcc -O2 -o build/write_paths bench/write_paths.c && build/write_paths "$DIR" "${WP_GIB:-4}" "$G" | tee -a "$LOG"
 # The logs and JSON of every run, in one file (the device tool brings back a limited number of files).
-tail -n +1 "$OUT"/weak_*.json "$OUT"/strong_*.json "$OUT"/weak_*.log "$OUT"/strong_*.log > "$OUT/scaling_runs.txt" 2>/dev/null
-rm -f "$OUT"/weak_*.* "$OUT"/strong_*.*
+tail -n +1 "$OUT"/weak-*.json "$OUT"/strong_*.json "$OUT"/weak-*.log "$OUT"/strong_*.log > "$OUT/scaling_runs.txt" 2>/dev/null
+rm -f "$OUT"/weak-*.* "$OUT"/strong_*.*

@@ -1,0 +1,137 @@
+/* write_paths.c — how fast can P processes of one host write their disjoint parts of ONE file?
+ *
+ *   write_paths DIR GIB_PER_PROC P
+ *
+ * For each way of writing, runs 1 process, then P processes at once (fork), each writing
+ * GIB_PER_PROC GiB into its own region of a shared file in DIR that was preallocated with
+ * fallocate (as histeq_dist reserves its output), and prints the aggregate GB/s and the ratio
+ * P-process rate / (P x 1-process rate), i.e. the weak-scaling efficiency of that write path:
+ *
+ *   pwrite       1 MiB pwrite calls (what HDF5's MPI-IO driver issues)
+ *   mmap         memcpy into a MAP_SHARED mapping of the region, faulted page by page
+ *   mmap+popul   the same after MADV_POPULATE_WRITE on each 64 MiB window
+ *   own-file     1 MiB pwrites, but each process into a file of its own (the no-sharing ceiling)
+ *
+ * Why: buffered writes to one inode take its lock (i_rwsem) on tmpfs, ext4 and XFS, so ranks on
+ * one host that write one shared file queue behind each other; stores through a shared mapping
+ * take only page locks. bench/results/write_paths.txt holds the numbers behind io/direct_write.c. */
+#define _GNU_SOURCE
+#include <fcntl.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23
+#endif
+
+#define PIECE (1u << 20)
+#define WINDOW (64u << 20)
+
+enum { PWRITE, MMAP, MMAP_POPULATE, OWN_FILE, NMODES };
+static const char *mode_name[NMODES] = {"pwrite", "mmap", "mmap+popul", "own-file"};
+
+static double now(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return t.tv_sec + t.tv_nsec * 1e-9;
+}
+
+static int writer(int mode, const char *path, int own, uint64_t off, uint64_t bytes, const unsigned char *src)
+{
+    int fd = open(path, O_RDWR);
+    if (fd < 0)
+        return perror(path), 1;
+    if (own)
+        off = 0;
+    if (mode == PWRITE || mode == OWN_FILE) {
+        for (uint64_t done = 0; done < bytes; done += PIECE)
+            if (pwrite(fd, src + done % WINDOW, PIECE, (off_t)(off + done)) != (ssize_t)PIECE)
+                return perror("pwrite"), 1;
+    } else {
+        for (uint64_t w = 0; w < bytes; w += WINDOW) {
+            const size_t len = bytes - w < WINDOW ? bytes - w : WINDOW;
+            unsigned char *m = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, (off_t)(off + w));
+            if (m == MAP_FAILED)
+                return perror("mmap"), 1;
+            if (mode == MMAP_POPULATE && madvise(m, len, MADV_POPULATE_WRITE) != 0)
+                return perror("madvise(MADV_POPULATE_WRITE)"), 1;
+            for (size_t d = 0; d < len; d += PIECE)
+                memcpy(m + d, src + d, PIECE);
+            munmap(m, len);
+        }
+    }
+    close(fd);
+    return 0;
+}
+
+/* Returns the aggregate GB/s of p processes, or -1. */
+static double run(int mode, const char *dir, int p, uint64_t per, const unsigned char *src)
+{
+    char path[4096];
+    for (int i = 0; i < p; i++) {
+        snprintf(path, sizeof path, "%s/write_paths.%d", dir, mode == OWN_FILE ? i : 0);
+        if (mode != OWN_FILE && i > 0)
+            break;
+        unlink(path);
+        int fd = open(path, O_RDWR | O_CREAT | O_TRUNC, 0644);
+        const uint64_t size = mode == OWN_FILE ? per : per * (uint64_t)p;
+        if (fd < 0 || posix_fallocate(fd, 0, (off_t)size) != 0)
+            return perror(path), -1.0;
+        close(fd);
+    }
+    const double t0 = now();
+    for (int i = 0; i < p; i++) {
+        if (fork() == 0) {
+            snprintf(path, sizeof path, "%s/write_paths.%d", dir, mode == OWN_FILE ? i : 0);
+            _exit(writer(mode, path, mode == OWN_FILE, per * (uint64_t)i, per, src));
+        }
+    }
+    int bad = 0, st;
+    while (wait(&st) > 0)
+        bad |= !WIFEXITED(st) || WEXITSTATUS(st) != 0;
+    const double t = now() - t0;
+    for (int i = 0; i < p; i++) {
+        snprintf(path, sizeof path, "%s/write_paths.%d", dir, i);
+        unlink(path);
+    }
+    return bad ? -1.0 : (double)per * p / t / 1e9;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc != 4) {
+        fprintf(stderr, "usage: write_paths DIR GIB_PER_PROC P\n");
+        return 2;
+    }
+    const uint64_t per = (uint64_t)(atof(argv[2]) * (1 << 30)) / WINDOW * WINDOW;
+    const int p = atoi(argv[3]);
+    if (per == 0 || p < 1) {
+        fprintf(stderr, "write_paths: need at least 64 MiB a process and P >= 1\n");
+        return 2;
+    }
+    unsigned char *src = malloc(WINDOW);
+    if (!src)
+        return 1;
+    for (size_t i = 0; i < WINDOW; i++)
+        src[i] = (unsigned char)(i * 131 + (i >> 12));
+    printf("# write_paths %s %s %d: %.2f GiB a process, one shared file (own-file: one each), fallocated first\n",
+           argv[1], argv[2], p, per / 1073741824.0);
+    printf("%-11s %12s %12s %11s\n", "path", "1 proc GB/s", "P procs GB/s", "efficiency");
+    for (int m = 0; m < NMODES; m++) {
+        const double one = run(m, argv[1], 1, per, src), many = run(m, argv[1], p, per, src);
+        if (one < 0 || many < 0)
+            printf("%-11s %12s\n", mode_name[m], "failed");
+        else
+            printf("%-11s %12.2f %12.2f %10.1f%%\n", mode_name[m], one, many, 100.0 * many / (p * one));
+        fflush(stdout);
+    }
+    free(src);
+    return 0;
+}
