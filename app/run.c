@@ -40,8 +40,10 @@
 /* Blocks alive at once besides the held ones: the I/O pipeline's slots (app/pipeline.h). */
 #define IN_FLIGHT_BLOCKS 3
 
-enum { PH_READ, PH_HIST, PH_REDUCE, PH_REMAP, PH_WRITE, PH_N };
-static const char *const PHASE_NAMES[PH_N] = {"read", "histogram", "allreduce", "remap", "write"};
+/* create: making the output and reserving its space; close: recording the run, closing, checking
+ * and renaming the output. Both are collective, and grow with the output on some file systems. */
+enum { PH_CREATE, PH_READ, PH_HIST, PH_REDUCE, PH_REMAP, PH_WRITE, PH_CLOSE, PH_N };
+static const char *const PHASE_NAMES[PH_N] = {"create", "read", "histogram", "allreduce", "remap", "write", "close"};
 _Static_assert(PH_N == HQ_SUMMARY_PHASES, "the JSON summary lists every phase");
 
 typedef struct group_hist {
@@ -1315,7 +1317,9 @@ int hq_run(const hq_options *o, const hq_comm *c, hq_err *err)
         return rc;
     }
     hq_out_opts oo = {o->output, o->force, o->png_level, o->verbose, r.res.action == HQ_RESUME_CONTINUE};
+    double t_phase = hq_now();
     rc = r.io_ops->create_output(r.io, &oo, c->world, err);
+    r.t[PH_CREATE] = hq_now() - t_phase;
     if (!rc)
         rc = open_journal(&r, err);
     uint64_t done_px = 0, done_bytes = 0;
@@ -1360,7 +1364,9 @@ int hq_run(const hq_options *o, const hq_comm *c, hq_err *err)
     if (!rc)
         rc = hq_comm_agree(c, hq_report_meta(r.rep, &meta, err), err);
     hq_err close_err = {{0}};
+    t_phase = hq_now();
     int rc_close = r.io_ops->close(r.io, rc == 0, &meta, &close_err);
+    r.t[PH_CLOSE] = hq_now() - t_phase;
     if (!rc && rc_close) {
         rc = rc_close;
         *err = close_err;

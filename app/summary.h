@@ -7,7 +7,7 @@
 
 #include "../core/error.h"
 
-#define HQ_SUMMARY_PHASES 5
+#define HQ_SUMMARY_PHASES 7
 
 typedef struct hq_summary {
     const char *version, *input, *output, *engine, *scope, *method, *color;

@@ -10,6 +10,10 @@
 #                 scope global (default: 30, or the largest that input + output fit on the disk)
 #   PER_RANK_GIB  weak scaling: a stack of 4096 x 4096 slices, this much per rank (default 2)
 #
+# WRITE_PATHS (default "auto hdf5"): the weak series runs once per entry, side by side on the same
+# input; an entry is HQ_WRITE_PATH[:HQ_RESERVE] (io/hdf5_io.c: auto|hdf5|mapped, auto|check|fallocate).
+# STRONG=0 leaves the strong series out.
+#
 # Prints, and writes to $OUT/scaling.txt: per run the wall time the program measured (--summary
 # JSON), the throughput, the efficiency (weak: T1/Tn; strong: T1/(n Tn)), the allreduce's max time
 # over ranks and its share of the wall time, the peak RSS and device memory (max over ranks), and
@@ -95,12 +99,13 @@ for n in "${ranks[@]}"; do
     input=$DIR/weak_$n.h5
     build/make_image "$input" $((slices_per_rank * n)) 4096 4096 > /dev/null || fail "cannot write $input"
     for wp in "${PATHS[@]}"; do
-        HQ_WRITE_PATH=$wp run_case "weak-$wp" "$n" "$input"
+        HQ_WRITE_PATH=${wp%%:*} HQ_RESERVE=$([ "${wp#*:}" = "$wp" ] && echo auto || echo "${wp#*:}") \
+            run_case "weak-$wp" "$n" "$input"
     done
     rm -f "$input"
 done
 for wp in "${PATHS[@]}"; do
-    say "## weak scaling: $PER_RANK GiB per rank (a stack of 4096 x 4096 uint8 slices), scope image, HQ_WRITE_PATH=$wp"
+    say "## weak scaling: $PER_RANK GiB per rank (a stack of 4096 x 4096 uint8 slices), scope image, HQ_WRITE_PATH[:HQ_RESERVE]=$wp"
     say "ranks  GiB      wall_s  mpirun_s  GiB/s   efficiency  allreduce_s  peak_RSS_MiB  device_MiB  write_s  written through"
     t1=""
     for n in "${ranks[@]}"; do
@@ -117,7 +122,10 @@ for wp in "${PATHS[@]}"; do
     say ""
 done
 
-say ""
+if [ "${STRONG:-1}" = 0 ]; then
+    tail -n +1 "$OUT"/weak-*.json "$OUT"/weak-*.log > "$OUT/scaling_runs.txt" 2>/dev/null
+    exit 0
+fi
 input=$DIR/strong.h5
 build/make_image "$input" 1 "$side" "$side" 1024 1024 > "$OUT/strong_make.log" || fail "cannot write $input"
 say "## strong scaling: one $side x $side uint8 image ($(awk -v s="$side" 'BEGIN {printf "%.1f", s * s / 2^30}') GiB, chunks 1024 x 1024), scope global"
@@ -138,7 +146,7 @@ rm -f "$input"
 say ""
 say "## rank -> GPU map, $G ranks (-v)"
 grep -hE "histeq_dist: rank [0-9]+ on|note:" "$OUT/strong_$G.log" | tee -a "$LOG"
-for tag in weak-${PATHS[0]} strong; do
+for tag in "${PATHS[@]/#/weak-}" strong; do
     for n in 1 "$G"; do
         say ""
         say "## per phase, $tag, $n rank(s) (max / mean over ranks, seconds)"

@@ -181,7 +181,7 @@ def check_summary(p, np_, images, scope, skipped=0):
     s = p.summary
     assert s["ranks"] == (np_ or 1) and len(s["devices"]) == s["ranks"]
     assert s["images"] == images and s["scope"] == scope
-    assert set(s["phases"]) == {"read", "histogram", "allreduce", "remap", "write"}
+    assert set(s["phases"]) == {"create", "read", "histogram", "allreduce", "remap", "write", "close"}
     assert all(v["max_s"] >= v["mean_s"] >= 0 for v in s["phases"].values())
     assert len(s["skipped"]) == skipped and s["exit_status"] == (3 if skipped else 0)
     assert f"--scope {scope}" in s["options"] and "--report" in s["command_line"]

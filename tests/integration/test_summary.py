@@ -22,7 +22,7 @@ def test_summary_json(tmp, np_):
     assert s["images"] == 5 and s["pixels"] == 5 * 30 * 40 and s["bytes"] == 5 * 30 * 40
     assert s["ranks"] == (np_ or 1) and s["skipped"] == 0 and s["scope"] == "image"
     assert s["input"] == str(inp) and s["output"] == str(tmp / "out.h5")
-    assert set(s["phases"]) == {"read", "histogram", "allreduce", "remap", "write"}
+    assert set(s["phases"]) == {"create", "read", "histogram", "allreduce", "remap", "write", "close"}
     assert all(p["max_s"] >= p["mean_s"] >= 0 for p in s["phases"].values())
     assert not (tmp / "run.json.part").exists()
 
