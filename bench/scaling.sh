@@ -10,9 +10,9 @@
 #                 scope global (default: 30, or the largest that input + output fit on the disk)
 #   PER_RANK_GIB  weak scaling: a stack of 4096 x 4096 slices, this much per rank (default 2)
 #
-# WRITE_PATHS (default "auto hdf5"): the weak series runs once per entry, side by side on the same
-# input; an entry is HQ_WRITE_PATH[:HQ_RESERVE] (io/hdf5_io.c: auto|hdf5|mapped, auto|check|fallocate).
-# STRONG=0 leaves the strong series out.
+# RESERVES (default "auto fallocate"): the weak series runs once per entry, side by side on the
+# same input, with HQ_RESERVE set to it (io/hdf5_io.c: auto checks the free space on tmpfs and
+# reserves with fallocate elsewhere; fallocate always reserves). STRONG=0 leaves the strong series out.
 #
 # Prints, and writes to $OUT/scaling.txt: per run the wall time the program measured (--summary
 # JSON), the throughput, the efficiency (weak: T1/Tn; strong: T1/(n Tn)), the allreduce's max time
@@ -90,43 +90,36 @@ say "# $(nproc) cores, $(free -g | awk '/Mem:/ {print $2}') GiB RAM, $free_gib G
 say "# wall: the program's own (--summary wall_s); mpirun start-up excluded. Inputs were just written: read from the page cache."
 
 say ""
-# Each weak input is written once and run under every write path of WRITE_PATHS, side by side:
-# auto (the program's choice: shared mappings when several ranks of a host write one file) and
-# hdf5 (HDF5's own pwrite path for every rank count).
+# Each weak input is written once and run under every entry of RESERVES, side by side.
 slices_per_rank=$(awk -v p="$PER_RANK" 'BEGIN {s = int(p * 64 + 0.5); print (s < 1 ? 1 : s)}')
-read -r -a PATHS <<< "${WRITE_PATHS:-auto hdf5}"
+read -r -a PATHS <<< "${RESERVES:-auto fallocate}"
 for n in "${ranks[@]}"; do
     input=$DIR/weak_$n.h5
     build/make_image "$input" $((slices_per_rank * n)) 4096 4096 > /dev/null || fail "cannot write $input"
     for wp in "${PATHS[@]}"; do
-        HQ_WRITE_PATH=${wp%%:*} HQ_RESERVE=$([ "${wp#*:}" = "$wp" ] && echo auto || echo "${wp#*:}") \
-            run_case "weak-$wp" "$n" "$input"
+        HQ_RESERVE=$wp run_case "weak-$wp" "$n" "$input"
     done
     rm -f "$input"
 done
 for wp in "${PATHS[@]}"; do
-    say "## weak scaling: $PER_RANK GiB per rank (a stack of 4096 x 4096 uint8 slices), scope image, HQ_WRITE_PATH[:HQ_RESERVE]=$wp"
-    say "ranks  GiB      wall_s  mpirun_s  GiB/s   efficiency  allreduce_s  peak_RSS_MiB  device_MiB  write_s  written through"
+    say "## weak scaling: $PER_RANK GiB per rank (a stack of 4096 x 4096 uint8 slices), scope image, HQ_RESERVE=$wp"
+    say "ranks  GiB      wall_s  mpirun_s  GiB/s   efficiency  allreduce_s  peak_RSS_MiB  device_MiB  create_s  read_s  write_s"
     t1=""
     for n in "${ranks[@]}"; do
         j=$OUT/weak-${wp}_$n.json
         w=$(field "$j" wall_s)
         t1=${t1:-$w}
-        how=$(grep -hoE "go through shared mappings \([0-9]+ threads a rank\)|written through HDF5 \([^)]*\)" "$OUT/weak-${wp}_$n.log" | head -1)
         awk -v n="$n" -v b="$(field "$j" bytes)" -v w="$w" -v t1="$t1" -v a="$(phase_max "$j" allreduce)" \
             -v r="$(mib "$(field "$j" peak_rss_bytes)")" -v d="$(field "$j" device_peak_bytes)" -v e="$(ext "weak-$wp" "$n")" \
-            -v wr="$(phase_max "$j" write)" -v how="$how" 'BEGIN {
-            printf "%5d  %7.2f  %7.3f  %8s  %6.2f  %9.1f%%  %11.4f  %12s  %10s  %7.3f  %s\n", n, b / 2^30, w, e, b / 2^30 / w,
-                   100 * t1 / w, a, r, d == "" ? "-" : sprintf("%.0f", d / 2^20), wr, how }' | tee -a "$LOG"
+            -v cr="$(phase_max "$j" create)" -v rd="$(phase_max "$j" read)" -v wr="$(phase_max "$j" write)" 'BEGIN {
+            printf "%5d  %7.2f  %7.3f  %8s  %6.2f  %9.1f%%  %11.4f  %12s  %10s  %8.3f  %6.3f  %7.3f\n", n, b / 2^30, w, e,
+                   b / 2^30 / w, 100 * t1 / w, a, r, d == "" ? "-" : sprintf("%.0f", d / 2^20), cr, rd, wr }' | tee -a "$LOG"
     done
     say ""
 done
 
-if [ "${STRONG:-1}" = 0 ]; then
-    tail -n +1 "$OUT"/weak-*.json "$OUT"/weak-*.log > "$OUT/scaling_runs.txt" 2>/dev/null
-    exit 0
-fi
 input=$DIR/strong.h5
+[ "${STRONG:-1}" = 0 ] || {
 build/make_image "$input" 1 "$side" "$side" 1024 1024 > "$OUT/strong_make.log" || fail "cannot write $input"
 say "## strong scaling: one $side x $side uint8 image ($(awk -v s="$side" 'BEGIN {printf "%.1f", s * s / 2^30}') GiB, chunks 1024 x 1024), scope global"
 say "ranks  wall_s   mpirun_s  GiB/s   speedup  efficiency  allreduce_s  allreduce_%  peak_RSS_MiB  device_MiB"
@@ -142,11 +135,14 @@ for n in "${ranks[@]}"; do
                100 * t1 / (n * w), a, 100 * a / w, r, d == "" ? "-" : sprintf("%.0f", d / 2^20) }' | tee -a "$LOG"
 done
 rm -f "$input"
-
 say ""
+}
+
 say "## rank -> GPU map, $G ranks (-v)"
-grep -hE "histeq_dist: rank [0-9]+ on|note:" "$OUT/strong_$G.log" | tee -a "$LOG"
-for tag in "${PATHS[@]/#/weak-}" strong; do
+grep -hE "histeq_dist: rank [0-9]+ on|note:" "$OUT/weak-${PATHS[0]}_$G.log" | tee -a "$LOG"
+tags=("${PATHS[@]/#/weak-}")
+[ "${STRONG:-1}" = 0 ] || tags+=(strong)
+for tag in "${tags[@]}"; do
     for n in 1 "$G"; do
         say ""
         say "## per phase, $tag, $n rank(s) (max / mean over ranks, seconds)"

@@ -14,7 +14,8 @@
  *
  * Why: buffered writes to one inode take its lock (i_rwsem) on tmpfs, ext4 and XFS, so ranks on
  * one host that write one shared file queue behind each other; stores through a shared mapping
- * take only page locks. bench/results/write_paths.txt holds the numbers behind io/direct_write.c. */
+ * take only page locks. bench/results/scaling.txt holds its numbers on the 4-GPU host, and what
+ * came of trying mappings inside histeq_dist (they lost there; see bench/README.md). */
 #define _GNU_SOURCE
 #include <fcntl.h>
 #include <stdint.h>

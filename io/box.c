@@ -22,8 +22,7 @@ void hq_box_copy(hq_box_side dst, hq_box_side src, const uint64_t *n, int k, siz
         if (n[i] == 0)
             return;
     size_t ds[HQ_BOX_MAX_RANK], ss[HQ_BOX_MAX_RANK];
-    const size_t d0 = strides(dst.ext, dst.off, k, elem, ds) - dst.origin,
-                 s0 = strides(src.ext, src.off, k, elem, ss) - src.origin;
+    const size_t d0 = strides(dst.ext, dst.off, k, elem, ds), s0 = strides(src.ext, src.off, k, elem, ss);
     /* Merge from the innermost dimension while the box spans it whole on both sides: then the
      * next dimension out is contiguous with it too. */
     int m = k - 1;
@@ -49,29 +48,3 @@ void hq_box_copy(hq_box_side dst, hq_box_side src, const uint64_t *n, int k, siz
     }
 }
 
-void hq_box_copy_par(hq_box_side dst, hq_box_side src, const uint64_t *n, int k, size_t elem, int threads)
-{
-    int d = 0;
-    while (d < k - 1 && n[d] == 1)
-        d++;
-    if (threads < 2 || k < 1 || k > HQ_BOX_MAX_RANK || n[d] < 2) {
-        hq_box_copy(dst, src, n, k, elem);
-        return;
-    }
-    const uint64_t parts = n[d] < (uint64_t)threads ? n[d] : (uint64_t)threads;
-#pragma omp parallel for num_threads((int)parts) schedule(static, 1)
-    for (uint64_t p = 0; p < parts; p++) {
-        uint64_t sn[HQ_BOX_MAX_RANK], doff[HQ_BOX_MAX_RANK], soff[HQ_BOX_MAX_RANK];
-        const uint64_t lo = n[d] * p / parts, hi = n[d] * (p + 1) / parts;
-        for (int i = 0; i < k; i++) {
-            sn[i] = n[i];
-            doff[i] = dst.off[i];
-            soff[i] = src.off[i];
-        }
-        sn[d] = hi - lo;
-        doff[d] += lo;
-        soff[d] += lo;
-        hq_box_copy((hq_box_side){dst.base, dst.ext, doff, dst.origin}, (hq_box_side){src.base, src.ext, soff, src.origin},
-                    sn, k, elem);
-    }
-}

@@ -47,7 +47,6 @@
 
 #include "box.h"
 #include "io.h"
-#include "mapped_write.h"
 
 #define OWN_GROUP "/histeq_dist"
 #define OWN_HIST OWN_GROUP "/global_histogram"
@@ -64,7 +63,7 @@
 
 /* Per item flags: whether the output dataset is filtered (then parallel HDF5 1.10 writes it only
  * collectively). */
-enum { OUT_FILTERED = 4, OUT_MAPPED = 8 };
+enum { OUT_FILTERED = 4 };
 
 struct hq_io {
     MPI_Comm comm; /* our own duplicate, so our collectives never mix with the caller's */
@@ -92,9 +91,6 @@ struct hq_io {
     uint32_t fell_causes;
     unsigned char *stage; /* one chunk, for write_by_chunk */
     size_t stage_bytes;
-    hq_mw *mw;          /* non-NULL: items flagged OUT_MAPPED are written through it (write_mapped) */
-    haddr_t *out_addr;  /* per item, where a contiguous output's data start; HADDR_UNDEF otherwise */
-    int store_threads;  /* threads that fill a mapped window */
 };
 
 /* ---------------------------------------------------------------------------------------------- */
@@ -770,8 +766,6 @@ static void free_io(hq_io *io)
     free(io->frank);
     free(io->in_chunk);
     free(io->stage);
-    hq_mw_close(io->mw);
-    free(io->out_addr);
     free(io->flags);
     free(io->out_path);
     free(io->part_path);
@@ -1215,13 +1209,13 @@ static int needs_collective(const hq_io *io, uint64_t item, int writing)
 /* Largest chunk staged by write_by_chunk; bigger ones go through HDF5 as they are. */
 #define STAGE_MAX (64 * MiB)
 
-/* The chunks a block touches, walked in odometer order: each step gives the chunk's origin and
- * the box where the block and the chunk meet, in dataset coordinates. */
+/* The chunks a block touches, walked in odometer order: each step gives the box where the block
+ * and the chunk meet, in dataset coordinates. */
 typedef struct chunk_walk {
     int k;
     uint64_t cd[MAX_RANK], start[MAX_RANK], count[MAX_RANK], first[MAX_RANK], last[MAX_RANK], idx[MAX_RANK];
-    uint64_t origin[MAX_RANK], s[MAX_RANK], n[MAX_RANK]; /* this step's chunk and meeting box */
-    uint64_t in_block[MAX_RANK], in_chunk[MAX_RANK];    /* the box's offset in the block, in the chunk */
+    uint64_t s[MAX_RANK], n[MAX_RANK]; /* this step's meeting box */
+    uint64_t in_block[MAX_RANK];        /* the box's offset in the block */
     uint64_t chunks, chunk_bytes;
 } chunk_walk;
 
@@ -1229,11 +1223,9 @@ static void walk_step(chunk_walk *w)
 {
     for (int i = 0; i < w->k; i++) {
         const uint64_t lo = w->idx[i] * w->cd[i], hi = lo + w->cd[i], end = w->start[i] + w->count[i];
-        w->origin[i] = lo;
         w->s[i] = lo > w->start[i] ? lo : w->start[i];
         w->n[i] = (hi < end ? hi : end) - w->s[i];
         w->in_block[i] = w->s[i] - w->start[i];
-        w->in_chunk[i] = w->s[i] - lo;
     }
 }
 
@@ -1296,7 +1288,7 @@ static int write_by_chunk(hq_io *io, uint64_t item, const hq_block *b, hid_t d, 
     static const uint64_t zero[MAX_RANK];
     const size_t elem = io->inv.items[item].sample_bytes;
     do {
-        hq_box_copy((hq_box_side){io->stage, w.n, zero, 0}, (hq_box_side){(unsigned char *)buf, w.count, w.in_block, 0},
+        hq_box_copy((hq_box_side){io->stage, w.n, zero}, (hq_box_side){(unsigned char *)buf, w.count, w.in_block},
                     w.n, w.k, elem);
         hsize_t s[MAX_RANK], n[MAX_RANK];
         for (int i = 0; i < w.k; i++) {
@@ -1313,87 +1305,6 @@ static int write_by_chunk(hq_io *io, uint64_t item, const hq_block *b, hid_t d, 
         if (st < 0)
             return -1;
     } while (walk_next(&w));
-    return 0;
-}
-
-/* An independent write of an uncompressed dataset stored in the file's byte order, copied straight
- * into a mapping of the file's bytes where HDF5 allocated them (mapped_write.h says why: the ranks
- * of one host no longer queue on the file's inode lock). The space was allocated at creation and
- * reserved with fallocate, so the stores cannot fault on a full disk. Returns 1 when the item or
- * the run does not take this path, 0 when written, -1 on a failure, with errno or HDF5's stack. */
-static int write_mapped(hq_io *io, uint64_t item, const hq_block *b, hid_t d, hid_t fspace, const void *buf)
-{
-    if (!io->mw || !(io->flags[item] & OUT_MAPPED))
-        return 1;
-    const size_t elem = io->inv.items[item].sample_bytes;
-    chunk_walk w;
-    if (!walk_begin(&w, io, item, b)) {
-        /* Contiguous: the block's bytes run from its first element to its last. */
-        hsize_t dims[MAX_RANK], start[MAX_RANK], count[MAX_RANK];
-        const int k = block_extent(&io->inv.items[item], io->frank[item], b, start, count);
-        if (H5Sget_simple_extent_dims(fspace, dims, NULL) != k)
-            return -1;
-        uint64_t ext[MAX_RANK], off[MAX_RANK], n[MAX_RANK], lo = 0, hi = 0;
-        for (int i = 0; i < k; i++) {
-            ext[i] = dims[i];
-            off[i] = start[i];
-            n[i] = count[i];
-            lo = lo * ext[i] + off[i];
-            hi = hi * ext[i] + off[i] + n[i] - 1;
-        }
-        lo *= elem;
-        hi = (hi + 1) * elem;
-        unsigned char *p = hq_mw_map(io->mw, io->out_addr[item] + lo, hi - lo);
-        if (!p)
-            return -1;
-        static const uint64_t zero[MAX_RANK];
-        hq_box_copy_par((hq_box_side){p, ext, off, lo}, (hq_box_side){(unsigned char *)buf, n, zero, 0}, n, k, elem,
-                        io->store_threads);
-        hq_mw_unmap(io->mw);
-        return 0;
-    }
-    /* Chunked: every chunk's address and box first (HDF5 calls, on this thread), then one window
-     * over all of them, filled on store_threads threads. */
-    typedef struct piece {
-        haddr_t addr;
-        uint64_t n[MAX_RANK], in_block[MAX_RANK], in_chunk[MAX_RANK];
-    } piece;
-    piece *pc = malloc(w.chunks * sizeof *pc);
-    if (!pc)
-        return 1;
-    haddr_t lo = HADDR_MAX, hi = 0;
-    uint64_t j = 0;
-    do {
-        hsize_t o[MAX_RANK], size = 0;
-        unsigned mask = 0;
-        for (int i = 0; i < w.k; i++) {
-            o[i] = w.origin[i];
-            pc[j].n[i] = w.n[i];
-            pc[j].in_block[i] = w.in_block[i];
-            pc[j].in_chunk[i] = w.in_chunk[i];
-        }
-        if (H5Dget_chunk_info_by_coord(d, o, &mask, &pc[j].addr, &size) < 0 || pc[j].addr == HADDR_UNDEF ||
-            size != w.chunk_bytes) {
-            free(pc);
-            H5Eclear2(H5E_DEFAULT);
-            return 1; /* not laid out as allocated at creation: HDF5 writes it */
-        }
-        lo = pc[j].addr < lo ? pc[j].addr : lo;
-        hi = pc[j].addr + size > hi ? pc[j].addr + size : hi;
-        j++;
-    } while (walk_next(&w));
-    unsigned char *p = hq_mw_map(io->mw, lo, hi - lo);
-    if (!p) {
-        free(pc);
-        return -1;
-    }
-    const int64_t np = (int64_t)w.chunks;
-#pragma omp parallel for num_threads(io->store_threads) schedule(dynamic, 1) if (np > 1)
-    for (int64_t q = 0; q < np; q++)
-        hq_box_copy((hq_box_side){p + (pc[q].addr - lo), w.cd, pc[q].in_chunk, 0},
-                    (hq_box_side){(unsigned char *)buf, w.count, pc[q].in_block, 0}, pc[q].n, w.k, elem);
-    hq_mw_unmap(io->mw);
-    free(pc);
     return 0;
 }
 
@@ -1457,9 +1368,7 @@ static int transfer(hq_io *io, uint64_t item, const hq_block *b, int collective,
     if (fspace >= 0 && select_block(fspace, it, io->frank[item], b, &mspace) >= 0) {
         const hid_t dxpl = coll_io ? io->dxpl_coll : io->dxpl_ind;
         void *p = b ? buf : &nothing;
-        int staged = writing && b && !coll_io ? write_mapped(io, item, b, d, fspace, buf) : 1;
-        if (staged > 0 && writing && b && !coll_io)
-            staged = write_by_chunk(io, item, b, d, fspace, mtype, buf);
+        const int staged = writing && b && !coll_io ? write_by_chunk(io, item, b, d, fspace, mtype, buf) : 1;
         if (staged <= 0)
             st = staged;
         else
@@ -1804,8 +1713,6 @@ static void empty_output(hq_io *io)
 /* Undoes create_output: closes what it opened and removes OUT.part. Collective. */
 static void drop_output(hq_io *io)
 {
-    hq_mw_close(io->mw);
-    io->mw = NULL;
     if (io->out_file >= 0)
         empty_output(io);
     for (size_t i = 0; io->out_dset && i < io->inv.n; i++)
@@ -1955,70 +1862,6 @@ static int name_output(hq_io *io, const hq_out_opts *o, hq_err *err)
     return 0;
 }
 
-/* Whether this rank writes uncompressed datasets through a mapping of OUT.part (write_mapped):
- * when more ranks than this one write the file from this host, on a local file system, into
- * space rank 0 reserved. HQ_WRITE_PATH=hdf5 turns it off, =mapped turns it on for a lone writer
- * too (tests, benchmarks). Each rank decides for itself (its writes are independent); rank 0
- * says what it chose in verbose mode. Collective. Any failure leaves the path off. */
-static void choose_write_path(hq_io *io)
-{
-    const char *env = getenv("HQ_WRITE_PATH");
-    const int off = env && strcmp(env, "hdf5") == 0, forced = env && strcmp(env, "mapped") == 0;
-    int reserved = io->rank == 0 && io->reserved > 0 && io->reserve_check == 0;
-    MPI_Bcast(&reserved, 1, MPI_INT, 0, io->comm);
-    MPI_Comm host;
-    int here = 1;
-    if (MPI_Comm_split_type(io->comm, MPI_COMM_TYPE_SHARED, io->rank, MPI_INFO_NULL, &host) == MPI_SUCCESS) {
-        MPI_Comm_size(host, &here);
-        MPI_Comm_free(&host);
-    }
-    const int local = hq_mw_local_fs(io->part_path);
-    /* Page faults are what a mapped store costs, and they run in parallel: a few threads per rank,
-     * leaving most cores of the host to the engines. */
-    const char *thr = getenv("HQ_STORE_THREADS");
-    const long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-    long want = thr && *thr ? atol(thr) : (cpus > 0 ? cpus : 1) / here / 2;
-    io->store_threads = (int)(want < 1 ? 1 : want > 8 ? 8 : want);
-    if (!off && reserved && local && (forced || here > 1)) {
-        io->out_addr = malloc((io->inv.n ? io->inv.n : 1) * sizeof *io->out_addr);
-        io->mw = io->out_addr ? hq_mw_open(io->part_path) : NULL;
-    }
-    size_t mapped = 0;
-    for (size_t i = 0; io->mw && i < io->inv.n; i++) {
-        io->out_addr[i] = HADDR_UNDEF;
-        if (io->out_dset[i] < 0 || (io->flags[i] & OUT_FILTERED))
-            continue;
-        const hid_t mtype = io->inv.items[i].sample_bytes == 2 ? H5T_NATIVE_UINT16 : H5T_NATIVE_UINT8;
-        const hid_t t = H5Dget_type(io->out_dset[i]), dcpl = H5Dget_create_plist(io->out_dset[i]);
-        const H5D_layout_t layout = dcpl >= 0 ? H5Pget_layout(dcpl) : H5D_LAYOUT_ERROR;
-        if (t >= 0 && H5Tequal(t, mtype) > 0) {
-            if (layout == H5D_CONTIGUOUS)
-                io->out_addr[i] = H5Dget_offset(io->out_dset[i]);
-            if (io->out_addr[i] != HADDR_UNDEF || (layout == H5D_CHUNKED && io->in_chunk[i][0])) {
-                io->flags[i] |= OUT_MAPPED;
-                mapped++;
-            }
-        }
-        if (t >= 0)
-            H5Tclose(t);
-        if (dcpl >= 0)
-            H5Pclose(dcpl);
-        H5Eclear2(H5E_DEFAULT);
-    }
-    if (io->verbose && io->rank == 0) {
-        if (io->mw)
-            fprintf(stderr, "histeq_dist: %s: %d rank(s) of this host write it; %zu uncompressed dataset(s) go "
-                    "through shared mappings (%d threads a rank), not write(2), which would queue on the file's lock\n",
-                    io->part_path, here, mapped, io->store_threads);
-        else
-            fprintf(stderr, "histeq_dist: %s: written through HDF5 (%s)\n", io->part_path,
-                    off        ? "HQ_WRITE_PATH=hdf5"
-                    : !reserved ? "no space reserved with fallocate"
-                    : !local    ? "not a local file system"
-                                : "one writer on this host");
-    }
-}
-
 static int hdf5_create_output(hq_io *io, const hq_out_opts *o, MPI_Comm comm, hq_err *err)
 {
     (void)comm; /* io->comm is the duplicate of the communicator given to open_input */
@@ -2051,8 +1894,6 @@ static int hdf5_create_output(hq_io *io, const hq_out_opts *o, MPI_Comm comm, hq
             rc = agree(io->comm, create_datasets(io, 1, err), err);
         if (!rc)
             rc = reserve_space(io, allocated, err);
-        if (!rc)
-            choose_write_path(io);
         /* On disk now, so that a run killed from here on leaves a file that --resume can open. */
         if (!rc && H5Fflush(io->out_file, H5F_SCOPE_LOCAL) < 0)
             rc = hq_fail(err, HQ_EIO, "%s: cannot flush %s", io->out_path, io->part_path);
@@ -2337,8 +2178,6 @@ static int close_output_ids(hq_io *io, hq_err *err)
 {
     int rc = 0;
     char det[512];
-    hq_mw_close(io->mw);
-    io->mw = NULL;
     for (size_t i = 0; io->out_dset && i < io->inv.n; i++) {
         if (io->out_dset[i] >= 0 && H5Dclose(io->out_dset[i]) < 0 && !rc) {
             hdf5_detail(det, sizeof det);

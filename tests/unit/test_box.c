@@ -1,7 +1,6 @@
 /* test_box.c — io/box.h against an element-by-element reference: random arrays of rank 1 to 4,
  * element sizes 1, 2 and 3, boxes anywhere inside both sides (whole rows, whole arrays, single
- * elements), sides that hold only part of their array (origin), and the threaded copy with 1 to 5
- * threads, which must write exactly the box and nothing around it. */
+ * elements), which must write exactly the box and nothing around it. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -53,7 +52,7 @@ static void reference(unsigned char *dst, const uint64_t *de, const uint64_t *do
     }
 }
 
-static void one_case(int threads)
+static void one_case(void)
 {
     const int k = 1 + (int)rnd(4);
     const size_t elem = 1 + rnd(3);
@@ -82,13 +81,7 @@ static void one_case(int threads)
     for (size_t i = 0; i < db; i++)
         got[i] = want[i] = (unsigned char)rnd(256);
     reference(want, de, doff, src, se, soff, n, k, elem);
-    /* The destination handed over as a window that starts at its box's first byte. */
-    const uint64_t zero[4] = {0, 0, 0, 0}, origin = at(de, doff, zero, k, elem);
-    hq_box_side dst = {got + origin, de, doff, origin}, s = {src, se, soff, 0};
-    if (threads)
-        hq_box_copy_par(dst, s, n, k, elem, threads);
-    else
-        hq_box_copy(dst, s, n, k, elem);
+    hq_box_copy((hq_box_side){got, de, doff}, (hq_box_side){src, se, soff}, n, k, elem);
     assert_memory_equal(got, want, db);
     free(src);
     free(got);
@@ -98,18 +91,11 @@ static void one_case(int threads)
 static void random_boxes(void **state)
 {
     (void)state;
-    for (int c = 0; c < 3000; c++)
-        one_case(0);
+    for (int c = 0; c < 5000; c++)
+        one_case();
 }
 
-static void random_boxes_threaded(void **state)
-{
-    (void)state;
-    for (int c = 0; c < 3000; c++)
-        one_case(1 + (int)rnd(5));
-}
-
-/* A block of whole rows inside a larger image: one run, cut among threads by rows. */
+/* A block of whole rows into a larger image: one run, nothing around it touched. */
 static void whole_rows(void **state)
 {
     (void)state;
@@ -119,7 +105,7 @@ static void whole_rows(void **state)
     assert_non_null(blk);
     for (int i = 0; i < 40 * 96; i++)
         blk[i] = (unsigned char)(i % 251 + 1);
-    hq_box_copy_par((hq_box_side){img, e, off, 0}, (hq_box_side){blk, n, zero, 0}, n, 2, 1, 4);
+    hq_box_copy((hq_box_side){img, e, off}, (hq_box_side){blk, n, zero}, n, 2, 1);
     assert_memory_equal(img + 7 * 96, blk, 40 * 96);
     for (int i = 0; i < 7 * 96; i++)
         assert_int_equal(img[i], 0);
@@ -133,7 +119,6 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(random_boxes),
-        cmocka_unit_test(random_boxes_threaded),
         cmocka_unit_test(whole_rows),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
