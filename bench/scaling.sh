@@ -10,9 +10,9 @@
 #                 scope global (default: 30, or the largest that input + output fit on the disk)
 #   PER_RANK_GIB  weak scaling: a stack of 4096 x 4096 slices, this much per rank (default 2)
 #
-# RESERVES (default "auto fallocate"): the weak series runs once per entry, side by side on the
-# same input, with HQ_RESERVE set to it (io/hdf5_io.c: auto checks the free space on tmpfs and
-# reserves with fallocate elsewhere; fallocate always reserves). STRONG=0 leaves the strong series out.
+# VARIANTS (default "default"): the weak series runs once per entry, side by side on the same
+# input; an entry is "default" or VAR=VALUE, an environment setting for that series (for instance
+# HQ_HDF5_COLLECTIVE=1). STRONG=0 leaves the strong series out.
 #
 # Prints, and writes to $OUT/scaling.txt: per run the wall time the program measured (--summary
 # JSON), the throughput, the efficiency (weak: T1/Tn; strong: T1/(n Tn)), the allreduce's max time
@@ -71,11 +71,13 @@ mib() { awk -v b="${1:-0}" 'BEGIN {printf "%.0f", b / 1048576}'; }
 ext() { awk '{printf "%.2f", $2 - $1}' "$OUT/$1_$2.time"; }
 
 # run_case TAG N INPUT: one run; leaves $OUT/TAG_N.json and .log, prints nothing.
+# VARIANT (VAR=VALUE, or default/unset): one more environment setting for this run.
 run_case() {
-    local tag=$1 n=$2 input=$3 out=$DIR/out.h5 t0 t1
+    local tag=$1 n=$2 input=$3 out=$DIR/out.h5 t0 t1 pre=()
+    [ "${VARIANT:-default}" = default ] || pre=(env "$VARIANT")
     rm -f "$out"
     t0=$(date +%s.%N)
-    mpirun "${MPIRUN_FLAGS[@]}" -np "$n" "$BIN" --input "$input" --output "$out" --device "$DEVICE" --force -v \
+    "${pre[@]}" mpirun "${MPIRUN_FLAGS[@]}" -np "$n" "$BIN" --input "$input" --output "$out" --device "$DEVICE" --force -v \
         --progress 0 --summary "$OUT/${tag}_$n.json" > "$OUT/${tag}_$n.log" 2>&1
     local rc=$?
     t1=$(date +%s.%N)
@@ -90,19 +92,19 @@ say "# $(nproc) cores, $(free -g | awk '/Mem:/ {print $2}') GiB RAM, $free_gib G
 say "# wall: the program's own (--summary wall_s); mpirun start-up excluded. Inputs were just written: read from the page cache."
 
 say ""
-# Each weak input is written once and run under every entry of RESERVES, side by side.
+# Each weak input is written once and run under every entry of VARIANTS, side by side.
 slices_per_rank=$(awk -v p="$PER_RANK" 'BEGIN {s = int(p * 64 + 0.5); print (s < 1 ? 1 : s)}')
-read -r -a PATHS <<< "${RESERVES:-auto fallocate}"
+read -r -a PATHS <<< "${VARIANTS:-default}"
 for n in "${ranks[@]}"; do
     input=$DIR/weak_$n.h5
     build/make_image "$input" $((slices_per_rank * n)) 4096 4096 > /dev/null || fail "cannot write $input"
     for wp in "${PATHS[@]}"; do
-        HQ_RESERVE=$wp run_case "weak-$wp" "$n" "$input"
+        VARIANT=$wp run_case "weak-$wp" "$n" "$input"
     done
     rm -f "$input"
 done
 for wp in "${PATHS[@]}"; do
-    say "## weak scaling: $PER_RANK GiB per rank (a stack of 4096 x 4096 uint8 slices), scope image, HQ_RESERVE=$wp"
+    say "## weak scaling: $PER_RANK GiB per rank (a stack of 4096 x 4096 uint8 slices), scope image, $wp"
     say "ranks  GiB      wall_s  mpirun_s  GiB/s   efficiency  allreduce_s  peak_RSS_MiB  device_MiB  create_s  read_s  write_s"
     t1=""
     for n in "${ranks[@]}"; do

@@ -39,8 +39,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/statvfs.h>
-#include <sys/vfs.h>
 #include <unistd.h>
 
 #include <hdf5.h>
@@ -82,9 +80,8 @@ struct hq_io {
     hid_t *out_dset;
     char *out_path, *part_path;
     int part_ours; /* OUT.part passed the checks (it is not the input): ours to create and remove */
-    uint64_t reserved; /* rank 0: bytes of OUT.part reserved with fallocate (or checked free) */
+    uint64_t reserved; /* rank 0: bytes of OUT.part reserved with fallocate */
     int no_fallocate;  /* rank 0: the filesystem cannot reserve */
-    int reserve_check; /* rank 0: -1 not decided, 1 free space checked instead (reserve_by_check) */
     /* Collective transfers, and those HDF5 made independent: how many, the first (item * 2 + writing),
      * and the union of the causes; reported once, at close, in verbose mode. */
     uint64_t coll_transfers, fell_back, fell_first;
@@ -794,7 +791,6 @@ static hq_io *new_io(void)
     io->comm = MPI_COMM_NULL;
     io->in_file = io->out_file = H5I_INVALID_HID;
     io->dxpl_coll = io->dxpl_ind = H5I_INVALID_HID;
-    io->reserve_check = -1;
     return io;
 }
 
@@ -1000,38 +996,11 @@ static uint64_t metadata_margin(uint64_t file_bytes)
     return m > RESERVE_MARGIN_MAX ? RESERVE_MARGIN_MAX : m;
 }
 
-/* Whether rank 0 checks the free space instead of reserving it. On tmpfs, fallocate allocates and
- * zeroes every page, under the file's lock, on rank 0 alone: for the 32 GiB output of 4 ranks that
- * is seconds of serial work (bench/results/scaling.txt), which the writes then repeat. Elsewhere
- * (ext4, XFS, ...) it only maps blocks and stays. HQ_RESERVE=fallocate|check overrides. */
-static int reserve_by_check(const hq_io *io)
-{
-    const char *e = getenv("HQ_RESERVE");
-    if (e && strcmp(e, "fallocate") == 0)
-        return 0;
-    if (e && strcmp(e, "check") == 0)
-        return 1;
-    struct statfs s;
-    return statfs(io->part_path, &s) == 0 && (unsigned long)s.f_type == 0x01021994UL; /* tmpfs */
-}
-
-/* Rank 0: makes sure OUT.part has disk blocks up to `end` (or, checking only, that the free space
- * covers what is not yet accounted for). 0, or the errno of a full disk. */
+/* Rank 0: makes sure OUT.part has disk blocks up to `end`. 0, or the errno of a full disk. */
 static int reserve_to(hq_io *io, uint64_t end)
 {
     if (io->no_fallocate || end <= io->reserved)
         return 0;
-    if (io->reserve_check < 0)
-        io->reserve_check = reserve_by_check(io);
-    if (io->reserve_check) {
-        struct statvfs v;
-        if (statvfs(io->part_path, &v) != 0)
-            return 0;
-        if ((uint64_t)v.f_bavail * v.f_frsize < end - io->reserved)
-            return ENOSPC;
-        io->reserved = end;
-        return 0;
-    }
     int fd = open(io->part_path, O_WRONLY);
     if (fd < 0)
         return 0;
