@@ -944,28 +944,78 @@ static int block_extent(const hq_item *it, int frank, const hq_block *b, hsize_t
     return k;
 }
 
+/* The chunks a block touches, walked in odometer order: each step gives the box where the block
+ * and the chunk meet, in dataset coordinates. */
+typedef struct chunk_walk {
+    int k;
+    uint64_t cd[MAX_RANK], start[MAX_RANK], count[MAX_RANK], first[MAX_RANK], last[MAX_RANK], idx[MAX_RANK];
+    uint64_t s[MAX_RANK], n[MAX_RANK]; /* this step's meeting box */
+    uint64_t in_block[MAX_RANK];        /* the box's offset in the block */
+    uint64_t chunks, chunk_bytes;
+} chunk_walk;
+
+static void walk_step(chunk_walk *w)
+{
+    for (int i = 0; i < w->k; i++) {
+        const uint64_t lo = w->idx[i] * w->cd[i], hi = lo + w->cd[i], end = w->start[i] + w->count[i];
+        w->s[i] = lo > w->start[i] ? lo : w->start[i];
+        w->n[i] = (hi < end ? hi : end) - w->s[i];
+        w->in_block[i] = w->s[i] - w->start[i];
+    }
+}
+
+/* Starts a walk over block b of a chunked item; 0 when the item is not chunked. */
+static int walk_begin(chunk_walk *w, const hq_io *io, uint64_t item, const hq_block *b)
+{
+    const hq_item *it = &io->inv.items[item];
+    if (io->in_chunk[item][0] == 0)
+        return 0;
+    hsize_t start[MAX_RANK], count[MAX_RANK];
+    w->k = block_extent(it, io->frank[item], b, start, count);
+    w->chunks = 1;
+    w->chunk_bytes = it->sample_bytes;
+    for (int i = 0; i < w->k; i++) {
+        w->cd[i] = io->in_chunk[item][i];
+        w->start[i] = start[i];
+        w->count[i] = count[i];
+        w->first[i] = w->idx[i] = start[i] / w->cd[i];
+        w->last[i] = (start[i] + count[i] - 1) / w->cd[i];
+        w->chunks *= w->last[i] - w->first[i] + 1;
+        w->chunk_bytes *= w->cd[i];
+    }
+    walk_step(w);
+    return 1;
+}
+
+/* The next chunk; 0 after the last. */
+static int walk_next(chunk_walk *w)
+{
+    int i = w->k - 1;
+    for (; i >= 0 && w->idx[i] == w->last[i]; i--)
+        w->idx[i] = w->first[i];
+    if (i < 0)
+        return 0;
+    w->idx[i]++;
+    walk_step(w);
+    return 1;
+}
+
 /* Collective reads only: HDF5 refuses a chunk that lies past the end of allocated space on the
  * rank that reads it, after the other ranks entered the MPI collective, and the job hangs. So the
  * chunks of the block are looked up first, and the ranks agree before reading. (A file cut short
  * fails at open; this catches one whose chunk index points past its recorded end.) */
 static int check_block_chunks(hq_io *io, uint64_t item, const hq_block *b, hq_err *err)
 {
-    const hsize_t *cd = io->in_chunk[item];
     const hq_item *it = &io->inv.items[item];
-    if (!b || !io->in_eoa || cd[0] == 0)
+    chunk_walk w;
+    if (!b || !io->in_eoa || !walk_begin(&w, io, item, b))
         return 0;
-    hsize_t start[MAX_RANK], count[MAX_RANK], first[MAX_RANK], last[MAX_RANK], idx[MAX_RANK], off[MAX_RANK];
-    const int k = block_extent(it, io->frank[item], b, start, count);
-    for (int d = 0; d < k; d++) {
-        first[d] = idx[d] = start[d] / cd[d];
-        last[d] = (start[d] + count[d] - 1) / cd[d];
-    }
-    for (;;) {
+    do {
         unsigned mask = 0;
         haddr_t addr = HADDR_UNDEF;
-        hsize_t size = 0;
-        for (int d = 0; d < k; d++)
-            off[d] = idx[d] * cd[d];
+        hsize_t size = 0, off[MAX_RANK];
+        for (int d = 0; d < w.k; d++)
+            off[d] = w.idx[d] * w.cd[d];
         if (H5Dget_chunk_info_by_coord(io->in_dset[item], off, &mask, &addr, &size) < 0) {
             char det[512], where[160];
             hdf5_detail(det, sizeof det);
@@ -977,15 +1027,8 @@ static int check_block_chunks(hq_io *io, uint64_t item, const hq_block *b, hq_er
             return hq_fail(err, HQ_EINPUT, "%s:%s [%s]: a chunk lies past the end of the file (truncated?)",
                            io->inv.root, it->name, block_text(it, b, where, sizeof where));
         }
-        int d = k - 1; /* next chunk, odometer order */
-        while (d >= 0 && idx[d] == last[d]) {
-            idx[d] = first[d];
-            d--;
-        }
-        if (d < 0)
-            return 0;
-        idx[d]++;
-    }
+    } while (walk_next(&w));
+    return 0;
 }
 
 /* Room for metadata: allocated in the file before it is written (at close, mostly), so the end
@@ -1177,62 +1220,6 @@ static int needs_collective(const hq_io *io, uint64_t item, int writing)
 
 /* Largest chunk staged by write_by_chunk; bigger ones go through HDF5 as they are. */
 #define STAGE_MAX (64 * MiB)
-
-/* The chunks a block touches, walked in odometer order: each step gives the box where the block
- * and the chunk meet, in dataset coordinates. */
-typedef struct chunk_walk {
-    int k;
-    uint64_t cd[MAX_RANK], start[MAX_RANK], count[MAX_RANK], first[MAX_RANK], last[MAX_RANK], idx[MAX_RANK];
-    uint64_t s[MAX_RANK], n[MAX_RANK]; /* this step's meeting box */
-    uint64_t in_block[MAX_RANK];        /* the box's offset in the block */
-    uint64_t chunks, chunk_bytes;
-} chunk_walk;
-
-static void walk_step(chunk_walk *w)
-{
-    for (int i = 0; i < w->k; i++) {
-        const uint64_t lo = w->idx[i] * w->cd[i], hi = lo + w->cd[i], end = w->start[i] + w->count[i];
-        w->s[i] = lo > w->start[i] ? lo : w->start[i];
-        w->n[i] = (hi < end ? hi : end) - w->s[i];
-        w->in_block[i] = w->s[i] - w->start[i];
-    }
-}
-
-/* Starts a walk over block b of a chunked item; 0 when the item is not chunked. */
-static int walk_begin(chunk_walk *w, const hq_io *io, uint64_t item, const hq_block *b)
-{
-    const hq_item *it = &io->inv.items[item];
-    if (io->in_chunk[item][0] == 0)
-        return 0;
-    hsize_t start[MAX_RANK], count[MAX_RANK];
-    w->k = block_extent(it, io->frank[item], b, start, count);
-    w->chunks = 1;
-    w->chunk_bytes = it->sample_bytes;
-    for (int i = 0; i < w->k; i++) {
-        w->cd[i] = io->in_chunk[item][i];
-        w->start[i] = start[i];
-        w->count[i] = count[i];
-        w->first[i] = w->idx[i] = start[i] / w->cd[i];
-        w->last[i] = (start[i] + count[i] - 1) / w->cd[i];
-        w->chunks *= w->last[i] - w->first[i] + 1;
-        w->chunk_bytes *= w->cd[i];
-    }
-    walk_step(w);
-    return 1;
-}
-
-/* The next chunk; 0 after the last. */
-static int walk_next(chunk_walk *w)
-{
-    int i = w->k - 1;
-    for (; i >= 0 && w->idx[i] == w->last[i]; i--)
-        w->idx[i] = w->first[i];
-    if (i < 0)
-        return 0;
-    w->idx[i]++;
-    walk_step(w);
-    return 1;
-}
 
 /* An independent write of an uncompressed chunked dataset, one chunk at a time through a dense
  * buffer. Handed the whole block, HDF5's independent path cuts the transfer into pieces contiguous
