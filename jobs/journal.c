@@ -157,7 +157,8 @@ static int add_block(hq_journal_state *st, size_t *cap, const hq_journal_block *
     return 0;
 }
 
-static int add_hist(hq_journal_state *st, uint64_t group, const uint64_t *counts, uint64_t n)
+/* counts and lut: n values, at any alignment (straight from a log's bytes). */
+static int add_hist(hq_journal_state *st, uint64_t group, const void *counts, uint64_t n)
 {
     for (uint64_t k = 0; k < st->nhists; k++)
         if (st->hists[k].group == group)
@@ -174,7 +175,7 @@ static int add_hist(hq_journal_state *st, uint64_t group, const uint64_t *counts
     return 0;
 }
 
-static int add_lut(hq_journal_state *st, uint64_t image, const uint16_t *lut, uint64_t n)
+static int add_lut(hq_journal_state *st, uint64_t image, const void *lut, uint64_t n)
 {
     for (uint64_t k = 0; k < st->nluts; k++)
         if (st->luts[k].image == image)
@@ -209,32 +210,15 @@ static int load_log(const char *path, hq_journal_state *st, size_t *cap)
             hq_journal_block blk;
             memcpy(&blk, p, sizeof blk);
             rc = add_block(st, cap, &blk);
-        } else if (h.type == REC_HIST && h.len >= 2 * sizeof(uint64_t)) {
-            uint64_t g, n;
-            memcpy(&g, p, sizeof g);
+        } else if ((h.type == REC_HIST || h.type == REC_LUT) && h.len >= 2 * sizeof(uint64_t)) {
+            /* (group or image, n, n values): u64 counts or u16 LUT entries */
+            const size_t elem = h.type == REC_HIST ? sizeof(uint64_t) : sizeof(uint16_t);
+            uint64_t id, n;
+            memcpy(&id, p, sizeof id);
             memcpy(&n, p + 8, sizeof n);
-            if (n != (h.len - 16) / sizeof(uint64_t))
+            if (n != (h.len - 16) / elem)
                 break;
-            uint64_t *c = malloc(n * sizeof *c + 1);
-            rc = c ? 0 : -1;
-            if (c) {
-                memcpy(c, p + 16, n * sizeof *c);
-                rc = add_hist(st, g, c, n);
-                free(c);
-            }
-        } else if (h.type == REC_LUT && h.len >= 2 * sizeof(uint64_t)) {
-            uint64_t img, n;
-            memcpy(&img, p, sizeof img);
-            memcpy(&n, p + 8, sizeof n);
-            if (n != (h.len - 16) / sizeof(uint16_t))
-                break;
-            uint16_t *c = malloc(n * sizeof *c + 1);
-            rc = c ? 0 : -1;
-            if (c) {
-                memcpy(c, p + 16, n * sizeof *c);
-                rc = add_lut(st, img, c, n);
-                free(c);
-            }
+            rc = h.type == REC_HIST ? add_hist(st, id, p + 16, n) : add_lut(st, id, p + 16, n);
         }
         off += sizeof h + h.len;
     }
@@ -412,7 +396,7 @@ int hq_journal_state_unpack(const unsigned char *buf, uint64_t len, hq_journal_s
     const uint64_t nluts = ok ? w[at++] : 0;
     for (uint64_t k = 0; ok && k < nluts; k++) {
         ok = at + 2 <= words && (w[at + 1] + 3) / 4 <= words - at - 2 &&
-             add_lut(st, w[at], (const uint16_t *)(w + at + 2), w[at + 1]) == 0;
+             add_lut(st, w[at], w + at + 2, w[at + 1]) == 0;
         if (ok)
             at += 2 + (w[at + 1] + 3) / 4;
     }
