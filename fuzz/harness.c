@@ -83,6 +83,14 @@ void hqf_init(void)
     ready = 1;
 }
 
+int LLVMFuzzerInitialize(int *argc, char ***argv)
+{
+    (void)argc;
+    (void)argv;
+    hqf_init();
+    return 0;
+}
+
 /* Open HDF5 files, datasets, groups, named datatypes and attributes, in every file. (HDF5 1.10
  * has no public count of dataspaces or property lists: a leak of those shows as growth in the
  * replay's HQ_FUZZ_LOOP mode instead.) */

@@ -24,6 +24,9 @@
 /* MPI (a singleton: no mpirun needed) and a private work directory, once per process. */
 void hqf_init(void);
 
+/* libFuzzer's start-up hook, the same for every target: hqf_init (replay.c calls it too). */
+int LLVMFuzzerInitialize(int *argc, char ***argv);
+
 /* Writes data to WORKDIR/input.SUFFIX and runs histeq_dist's calls on it. */
 void hqf_run(const uint8_t *data, size_t size, const char *suffix);
 
