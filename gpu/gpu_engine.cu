@@ -294,17 +294,28 @@ int histogram_piece(gpu_impl *g, const hq_block_data *b, const hq_mode *m, uint6
     return 0;
 }
 
+/* How gpu_histogram and gpu_remap begin: the block resident on the device is forgotten (a call
+ * that fails must not leave it to the next), this block is checked (px: its pixels, bytes: their
+ * size; px == 0: nothing to do) and the engine's device is selected. */
+int begin_block(gpu_impl *g, const hq_block_data *b, const hq_mode *m, uint64_t *px, size_t *bytes, hq_err *err)
+{
+    g->res_ptr = NULL;
+    const int rc = check_block(b, m, px, bytes, err);
+    if (rc || *px == 0)
+        return rc;
+    GPU_CHECK(cudaSetDevice(g->dev));
+    return 0;
+}
+
 int gpu_histogram(hq_engine *e, const hq_block_data *b, const hq_mode *m, uint64_t *const *hist, hq_err *err)
 {
     gpu_impl *g = static_cast<gpu_impl *>(e->impl);
     uint64_t px, piece;
     size_t bytes;
-    g->res_ptr = NULL;
-    int rc = check_block(b, m, &px, &bytes, err);
+    int rc = begin_block(g, b, m, &px, &bytes, err);
     if (rc || px == 0)
         return rc;
     const size_t pb = (size_t)m->channels * m->sample_bytes;
-    GPU_CHECK(cudaSetDevice(g->dev));
     if ((rc = piece_pixels(g, px, pb, &piece, err)))
         return rc;
     for (uint64_t q0 = 0; q0 < px; q0 += piece)
@@ -390,14 +401,13 @@ int gpu_remap(hq_engine *e, hq_block_data *b, const hq_mode *m, const uint16_t *
     gpu_impl *g = static_cast<gpu_impl *>(e->impl);
     uint64_t px, piece;
     size_t bytes;
-    const bool resident = (g->reuse || b->same_as_histogram) && g->res_ptr && g->res_ptr == b->data &&
-                          g->res_bytes == (size_t)b->nseg * b->seg_pixels * m->channels * m->sample_bytes;
-    g->res_ptr = NULL;
-    int rc = check_block(b, m, &px, &bytes, err);
+    const void *held = g->res_ptr; /* begin_block forgets it */
+    const size_t held_bytes = g->res_bytes;
+    int rc = begin_block(g, b, m, &px, &bytes, err);
     if (rc || px == 0)
         return rc;
+    const bool resident = (g->reuse || b->same_as_histogram) && held && held == b->data && held_bytes == bytes;
     const size_t pb = (size_t)m->channels * m->sample_bytes;
-    GPU_CHECK(cudaSetDevice(g->dev));
     if (resident) { /* d_data holds the whole block */
         piece = px;
     } else if ((rc = piece_pixels(g, px, pb, &piece, err))) {
