@@ -1311,7 +1311,7 @@ int hq_run(const hq_options *o, const hq_comm *c, hq_err *err)
         return 0;
     }
     if (!rc)
-        rc = r.io_ops->open_input(&r.inv, c->world, &r.io, err);
+        rc = r.io_ops->open_input(&r.inv, c->world, !hq_report_wants_pixels(r.rep), &r.io, err);
     if (rc) {
         free_run(&r);
         return rc;

@@ -12,7 +12,15 @@
 #
 # VARIANTS (default "default"): the weak series runs once per entry, side by side on the same
 # input; an entry is "default" or VAR=VALUE, an environment setting for that series (for instance
-# HQ_HDF5_COLLECTIVE=1). STRONG=0 leaves the strong series out.
+# HQ_HDF5_COLLECTIVE=1, or HQ_BLOCK_ORDER=row: blocks in row order, not chunk order). STRONG=0 leaves
+# the strong series out.
+#
+# WARM_GIB: before anything is timed, this much memory is taken once and given back (a file in
+# /dev/shm, reserved with fallocate): the lent machines are VMs whose memory grows on first use at
+# a few GB/s (bench/vm_memory.sh), which would otherwise land in the timings of whichever case first
+# needs more memory than the ones before it, always the largest. Default: the largest footprint of
+# the runs (input + output, plus the strong series' held share), capped by what /dev/shm has free;
+# 0 skips the warm-up.
 #
 # Prints, and writes to $OUT/scaling.txt: per run the wall time the program measured (--summary
 # JSON), the throughput, the efficiency (weak: T1/Tn; strong: T1/(n Tn)), the allreduce's max time
@@ -59,6 +67,19 @@ fit=$(awk -v f="$free_gib" 'BEGIN {printf "%.1f", f / 2.3}')
 SIZE=${2:-$(awk -v f="$fit" 'BEGIN {print (f < 30 ? f : 30)}')}
 side=$(awk -v s="$SIZE" 'BEGIN {x = int(sqrt(s * 1073741824) / 1024) * 1024; if (x < 1024) x = int(sqrt(s * 1073741824)); print x}')
 
+# The warm-up (WARM_GIB above).
+need=$(awk -v g="$G" -v p="$PER_RANK" -v s="$SIZE" -v strong="${STRONG:-1}" 'BEGIN {
+    w = 2 * g * p; t = strong == 0 ? 0 : 3 * s; printf "%d", (w > t ? w : t) + 4 }')
+shm_free=$(df -Pk /dev/shm 2>/dev/null | awk 'NR == 2 {printf "%d", $4 / 1048576 * 0.9}')
+WARM=${WARM_GIB:-$(( need < ${shm_free:-0} ? need : ${shm_free:-0} ))}
+warm_note="no warm-up"
+if [ "$WARM" -gt 0 ] 2>/dev/null; then
+    t0=$(date +%s.%N)
+    fallocate -l "${WARM}G" /dev/shm/hq_scaling_warm.$$ && rm -f /dev/shm/hq_scaling_warm.$$ ||
+        { rm -f /dev/shm/hq_scaling_warm.$$; fail "warm-up: cannot take $WARM GiB in /dev/shm (WARM_GIB=0 skips it)"; }
+    warm_note=$(awk -v a="$t0" -v b="$(date +%s.%N)" -v w="$WARM" 'BEGIN {printf "memory warmed first: %d GiB taken and given back in %.2f s", w, b - a}')
+fi
+
 ranks=()
 for ((n = 1; n <= G; n *= 2)); do ranks+=("$n"); done
 [ "${ranks[-1]}" = "$G" ] || ranks+=("$G")
@@ -90,6 +111,7 @@ say "# bash bench/scaling.sh $G $SIZE $PER_RANK — device $DEVICE, $(hostname),
 [ "$DEVICE" = gpu ] && say "# $(nvidia-smi --query-gpu=name,memory.total --format=csv,noheader | sort | uniq -c | tr -s ' ')"
 say "# $(nproc) cores, $(free -g | awk '/Mem:/ {print $2}') GiB RAM, $free_gib GiB free in $DIR; mpirun ${MPIRUN_FLAGS[*]}"
 say "# wall: the program's own (--summary wall_s); mpirun start-up excluded. Inputs were just written: read from the page cache."
+say "# $warm_note (WARM_GIB)"
 
 say ""
 # Each weak input is written once and run under every entry of VARIANTS, side by side.

@@ -264,7 +264,7 @@ static void run_io(const hq_inventory *inv, const char *in)
         return; /* "plan: ..." names no file; the plan is not what is fuzzed here */
     const hq_io_ops *ops = hq_io_ops_for(inv->format);
     hq_io *io = NULL;
-    if ((rc = ops->open_input(inv, MPI_COMM_WORLD, &io, &err))) {
+    if ((rc = ops->open_input(inv, MPI_COMM_WORLD, 1, &io, &err))) {
         check_failure("open_input", rc, &err, in, NULL);
         hq_plan_free(&plan);
         return;

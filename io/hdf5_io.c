@@ -60,13 +60,14 @@
 #define ATTR_COPY_MAX 32768 /* larger attributes would need the dense attribute storage of newer formats */
 
 /* Per item flags: whether the output dataset is filtered (then parallel HDF5 1.10 writes it only
- * collectively). */
-enum { OUT_FILTERED = 4 };
+ * collectively); whether the item's blocks travel in chunk order (see chunk_order_ok). */
+enum { OUT_FILTERED = 4, CHUNK_ORDER = 8 };
 
 struct hq_io {
     MPI_Comm comm; /* our own duplicate, so our collectives never mix with the caller's */
     int rank, nranks;
     int verbose;
+    int any_order; /* open_input's any_order: the caller never looks at where a pixel lies */
     hq_inventory inv; /* a private copy: the io does not depend on the caller's inventory */
     hid_t in_file;
     hid_t *in_dset;    /* per item; H5I_INVALID_HID for bad items */
@@ -86,7 +87,7 @@ struct hq_io {
      * and the union of the causes; reported once, at close, in verbose mode. */
     uint64_t coll_transfers, fell_back, fell_first;
     uint32_t fell_causes;
-    unsigned char *stage; /* one chunk, for write_by_chunk */
+    unsigned char *stage; /* one chunk, for by_chunk's row-order writes */
     size_t stage_bytes;
 };
 
@@ -704,6 +705,43 @@ static int note_storage(hq_io *io, uint64_t i, hid_t d, int frank, hq_err *err)
     return 0;
 }
 
+static int needs_collective(const hq_io *io, uint64_t item, int writing);
+
+/* Whether item i's blocks can travel in chunk order: each chunk's part of the block dense, one
+ * after another in the order the chunks are walked (slices, then rows, then columns), instead of
+ * [slice][row][col][channel]. Then every whole chunk goes between the file and the block in one
+ * pread or pwrite, with no copy through HDF5's chunk cache on the way in and none through a
+ * staging buffer on the way out: two fewer passes over every byte of host memory. Only where the
+ * caller said that positions do not matter (histogram and remap see pixels one at a time), the
+ * data are chunked and unfiltered (filtered chunks are decompressed whole anyway), and transfers
+ * are independent (a rank's chunk count is its own). A block must still hold its slices in order,
+ * each whole, and a pixel's channels together: chunks one slice deep, and spanning every channel.
+ * HQ_BLOCK_ORDER=row keeps row order, for benchmarks that compare the two (bench/scaling.sh). */
+static int chunk_order_ok(const hq_io *io, uint64_t i)
+{
+    const hq_item *it = &io->inv.items[i];
+    const int frank = io->frank[i];
+    const char *order = getenv("HQ_BLOCK_ORDER");
+    if (!io->any_order || (order && strcmp(order, "row") == 0) || io->in_chunk[i][0] == 0 || it->collective || needs_collective(io, i, 0) ||
+        needs_collective(io, i, 1))
+        return 0;
+    int has_n, has_c;
+    item_roles(frank, it, &has_n, &has_c);
+    return (!has_n || io->in_chunk[i][0] == 1) && (!has_c || io->in_chunk[i][frank - 1] == it->channels);
+}
+
+/* No chunk cache: an unfiltered chunk that fits the cache is read into it whole and then copied
+ * out; without one, HDF5 reads a whole chunk selected into contiguous memory straight into it. */
+static hid_t unbuffered_dapl(void)
+{
+    hid_t dapl = H5Pcreate(H5P_DATASET_ACCESS);
+    if (dapl >= 0 && H5Pset_chunk_cache(dapl, 1, 0, 1.0) < 0) {
+        H5Pclose(dapl);
+        return H5I_INVALID_HID;
+    }
+    return dapl;
+}
+
 static int open_item(hq_io *io, uint64_t i, hq_err *err)
 {
     const hq_item *it = &io->inv.items[i];
@@ -729,7 +767,10 @@ static int open_item(hq_io *io, uint64_t i, hq_err *err)
         H5Dclose(d);
         return rc;
     }
-    hid_t dapl = input_dapl(d, frank, it);
+    io->frank[i] = frank;
+    if (chunk_order_ok(io, i))
+        io->flags[i] |= CHUNK_ORDER;
+    hid_t dapl = (io->flags[i] & CHUNK_ORDER) ? unbuffered_dapl() : input_dapl(d, frank, it);
     if (dapl >= 0) {
         /* Reopened so that the sized chunk cache applies (it is fixed at open). */
         H5Dclose(d);
@@ -741,7 +782,6 @@ static int open_item(hq_io *io, uint64_t i, hq_err *err)
         return hq_fail(err, HQ_EIO, "%s:%s: cannot open the dataset%s", file, it->name, det);
     }
     io->in_dset[i] = d;
-    io->frank[i] = frank;
     return 0;
 }
 
@@ -857,7 +897,7 @@ static int open_input_file(hq_io *io, hq_err *err)
     return 0;
 }
 
-static int hdf5_open_input(const hq_inventory *inv, MPI_Comm comm, hq_io **out, hq_err *err)
+static int hdf5_open_input(const hq_inventory *inv, MPI_Comm comm, int any_order, hq_io **out, hq_err *err)
 {
     quiet_hdf5();
     *out = NULL;
@@ -870,6 +910,7 @@ static int hdf5_open_input(const hq_inventory *inv, MPI_Comm comm, hq_io **out, 
         MPI_Comm_rank(dup, &io->rank);
         MPI_Comm_size(dup, &io->nranks);
         io->verbose = verbose_from_env();
+        io->any_order = any_order;
         rc = prepare_io(io, inv, err);
     }
     /* Each step below is collective: a rank goes on only when all ranks can. */
@@ -1218,23 +1259,32 @@ static int needs_collective(const hq_io *io, uint64_t item, int writing)
     return forced || (writing && item < io->inv.n && (io->flags[item] & OUT_FILTERED));
 }
 
-/* Largest chunk staged by write_by_chunk; bigger ones go through HDF5 as they are. */
+/* Largest chunk staged by by_chunk; bigger ones go through HDF5 as they are. */
 #define STAGE_MAX (64 * MiB)
 
-/* An independent write of an uncompressed chunked dataset, one chunk at a time through a dense
- * buffer. Handed the whole block, HDF5's independent path cuts the transfer into pieces contiguous
- * in both file and memory: a row of a chunk each (1 KiB for 1024 x 1024 chunks), one pwrite per
- * piece; 2 GiB took 2.1 million pwrites and went out at 0.45 GiB/s on tmpfs. Packed, each chunk is
- * one pwrite (2,177 for the same 2 GiB, at 2.2 GiB/s). Returns 1 when the block is not worth
- * staging (it lies in one chunk, or the chunk is too large for the buffer), 0 when written, -1 on
- * a failure (HDF5's stack kept). */
-static int write_by_chunk(hq_io *io, uint64_t item, const hq_block *b, hid_t d, hid_t fspace, hid_t mtype,
-                          const void *buf)
+/* A block's independent transfer chunk by chunk, for unfiltered chunked datasets. Handed a whole
+ * block in row order, HDF5's independent path cuts the transfer into pieces contiguous in both file
+ * and memory: a row of a chunk each (1 KiB for 1024 x 1024 chunks), one pread or pwrite per piece;
+ * 2 GiB took 2.1 million pwrites and went out at 0.45 GiB/s on tmpfs. Chunk by chunk, a whole
+ * chunk is one call (2,177 pwrites for the same 2 GiB, at 2.2 GiB/s).
+ *  - Chunk order (CHUNK_ORDER): each chunk's part already lies dense in the block, so it goes
+ *    straight between the block and the file, both ways.
+ *  - Row order: writes pack each chunk's part into a dense buffer first. Reads are left to HDF5,
+ *    which reads a chunk that fits its cache whole and copies it out.
+ * Returns 1 when HDF5 should move the block as it is (row order and: a read, one chunk, or chunks
+ * too large for the buffer), 0 when done, -1 on a failure (HDF5's stack kept). */
+static int by_chunk(hq_io *io, uint64_t item, const hq_block *b, hid_t d, hid_t fspace, hid_t mtype, void *buf,
+                    int writing)
 {
     chunk_walk w;
-    if ((io->flags[item] & OUT_FILTERED) || !walk_begin(&w, io, item, b) || w.chunks < 2 || w.chunk_bytes > STAGE_MAX)
+    const int dense = (io->flags[item] & CHUNK_ORDER) != 0;
+    if (!dense && (!writing || (io->flags[item] & OUT_FILTERED)))
         return 1;
-    if (io->stage_bytes < w.chunk_bytes) {
+    if (!walk_begin(&w, io, item, b))
+        return 1;
+    if (!dense && (w.chunks < 2 || w.chunk_bytes > STAGE_MAX))
+        return 1;
+    if (!dense && io->stage_bytes < w.chunk_bytes) {
         unsigned char *p = realloc(io->stage, w.chunk_bytes);
         if (!p)
             return 1;
@@ -1243,23 +1293,26 @@ static int write_by_chunk(hq_io *io, uint64_t item, const hq_block *b, hid_t d, 
     }
     static const uint64_t zero[MAX_RANK];
     const size_t elem = io->inv.items[item].sample_bytes;
+    unsigned char *at = buf;
     do {
-        hq_box_copy((hq_box_side){io->stage, w.n, zero}, (hq_box_side){(unsigned char *)buf, w.count, w.in_block},
-                    w.n, w.k, elem);
-        hsize_t s[MAX_RANK], n[MAX_RANK];
+        hsize_t s[MAX_RANK], n[MAX_RANK], len = elem;
         for (int i = 0; i < w.k; i++) {
             s[i] = w.s[i];
             n[i] = w.n[i];
+            len *= w.n[i];
         }
+        if (!dense)
+            hq_box_copy((hq_box_side){io->stage, w.n, zero}, (hq_box_side){buf, w.count, w.in_block}, w.n, w.k, elem);
+        void *p = dense ? at : io->stage;
         const hid_t m = H5Screate_simple(w.k, n, NULL);
-        const herr_t st = m < 0 ? -1
-                          : H5Sselect_hyperslab(fspace, H5S_SELECT_SET, s, NULL, n, NULL) < 0
-                              ? -1
-                              : H5Dwrite(d, mtype, m, fspace, io->dxpl_ind, io->stage);
+        herr_t st = m < 0 ? -1 : H5Sselect_hyperslab(fspace, H5S_SELECT_SET, s, NULL, n, NULL);
+        if (st >= 0)
+            st = writing ? H5Dwrite(d, mtype, m, fspace, io->dxpl_ind, p) : H5Dread(d, mtype, m, fspace, io->dxpl_ind, p);
         if (m >= 0)
             H5Sclose(m);
         if (st < 0)
             return -1;
+        at += len;
     } while (walk_next(&w));
     return 0;
 }
@@ -1324,7 +1377,7 @@ static int transfer(hq_io *io, uint64_t item, const hq_block *b, int collective,
     if (fspace >= 0 && select_block(fspace, it, io->frank[item], b, &mspace) >= 0) {
         const hid_t dxpl = coll_io ? io->dxpl_coll : io->dxpl_ind;
         void *p = b ? buf : &nothing;
-        const int staged = writing && b && !coll_io ? write_by_chunk(io, item, b, d, fspace, mtype, buf) : 1;
+        const int staged = b && !coll_io ? by_chunk(io, item, b, d, fspace, mtype, buf, writing) : 1;
         if (staged <= 0)
             st = staged;
         else

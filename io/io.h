@@ -6,7 +6,11 @@
  * NULL: a rank with nothing to do for an item still calls when `collective` is set, so that
  * collective HDF5 transfers never hang; formats without collective I/O return at once on NULL.
  *
- * Block memory layout: [slice][row][col][channel], native-endian samples of item.sample_bytes.
+ * Block memory layout: [slice][row][col][channel], native-endian samples of item.sample_bytes,
+ * unless open_input was given any_order = 1 (the caller never looks at where a pixel lies): then a
+ * format may lay a block out in its storage order, the same for read and write, as long as each
+ * slice of the block stays one whole run, in order, and each pixel's channels stay together
+ * (HDF5: unfiltered chunked datasets go chunk by chunk, each chunk's part dense).
  * Outputs are written under a temporary name and only take the final name in close with
  * commit = 1, after all ranks agreed that all went well (an HDF5 file, a single PNG); a PNG
  * directory output renames each file as it is finished, and close with commit = 0 takes those
@@ -61,7 +65,7 @@ typedef struct hq_io_ops {
     /* Rank 0 only: appends the items found at `path` (dset: HDF5 dataset path or NULL for all
      * image datasets). skip_bad: record unusable items as bad instead of failing. */
     int (*scan)(const char *path, const char *dset, int skip_bad, hq_inventory *inv, hq_err *err);
-    int (*open_input)(const hq_inventory *inv, MPI_Comm comm, hq_io **io, hq_err *err);
+    int (*open_input)(const hq_inventory *inv, MPI_Comm comm, int any_order, hq_io **io, hq_err *err);
     int (*read_block)(hq_io *io, uint64_t item, const hq_block *b, int collective, void *dst, hq_err *err);
     /* Checks the output path (exists without --force, equals the input, unwritable) and creates
      * the output under a temporary name, with every non-bad item laid out like its input. */

@@ -414,8 +414,9 @@ static int png_scan(const char *path, const char *dset, int skip_bad, hq_invento
 
 /* ---- input ------------------------------------------------------------------------------ */
 
-static int png_open_input(const hq_inventory *inv, MPI_Comm comm, hq_io **out, hq_err *err)
+static int png_open_input(const hq_inventory *inv, MPI_Comm comm, int any_order, hq_io **out, hq_err *err)
 {
+    (void)any_order; /* a decoded PNG is in row order already */
     hq_io *io = calloc(1, sizeof *io);
     if (!io)
         return hq_fail(err, HQ_EMEM, "%s: out of memory", inv->root ? inv->root : "input");

@@ -356,6 +356,11 @@ int hq_report_open(const hq_report_cfg *cfg, hq_report **out, hq_err *err)
     return rc;
 }
 
+int hq_report_wants_pixels(const hq_report *r)
+{
+    return r && r->nsamples > 0;
+}
+
 void hq_report_pixels(hq_report *r, const hq_block *b, const void *data, int after)
 {
     if (!r || !r->nsamples || !data)

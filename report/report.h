@@ -48,6 +48,9 @@ typedef struct hq_report_cfg {
 int hq_report_open(const hq_report_cfg *cfg, hq_report **out, hq_err *err);
 
 void hq_report_pixels(hq_report *r, const hq_block *b, const void *data, int after);
+/* Whether hq_report_pixels needs blocks in row order (it draws thumbnails); 0 for a NULL report or
+ * one with no sampled image, and then the I/O may hand blocks over in storage order (io/io.h). */
+int hq_report_wants_pixels(const hq_report *r);
 
 /* image: global image index; hist and lut: nhist * bins of that image's mode. hist may be NULL
  * (an image finished by an interrupted run, whose histogram the journal did not keep). */

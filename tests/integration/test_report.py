@@ -287,6 +287,28 @@ def test_u16_global(tmp, np_):
     check_thumbs(samples[0], img, got, 12, thumbs)
 
 
+@pytest.mark.parametrize("np_", [None, 3], ids=["single", "np3"])
+def test_thumbnails_of_chunked_tiles(tmp, np_):
+    """A chunked image cut into tiles of many chunks each. Without a report such blocks travel in
+    chunk order (io/io.h); thumbnails need to know where each pixel lies, so with a sampled image
+    they must come in row order, and the thumbnails must be the image's."""
+    img = ref.low_contrast(190, 230, 40, 200, np.uint8, seed=40)
+    inp = tmp / "in.h5"
+    with h5py.File(inp, "w") as f:
+        f.create_dataset("img", data=img, chunks=(16, 24))
+    out, rep = tmp / "out.h5", tmp / "rep"
+    run_ok(["-i", inp, "-o", out, "--device", DEVICES[0], "--report", rep, "--block", "12K", "-q"], np_)
+    p = parse_report(rep)
+    thumbs = decode_thumbs(rep, p)
+    with h5py.File(out, "r") as f:
+        got = f["img"][()]
+        assert f["img"].chunks == (16, 24)
+    assert np.array_equal(got, ref.equalize_one(img, 8))
+    samples = [s for s in p.sections if s["kind"] == "image"]
+    assert [s["image"] for s in samples] == [0]
+    check_thumbs(samples[0], img, got, 8, thumbs)
+
+
 def corrupt_idat(path):
     data = bytearray(open(path, "rb").read())
     off, n = pngio.idat_offsets(bytes(data))[0]
