@@ -13,7 +13,8 @@
 # VARIANTS (default "default"): the weak series runs once per entry, side by side on the same
 # input; an entry is "default" or VAR=VALUE, an environment setting for that series (for instance
 # HQ_HDF5_COLLECTIVE=1, or HQ_BLOCK_ORDER=row: blocks in row order, not chunk order). STRONG=0 leaves
-# the strong series out.
+# the strong series out; STRONG_VARIANTS (default "default") does for the strong series what
+# VARIANTS does for the weak one.
 #
 # WARM_GIB: before anything is timed, this much memory is taken once and given back (a file in
 # /dev/shm, reserved with fallocate): the lent machines are VMs whose memory grows on first use at
@@ -111,7 +112,7 @@ say "# bash bench/scaling.sh $G $SIZE $PER_RANK — device $DEVICE, $(hostname),
 [ "$DEVICE" = gpu ] && say "# $(nvidia-smi --query-gpu=name,memory.total --format=csv,noheader | sort | uniq -c | tr -s ' ')"
 say "# $(nproc) cores, $(free -g | awk '/Mem:/ {print $2}') GiB RAM, $free_gib GiB free in $DIR; mpirun ${MPIRUN_FLAGS[*]}"
 say "# wall: the program's own (--summary wall_s); mpirun start-up excluded. Inputs were just written: read from the page cache."
-say "# $warm_note (WARM_GIB)"
+say "# $warm_note (WARM_GIB); transparent huge pages: $(cat /sys/kernel/mm/transparent_hugepage/enabled 2>/dev/null || echo unknown)"
 
 say ""
 # Each weak input is written once and run under every entry of VARIANTS, side by side.
@@ -143,29 +144,37 @@ for wp in "${PATHS[@]}"; do
 done
 
 input=$DIR/strong.h5
+read -r -a SPATHS <<< "${STRONG_VARIANTS:-default}"
 [ "${STRONG:-1}" = 0 ] || {
 build/make_image "$input" 1 "$side" "$side" 1024 1024 > "$OUT/strong_make.log" || fail "cannot write $input"
-say "## strong scaling: one $side x $side uint8 image ($(awk -v s="$side" 'BEGIN {printf "%.1f", s * s / 2^30}') GiB, chunks 1024 x 1024), scope global"
-say "ranks  wall_s   mpirun_s  GiB/s   speedup  efficiency  allreduce_s  allreduce_%  peak_RSS_MiB  device_MiB"
+for n in "${ranks[@]}"; do
+    for sp in "${SPATHS[@]}"; do
+        VARIANT=$sp run_case "strong-$sp" "$n" "$input"
+    done
+done
+rm -f "$input"
+for sp in "${SPATHS[@]}"; do
+say "## strong scaling: one $side x $side uint8 image ($(awk -v s="$side" 'BEGIN {printf "%.1f", s * s / 2^30}') GiB, chunks 1024 x 1024), scope global, $sp"
+say "ranks  wall_s   mpirun_s  GiB/s   speedup  efficiency  allreduce_s  allreduce_%  peak_RSS_MiB  device_MiB  read_s  write_s"
 t1=""
 for n in "${ranks[@]}"; do
-    run_case strong "$n" "$input"
-    j=$OUT/strong_$n.json
+    j=$OUT/strong-${sp}_$n.json
     w=$(field "$j" wall_s)
     t1=${t1:-$w}
     awk -v n="$n" -v b="$(field "$j" bytes)" -v w="$w" -v t1="$t1" -v a="$(phase_max "$j" allreduce)" \
-        -v r="$(mib "$(field "$j" peak_rss_bytes)")" -v d="$(field "$j" device_peak_bytes)" -v e="$(ext strong "$n")" 'BEGIN {
-        printf "%5d  %7.3f  %8s  %6.2f  %7.2f  %9.1f%%  %11.4f  %10.4f%%  %12s  %10s\n", n, w, e, b / 2^30 / w, t1 / w,
-               100 * t1 / (n * w), a, 100 * a / w, r, d == "" ? "-" : sprintf("%.0f", d / 2^20) }' | tee -a "$LOG"
+        -v r="$(mib "$(field "$j" peak_rss_bytes)")" -v d="$(field "$j" device_peak_bytes)" -v e="$(ext "strong-$sp" "$n")" \
+        -v rd="$(phase_max "$j" read)" -v wr="$(phase_max "$j" write)" 'BEGIN {
+        printf "%5d  %7.3f  %8s  %6.2f  %7.2f  %9.1f%%  %11.4f  %10.4f%%  %12s  %10s  %6.3f  %7.3f\n", n, w, e, b / 2^30 / w, t1 / w,
+               100 * t1 / (n * w), a, 100 * a / w, r, d == "" ? "-" : sprintf("%.0f", d / 2^20), rd, wr }' | tee -a "$LOG"
 done
-rm -f "$input"
 say ""
+done
 }
 
 say "## rank -> GPU map, $G ranks (-v)"
 grep -hE "histeq_dist: rank [0-9]+ on|note:" "$OUT/weak-${PATHS[0]}_$G.log" | tee -a "$LOG"
 tags=("${PATHS[@]/#/weak-}")
-[ "${STRONG:-1}" = 0 ] || tags+=(strong)
+[ "${STRONG:-1}" = 0 ] || tags+=("${SPATHS[@]/#/strong-}")
 for tag in "${tags[@]}"; do
     for n in 1 "$G"; do
         say ""
@@ -178,5 +187,5 @@ say ""
 say "## one shared file vs write paths, no HDF5 (bench/write_paths.c): 1 process, then $G at once, 4 GiB each"
 gcc -O2 -o build/write_paths bench/write_paths.c && build/write_paths "$DIR" "${WP_GIB:-4}" "$G" | tee -a "$LOG"
 # The logs and JSON of every run, in one file (the device tool brings back a limited number of files).
-tail -n +1 "$OUT"/weak-*.json "$OUT"/strong_*.json "$OUT"/weak-*.log "$OUT"/strong_*.log > "$OUT/scaling_runs.txt" 2>/dev/null
-rm -f "$OUT"/weak-*.* "$OUT"/strong_*.*
+tail -n +1 "$OUT"/weak-*.json "$OUT"/strong-*.json "$OUT"/weak-*.log "$OUT"/strong-*.log > "$OUT/scaling_runs.txt" 2>/dev/null
+rm -f "$OUT"/weak-*.* "$OUT"/strong-*.*
