@@ -118,6 +118,10 @@ say ""
 # Each weak input is written once and run under every entry of VARIANTS, side by side.
 slices_per_rank=$(awk -v p="$PER_RANK" 'BEGIN {s = int(p * 64 + 0.5); print (s < 1 ? 1 : s)}')
 read -r -a PATHS <<< "${VARIANTS:-default}"
+# Each entry names its runs' files: one listed twice would overwrite the first's.
+for list in "${VARIANTS:-default}" "${STRONG_VARIANTS:-default}"; do
+    [ -z "$(printf '%s\n' $list | sort | uniq -d)" ] || fail "VARIANTS and STRONG_VARIANTS must not list an entry twice"
+done
 for n in "${ranks[@]}"; do
     input=$DIR/weak_$n.h5
     build/make_image "$input" $((slices_per_rank * n)) 4096 4096 > /dev/null || fail "cannot write $input"

@@ -2,8 +2,6 @@
 
 #include <stdint.h>
 #include <stdlib.h>
-#include <string.h>
-#include <sys/mman.h>
 
 /* Each buffer carries its size in a 64-byte header, so the data stays 64-byte aligned. */
 #define HEAD 64
@@ -32,8 +30,8 @@ void *hq_pool_alloc(hq_block_pool *p, size_t bytes)
         }
     }
     pthread_mutex_unlock(&p->mu);
-    void *raw = bytes > SIZE_MAX - HEAD ? NULL : hq_host_alloc(bytes + HEAD, HEAD);
-    if (!raw)
+    void *raw = NULL;
+    if (bytes > SIZE_MAX - HEAD || posix_memalign(&raw, HEAD, bytes + HEAD) != 0)
         return NULL;
     *(size_t *)raw = bytes;
     return (char *)raw + HEAD;
@@ -59,24 +57,4 @@ void hq_pool_destroy(hq_block_pool *p)
         free((char *)p->spare[i] - HEAD);
     p->nspare = 0;
     pthread_mutex_destroy(&p->mu);
-}
-
-#define HUGE_PAGE ((size_t)2 << 20)
-
-void *hq_host_alloc(size_t bytes, size_t align)
-{
-    static int huge = -1;
-    if (huge < 0) {
-        const char *v = getenv("HQ_HUGEPAGES");
-        huge = !(v && strcmp(v, "0") == 0);
-    }
-    const int big = huge && bytes >= 2 * HUGE_PAGE;
-    void *p = NULL;
-    if (posix_memalign(&p, big && align < HUGE_PAGE ? HUGE_PAGE : align, bytes ? bytes : 1) != 0)
-        return NULL;
-#ifdef MADV_HUGEPAGE
-    if (big)
-        (void)madvise(p, bytes / HUGE_PAGE * HUGE_PAGE, MADV_HUGEPAGE); /* advice: ignored where THP is off */
-#endif
-    return p;
 }

@@ -23,11 +23,4 @@ void hq_pool_free(hq_block_pool *p, void *buf);
 /* Frees every kept buffer (buffers still out must be returned with hq_pool_free first). */
 void hq_pool_destroy(hq_block_pool *p);
 
-/* Host memory for a block, released with free(): `align`-aligned (a power of two, at least
- * sizeof(void *)), and a large one is asked to come in transparent huge pages. A block is written
- * once, whole, right after it is allocated; with 4 KiB pages that first touch is one page fault
- * per 4 KiB (a 30 GiB share held between the passes: 7.9 million faults), with 2 MiB pages one
- * per 2 MiB. HQ_HUGEPAGES=0 leaves the kernel's default, for benchmarks that compare. */
-void *hq_host_alloc(size_t bytes, size_t align);
-
 #endif

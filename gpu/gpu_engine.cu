@@ -34,7 +34,6 @@
 #endif
 
 extern "C" {
-#include "../engine/block_pool.h"
 #include "../engine/engine.h"
 }
 #include "gpu_launch.h"
@@ -500,7 +499,7 @@ void *gpu_block_alloc(hq_engine *e, size_t bytes)
         s.p = NULL;
         s.size = 0;
     }
-    return hq_host_alloc(bytes, 64);
+    return malloc(bytes);
 }
 
 void gpu_block_free(hq_engine *e, void *p)

@@ -1286,11 +1286,11 @@ static int have_stage(hq_io *io, size_t bytes)
  *    row order they are left to HDF5, which reads a chunk that fits its cache whole and copies it
  *    out: a copy more.
  *  - Writes go through a one-chunk buffer either way, packed there (row order) or copied (chunk
- *    order). The copy is what keeps the file's lock short: a write into a file's page cache holds
- *    its inode lock (tmpfs; ext4 and xfs buffered), and copying from a buffer just written, still
- *    in the CPU's cache, is faster under it than from the block in DRAM. With 4 ranks of one host
- *    writing one file, the write phase took 3.3 s staged and 6.1 s straight from the block
- *    (bench/results/scaling.txt, 496510f).
+ *    order). A write into a file's page cache holds the file's lock (tmpfs; ext4 and xfs
+ *    buffered), and the copy from a buffer still in the CPU's cache is the shorter one to hold it
+ *    for. Measured: with 4 ranks writing one file, 6.1 s of write phase straight from the block
+ *    against 3.4-5.2 s staged; at 1 rank no difference (bench/results/scaling.txt). The spread
+ *    between runs is as large, so this is a lead, not a proof.
  * Returns 1 when HDF5 should move the block as it is (row order and: a read, one chunk, or chunks
  * too large for the buffer), 0 when done, -1 on a failure (HDF5's stack kept). */
 static int by_chunk(hq_io *io, uint64_t item, const hq_block *b, hid_t d, hid_t fspace, hid_t mtype, void *buf,
