@@ -2,8 +2,9 @@
  *
  * Each side is an array of extent ext[0..k-1] (elements, slowest dimension first); the box of size
  * n[] sits at off[] in it. hdf5_io.c packs a block's part of each chunk into a dense buffer with it
- * (write_by_chunk). Trailing dimensions the box spans whole on both sides are merged into one
- * memcpy run. No allocation, no failure: the caller keeps the box inside both arrays. */
+ * (by_chunk, for writes in row order). Trailing dimensions the box spans whole on both sides are
+ * merged into one memcpy run. No allocation, no failure: the caller keeps the box inside both
+ * arrays. */
 #ifndef HQ_BOX_H
 #define HQ_BOX_H
 

@@ -1,5 +1,6 @@
-"""Chunked writes: an uncompressed chunked output is written one chunk at a time through a dense
-buffer (io/hdf5_io.c write_by_chunk; HDF5 would issue one pwrite per chunk row). The bytes must
+"""Chunked transfers: an uncompressed chunked dataset is read and written one chunk at a time
+(io/hdf5_io.c by_chunk; HDF5 would issue one pwrite per chunk row), its blocks in chunk order
+(io/io.h), or with HQ_BLOCK_ORDER=row in row order, packed through a dense buffer. The bytes must
 equal the reference on 1 and 3 ranks for stacks with partial edge chunks cut into 2-D tiles,
 chunks that cut the colour channels, contiguous images cut into pieces of rows, 16-bit samples,
 a big-endian dataset and a compressed one (written collectively, never staged); the layout of
@@ -36,8 +37,11 @@ def inputs(tmp):
     return p, ["--block", "12K"], want
 
 
+@pytest.mark.parametrize("order", ["chunk", "row"])
 @pytest.mark.parametrize("np_", [1, 3])
-def test_chunked_writes_give_the_reference(tmp, np_):
+def test_chunked_transfers_give_the_reference(tmp, np_, order, monkeypatch):
+    if order == "row":
+        monkeypatch.setenv("HQ_BLOCK_ORDER", "row")
     inp, opts, want = inputs(tmp)
     out = tmp / "out.h5"
     equalize(inp, out, *opts, np_=np_)
