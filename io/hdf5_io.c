@@ -709,21 +709,22 @@ static int needs_collective(const hq_io *io, uint64_t item, int writing);
 
 /* Whether item i's blocks can travel in chunk order: each chunk's part of the block dense, one
  * after another in the order the chunks are walked (slices, then rows, then columns), instead of
- * [slice][row][col][channel]. Then every whole chunk goes between the file and the block in one
- * pread or pwrite, with no copy through HDF5's chunk cache on the way in and none through a
- * staging buffer on the way out: two fewer passes over every byte of host memory. Only where the
- * caller said that positions do not matter (histogram and remap see pixels one at a time), the
- * data are chunked and unfiltered (filtered chunks are decompressed whole anyway), and transfers
- * are independent (a rank's chunk count is its own). A block must still hold its slices in order,
- * each whole, and a pixel's channels together: chunks one slice deep, and spanning every channel.
+ * [slice][row][col][channel]. Then every whole chunk comes from the file straight into the block
+ * in one pread, not through HDF5's chunk cache and a copy out of it, and goes out with a plain
+ * copy instead of a strided pack (by_chunk). On one rank of the 4-GPU host an 8 GiB stack was read
+ * in 2.1-2.3 s instead of 2.8-3.0 s (bench/results/scaling.txt). Only where the caller said that
+ * positions do not matter (histogram and remap see pixels one at a time), the data are chunked and
+ * unfiltered (filtered chunks are decompressed whole anyway), and transfers are independent (a
+ * rank's chunk count is its own). A block must still hold its slices in order, each whole, and a
+ * pixel's channels together: chunks one slice deep, and spanning every channel.
  * HQ_BLOCK_ORDER=row keeps row order, for benchmarks that compare the two (bench/scaling.sh). */
 static int chunk_order_ok(const hq_io *io, uint64_t i)
 {
     const hq_item *it = &io->inv.items[i];
     const int frank = io->frank[i];
     const char *order = getenv("HQ_BLOCK_ORDER");
-    if (!io->any_order || (order && strcmp(order, "row") == 0) || io->in_chunk[i][0] == 0 || it->collective || needs_collective(io, i, 0) ||
-        needs_collective(io, i, 1))
+    if (!io->any_order || (order && strcmp(order, "row") == 0) || io->in_chunk[i][0] == 0 || it->collective ||
+        needs_collective(io, i, 0) || needs_collective(io, i, 1))
         return 0;
     int has_n, has_c;
     item_roles(frank, it, &has_n, &has_c);
@@ -1323,7 +1324,8 @@ static int by_chunk(hq_io *io, uint64_t item, const hq_block *b, hid_t d, hid_t 
         const hid_t m = H5Screate_simple(w.k, n, NULL);
         herr_t st = m < 0 ? -1 : H5Sselect_hyperslab(fspace, H5S_SELECT_SET, s, NULL, n, NULL);
         if (st >= 0)
-            st = writing ? H5Dwrite(d, mtype, m, fspace, io->dxpl_ind, p) : H5Dread(d, mtype, m, fspace, io->dxpl_ind, p);
+            st = writing ? H5Dwrite(d, mtype, m, fspace, io->dxpl_ind, p)
+                         : H5Dread(d, mtype, m, fspace, io->dxpl_ind, p);
         if (m >= 0)
             H5Sclose(m);
         if (st < 0)
