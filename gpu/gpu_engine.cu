@@ -34,6 +34,7 @@
 #endif
 
 extern "C" {
+#include "../engine/block_pool.h"
 #include "../engine/engine.h"
 }
 #include "gpu_launch.h"
@@ -499,7 +500,9 @@ void *gpu_block_alloc(hq_engine *e, size_t bytes)
         s.p = NULL;
         s.size = 0;
     }
-    return malloc(bytes);
+    void *p = malloc(bytes);
+    hq_prefault(p, bytes);
+    return p;
 }
 
 void gpu_block_free(hq_engine *e, void *p)
