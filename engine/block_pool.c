@@ -2,7 +2,6 @@
 
 #include <stdint.h>
 #include <stdlib.h>
-#include <string.h>
 
 /* Each buffer carries its size in a 64-byte header, so the data stays 64-byte aligned. */
 #define HEAD 64
@@ -34,7 +33,6 @@ void *hq_pool_alloc(hq_block_pool *p, size_t bytes)
     void *raw = NULL;
     if (bytes > SIZE_MAX - HEAD || posix_memalign(&raw, HEAD, bytes + HEAD) != 0)
         return NULL;
-    hq_prefault(raw, bytes + HEAD);
     *(size_t *)raw = bytes;
     return (char *)raw + HEAD;
 }
@@ -59,24 +57,4 @@ void hq_pool_destroy(hq_block_pool *p)
         free((char *)p->spare[i] - HEAD);
     p->nspare = 0;
     pthread_mutex_destroy(&p->mu);
-}
-
-#define PREFAULT_MIN ((size_t)64 << 20) /* below this, faults cost less than waking threads */
-#define PREFAULT_THREADS 4
-#define PAGE 4096
-
-void hq_prefault(void *p, size_t bytes)
-{
-    static int on = -1;
-    if (on < 0) {
-        const char *v = getenv("HQ_PREFAULT");
-        on = !(v && strcmp(v, "0") == 0);
-    }
-    if (!on || !p || bytes < PREFAULT_MIN)
-        return;
-    volatile unsigned char *b = p;
-    const long pages = (long)((bytes + PAGE - 1) / PAGE);
-#pragma omp parallel for schedule(static, 512) num_threads(PREFAULT_THREADS)
-    for (long i = 0; i < pages; i++)
-        b[(size_t)i * PAGE] = 0;
 }

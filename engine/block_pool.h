@@ -23,11 +23,4 @@ void hq_pool_free(hq_block_pool *p, void *buf);
 /* Frees every kept buffer (buffers still out must be returned with hq_pool_free first). */
 void hq_pool_destroy(hq_block_pool *p);
 
-/* Touches every page of fresh memory p[0, bytes) from a few threads at once, so that the kernel's
- * page faults (and the zeroing of each page) are spread over cores instead of landing, one 4 KiB
- * page at a time, in the single I/O thread that reads into it. Pays off for blocks held between
- * the passes, which cannot be recycled: 30 GiB of them are 7.9 million faults. Small buffers are
- * left alone; HQ_PREFAULT=0 turns it off, for benchmarks that compare. */
-void hq_prefault(void *p, size_t bytes);
-
 #endif

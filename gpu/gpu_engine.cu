@@ -34,7 +34,6 @@
 #endif
 
 extern "C" {
-#include "../engine/block_pool.h"
 #include "../engine/engine.h"
 }
 #include "gpu_launch.h"
@@ -500,9 +499,7 @@ void *gpu_block_alloc(hq_engine *e, size_t bytes)
         s.p = NULL;
         s.size = 0;
     }
-    void *p = malloc(bytes);
-    hq_prefault(p, bytes);
-    return p;
+    return malloc(bytes);
 }
 
 void gpu_block_free(hq_engine *e, void *p)
