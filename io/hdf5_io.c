@@ -723,8 +723,10 @@ static int chunk_order_ok(const hq_io *io, uint64_t i)
     const hq_item *it = &io->inv.items[i];
     const int frank = io->frank[i];
     const char *order = getenv("HQ_BLOCK_ORDER");
+    /* Unfiltered input makes an unfiltered output, so only HQ_HDF5_COLLECTIVE can make its
+     * transfers collective, in either direction. */
     if (!io->any_order || (order && strcmp(order, "row") == 0) || io->in_chunk[i][0] == 0 || it->collective ||
-        needs_collective(io, i, 0) || needs_collective(io, i, 1))
+        needs_collective(io, i, 0))
         return 0;
     int has_n, has_c;
     item_roles(frank, it, &has_n, &has_c);

@@ -363,7 +363,7 @@ int hq_report_wants_pixels(const hq_report *r)
 
 void hq_report_pixels(hq_report *r, const hq_block *b, const void *data, int after)
 {
-    if (!r || !r->nsamples || !data)
+    if (!hq_report_wants_pixels(r) || !data)
         return;
     const uint64_t i0 = r->cfg.plan->item_image0[b->item];
     const hq_mode m = mode_of(r, b->item);
