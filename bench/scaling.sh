@@ -17,11 +17,11 @@
 # VARIANTS does for the weak one.
 #
 # WARM_GIB: before anything is timed, this much memory is taken once and given back (a file in
-# /dev/shm, reserved with fallocate): the lent machines are VMs whose memory grows on first use at
-# a few GB/s (bench/vm_memory.sh), which would otherwise land in the timings of whichever case first
-# needs more memory than the ones before it, always the largest. Default: the largest footprint of
-# the runs (input + output, plus the strong series' held share), capped by what /dev/shm has free;
-# 0 skips the warm-up.
+# /dev/shm, reserved with fallocate): on the lent VMs memory used for the first time costs 14-37%
+# more than memory used again (bench/vm_memory.sh), which would otherwise land in the timings of
+# whichever case first needs more memory than the ones before it, always the largest. Default: the
+# largest footprint of the runs (input + output, plus the strong series' held share), capped by
+# what /dev/shm has free; 0 skips the warm-up.
 #
 # Prints, and writes to $OUT/scaling.txt: per run the wall time the program measured (--summary
 # JSON), the throughput, the efficiency (weak: T1/Tn; strong: T1/(n Tn)), the allreduce's max time
@@ -92,6 +92,20 @@ mib() { awk -v b="${1:-0}" 'BEGIN {printf "%.0f", b / 1048576}'; }
 # ext TAG N: the run's time under mpirun, start-up included.
 ext() { awk '{printf "%.2f", $2 - $1}' "$OUT/$1_$2.time"; }
 
+# row_args TAG N: the awk settings (-v) a table row takes from TAG_N's run: n, b (bytes), w (wall),
+# t1 (the table's first wall time: reset t1 before a table), a (allreduce), r (peak RSS, MiB),
+# d (device MiB, or -), e (mpirun's time), cr / rd / wr (create, read, write phases).
+row_args() {
+    local j=$OUT/$1_$2.json w dev d=-
+    w=$(field "$j" wall_s)
+    t1=${t1:-$w}
+    dev=$(field "$j" device_peak_bytes)
+    [ -z "$dev" ] || d=$(mib "$dev")
+    ARGS=(-v n="$2" -v b="$(field "$j" bytes)" -v w="$w" -v t1="$t1" -v a="$(phase_max "$j" allreduce)"
+          -v r="$(mib "$(field "$j" peak_rss_bytes)")" -v d="$d" -v e="$(ext "$1" "$2")"
+          -v cr="$(phase_max "$j" create)" -v rd="$(phase_max "$j" read)" -v wr="$(phase_max "$j" write)")
+}
+
 # run_case TAG N INPUT: one run; leaves $OUT/TAG_N.json and .log, prints nothing.
 # VARIANT (VAR=VALUE, or default/unset): one more environment setting for this run.
 run_case() {
@@ -135,14 +149,10 @@ for wp in "${PATHS[@]}"; do
     say "ranks  GiB      wall_s  mpirun_s  GiB/s   efficiency  allreduce_s  peak_RSS_MiB  device_MiB  create_s  read_s  write_s"
     t1=""
     for n in "${ranks[@]}"; do
-        j=$OUT/weak-${wp}_$n.json
-        w=$(field "$j" wall_s)
-        t1=${t1:-$w}
-        awk -v n="$n" -v b="$(field "$j" bytes)" -v w="$w" -v t1="$t1" -v a="$(phase_max "$j" allreduce)" \
-            -v r="$(mib "$(field "$j" peak_rss_bytes)")" -v d="$(field "$j" device_peak_bytes)" -v e="$(ext "weak-$wp" "$n")" \
-            -v cr="$(phase_max "$j" create)" -v rd="$(phase_max "$j" read)" -v wr="$(phase_max "$j" write)" 'BEGIN {
+        row_args "weak-$wp" "$n"
+        awk "${ARGS[@]}" 'BEGIN {
             printf "%5d  %7.2f  %7.3f  %8s  %6.2f  %9.1f%%  %11.4f  %12s  %10s  %8.3f  %6.3f  %7.3f\n", n, b / 2^30, w, e,
-                   b / 2^30 / w, 100 * t1 / w, a, r, d == "" ? "-" : sprintf("%.0f", d / 2^20), cr, rd, wr }' | tee -a "$LOG"
+                   b / 2^30 / w, 100 * t1 / w, a, r, d, cr, rd, wr }' | tee -a "$LOG"
     done
     say ""
 done
@@ -162,14 +172,10 @@ say "## strong scaling: one $side x $side uint8 image ($(awk -v s="$side" 'BEGIN
 say "ranks  wall_s   mpirun_s  GiB/s   speedup  efficiency  allreduce_s  allreduce_%  peak_RSS_MiB  device_MiB  read_s  write_s"
 t1=""
 for n in "${ranks[@]}"; do
-    j=$OUT/strong-${sp}_$n.json
-    w=$(field "$j" wall_s)
-    t1=${t1:-$w}
-    awk -v n="$n" -v b="$(field "$j" bytes)" -v w="$w" -v t1="$t1" -v a="$(phase_max "$j" allreduce)" \
-        -v r="$(mib "$(field "$j" peak_rss_bytes)")" -v d="$(field "$j" device_peak_bytes)" -v e="$(ext "strong-$sp" "$n")" \
-        -v rd="$(phase_max "$j" read)" -v wr="$(phase_max "$j" write)" 'BEGIN {
+    row_args "strong-$sp" "$n"
+    awk "${ARGS[@]}" 'BEGIN {
         printf "%5d  %7.3f  %8s  %6.2f  %7.2f  %9.1f%%  %11.4f  %10.4f%%  %12s  %10s  %6.3f  %7.3f\n", n, w, e, b / 2^30 / w, t1 / w,
-               100 * t1 / (n * w), a, 100 * a / w, r, d == "" ? "-" : sprintf("%.0f", d / 2^20), rd, wr }' | tee -a "$LOG"
+               100 * t1 / (n * w), a, 100 * a / w, r, d, rd, wr }' | tee -a "$LOG"
 done
 say ""
 done
