@@ -15,7 +15,6 @@
 
 #include <fcntl.h>
 #include <omp.h>
-#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -40,9 +39,6 @@
 
 /* Blocks alive at once besides the held ones: the I/O pipeline's slots (app/pipeline.h). */
 #define IN_FLIGHT_BLOCKS 3
-/* Mappings kept at once (blocks read in place, below): the pipeline's blocks, with room to spare;
- * a block finding none free is gathered into its buffer instead. */
-#define MAPS_MAX 8
 
 /* create: making the output and reserving its space; close: recording the run, closing, checking
  * and renaming the output. Both are collective, and grow with the output on some file systems. */
@@ -96,87 +92,7 @@ typedef struct run {
     uint64_t writes;      /* blocks written, for the HQ_FAULT_KILL test hook */
     long kill_after;      /* HQ_FAULT_KILL=RANK:N: this rank kills itself after N writes (tests) */
     hq_report *rep;       /* what the run records: --report and the output's provenance (report/report.h) */
-    /* Blocks read in place (io map_block): which block buffer a kept mapping stands in for.
-     * The I/O thread adds, the compute thread looks up, whichever finishes the block removes. */
-    int map_input;        /* HQ_MAP_INPUT=0 turns it off (benchmarks compare the two) */
-    uint64_t reads, reads_in_place; /* blocks read, and of those read in place (--summary) */
-    pthread_mutex_t map_mu;
-    struct {
-        const void *data;
-        hq_mapped *m;
-    } maps[MAPS_MAX];
 } run;
-
-/* ---- blocks read in place ---- */
-
-/* Reads block b into data through a mapping of the input, when the format offers one: 1 if so.
- * An engine that reads spans keeps the mapping (registered for DMA) until the block is freed, and
- * data only receives the remap; other engines get the bytes gathered into data now, as a read
- * would leave them. Never while the report looks at the pixels data holds after a histogram. */
-static int map_read(run *r, const hq_block *b, uint64_t item, void *data)
-{
-    if (!r->map_input || !r->io_ops->map_block || hq_report_wants_pixels(r->rep))
-        return 0;
-    hq_mapped *m = r->io_ops->map_block(r->io, item, b);
-    if (!m)
-        return 0;
-    if (m->bytes != hq_block_pixels(b) * r->inv.items[item].channels * r->inv.items[item].sample_bytes) {
-        hq_mapped_close(m); /* not what read_block would produce: read it instead */
-        return 0;
-    }
-    int kept = 0;
-    if (r->eng->ops->reads_spans) {
-        pthread_mutex_lock(&r->map_mu);
-        for (int i = 0; i < MAPS_MAX && !kept; i++)
-            if (!r->maps[i].m) {
-                r->maps[i].data = data;
-                r->maps[i].m = m;
-                kept = 1;
-            }
-        pthread_mutex_unlock(&r->map_mu);
-    }
-    if (!kept) {
-        hq_mapped_gather(m, data);
-        hq_mapped_close(m);
-    } else if (r->eng->ops->host_register) {
-        m->registered = r->eng->ops->host_register(r->eng, m->base, m->len);
-    }
-    return 1;
-}
-
-/* The mapping that stands in for block buffer data, or NULL. */
-static hq_mapped *mapping_of(run *r, const void *data)
-{
-    hq_mapped *m = NULL;
-    pthread_mutex_lock(&r->map_mu);
-    for (int i = 0; i < MAPS_MAX && !m; i++)
-        if (r->maps[i].m && r->maps[i].data == data)
-            m = r->maps[i].m;
-    pthread_mutex_unlock(&r->map_mu);
-    return m;
-}
-
-/* Drops data's mapping, if any (all of them with data == NULL). */
-static void unmap(run *r, const void *data)
-{
-    for (int i = 0; i < MAPS_MAX; i++) {
-        pthread_mutex_lock(&r->map_mu);
-        hq_mapped *m = r->maps[i].m && (!data || r->maps[i].data == data) ? r->maps[i].m : NULL;
-        if (m)
-            r->maps[i].m = NULL;
-        pthread_mutex_unlock(&r->map_mu);
-        if (m && m->registered)
-            r->eng->ops->host_unregister(r->eng, m->base);
-        hq_mapped_close(m);
-    }
-}
-
-static void free_block(run *r, void *data)
-{
-    if (data)
-        unmap(r, data);
-    hq_block_free(r->eng, data);
-}
 
 /* ---- small facts derived from the inventory and options ---- */
 
@@ -530,19 +446,14 @@ static void build_luts(const run *r, const hq_mode *m, uint64_t group, const uin
 
 /* ---- one block through the engine ---- */
 
-static hq_block_data block_view(run *r, const hq_block *b, void *data, int per_image)
+static hq_block_data block_view(const run *r, const hq_block *b, void *data, int per_image)
 {
+    (void)r; /* the block alone says how many pixels and images it holds */
     const uint64_t px = hq_block_pixels(b);
-    hq_block_data d = {.data = data, .nseg = 1, .seg_pixels = px};
+    hq_block_data d = {data, 1, px, 0};
     if (per_image && b->s1 - b->s0 > 1) {
         d.nseg = b->s1 - b->s0;
         d.seg_pixels = px / d.nseg;
-    }
-    const hq_mapped *m = data ? mapping_of(r, data) : NULL;
-    if (m) { /* read in place: the pixels are the mapping's spans */
-        d.src = m->spans;
-        d.nsrc = m->nspans;
-        d.src_pinned = m->registered;
     }
     return d;
 }
@@ -720,16 +631,10 @@ static int timed_read(run *r, const hq_block *b, uint64_t item, int collective, 
             return hq_fail(err, HQ_EMEM, "%s: out of memory for a block of %llu bytes (lower --block)",
                            r->inv.items[item].src, (unsigned long long)block_bytes(r, b));
     }
-    /* A mappable item's reads are never collective (io.h), so this rank may skip read_block. */
-    const int in_place = b && map_read(r, b, item, *data);
-    int rc = in_place ? 0 : r->io_ops->read_block(r->io, item, b, collective, *data, err);
-    if (b) {
-        __atomic_add_fetch(&r->reads, 1, __ATOMIC_RELAXED);
-        __atomic_add_fetch(&r->reads_in_place, (uint64_t)in_place, __ATOMIC_RELAXED);
-    }
+    int rc = r->io_ops->read_block(r->io, item, b, collective, *data, err);
     r->t[PH_READ] += hq_now() - t0;
     if (rc) {
-        free_block(r, *data);
+        hq_block_free(r->eng, *data);
         *data = NULL;
     }
     return rc;
@@ -836,18 +741,15 @@ static int remap_pending(run *r, const hq_block *b, void *data, hq_err *err)
     return rc;
 }
 
-/* Keeps a pending block's pixels for pass 2 if the budget allows; otherwise pass 2 re-reads them.
- * A block read in place holds no pixels of its own: pass 2 maps it again, from the page cache. */
+/* Keeps a pending block's pixels for pass 2 if the budget allows; otherwise pass 2 re-reads them. */
 static void hold_or_drop(run *r, my_block *mb, void *data)
 {
     uint64_t n = block_bytes(r, mb->b);
-    if (data && mapping_of(r, data)) {
-        free_block(r, data);
-    } else if (r->held_bytes + n <= r->budget) {
+    if (r->held_bytes + n <= r->budget) {
         mb->held = data;
         r->held_bytes += n;
     } else {
-        free_block(r, data);
+        hq_block_free(r->eng, data);
     }
 }
 
@@ -856,10 +758,10 @@ static void release(run *r, my_block *mb, void *data)
 {
     if (mb->held) {
         r->held_bytes -= block_bytes(r, mb->b);
-        free_block(r, mb->held);
+        hq_block_free(r->eng, mb->held);
         mb->held = NULL;
     } else {
-        free_block(r, data);
+        hq_block_free(r->eng, data);
     }
 }
 
@@ -940,11 +842,11 @@ static int pass1_shared(run *r, hq_err *err)
             rc = flush_round(r, i, write_now && !rc ? mb->b : NULL, rc, rc ? &scratch : err);
             if (write_now) {
                 mb->done = 1;
-                free_block(r, data);
+                hq_block_free(r->eng, data);
             } else if (!rc && mb) {
                 hold_or_drop(r, mb, data);
             } else {
-                free_block(r, data);
+                hq_block_free(r->eng, data);
             }
         }
     }
@@ -1304,8 +1206,8 @@ static int report_summary(const run *r, double wall, uint64_t skipped, hq_err *e
     double tmax[PH_N], tsum[PH_N];
     MPI_Reduce(r->t, tmax, PH_N, MPI_DOUBLE, MPI_MAX, 0, r->c->world);
     MPI_Reduce(r->t, tsum, PH_N, MPI_DOUBLE, MPI_SUM, 0, r->c->world);
-    uint64_t mine[4] = {r->pixels_done, r->bytes_done, r->reads, r->reads_in_place}, tot[4] = {0, 0, 0, 0};
-    MPI_Reduce(mine, tot, 4, MPI_UINT64_T, MPI_SUM, 0, r->c->world);
+    uint64_t mine[2] = {r->pixels_done, r->bytes_done}, tot[2] = {0, 0};
+    MPI_Reduce(mine, tot, 2, MPI_UINT64_T, MPI_SUM, 0, r->c->world);
     /* Memory high-water marks, the largest of any rank; device: +1, so that 0 means no engine had any. */
     uint64_t peaks[2] = {peak_rss_bytes(), 0}, most[2] = {0, 0};
     if (r->eng && r->eng->ops->device_peak)
@@ -1320,9 +1222,7 @@ static int report_summary(const run *r, double wall, uint64_t skipped, hq_err *e
         hq_summary s = {HQ_VERSION, r->o->input, r->o->output, dev, hq_scope_name(r->scope),
                         hq_method_name(r->o->method), hq_color_name(r->o->color), r->c->size, r->plan.nimages,
                         tot[0], tot[1], skipped, wall, PHASE_NAMES, {0}, {0}, most[0],
-                        most[1] ? most[1] - 1 : 0, most[1] != 0, 0, 0};
-        s.blocks_read = tot[2];
-        s.blocks_in_place = tot[3];
+                        most[1] ? most[1] - 1 : 0, most[1] != 0};
         for (int k = 0; k < PH_N; k++) {
             s.phase_max[k] = tmax[k];
             s.phase_mean[k] = tsum[k] / r->c->size;
@@ -1353,8 +1253,7 @@ static int report_summary(const run *r, double wall, uint64_t skipped, hq_err *e
 static void free_run(run *r)
 {
     for (uint64_t j = 0; j < r->nmine; j++)
-        free_block(r, r->mine[j].held);
-    unmap(r, NULL); /* none should be left; the engine must still be there to unregister */
+        hq_block_free(r->eng, r->mine[j].held);
     for (size_t i = 0; i < r->ngroups; i++) {
         free(r->groups[i].hist);
         free(r->groups[i].lut);
@@ -1372,7 +1271,6 @@ static void free_run(run *r)
     hq_engine_destroy(r->eng);
     hq_plan_free(&r->plan);
     hq_inventory_free(&r->inv);
-    pthread_mutex_destroy(&r->map_mu);
 }
 
 /* The global histogram for the output's metadata, or NULL under scope image. */
@@ -1387,9 +1285,6 @@ static const uint64_t *global_hist(run *r, hq_mode *m)
 int hq_run(const hq_options *o, const hq_comm *c, hq_err *err)
 {
     run r = {.o = o, .c = c, .sync_fd = -1};
-    pthread_mutex_init(&r.map_mu, NULL);
-    const char *map_env = getenv("HQ_MAP_INPUT");
-    r.map_input = !map_env || strcmp(map_env, "0") != 0;
     const double t_start = hq_now();
     int rc = scan_and_share(&r, err);
     if (rc)

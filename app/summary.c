@@ -83,8 +83,6 @@ int hq_summary_write(const char *path, const hq_summary *s, hq_err *err)
         fprintf(f, "  \"device_peak_bytes\": %llu,\n", (unsigned long long)s->device_peak);
     else
         fputs("  \"device_peak_bytes\": null,\n", f);
-    fprintf(f, "  \"blocks_read\": %llu,\n  \"blocks_read_in_place\": %llu,\n", (unsigned long long)s->blocks_read,
-            (unsigned long long)s->blocks_in_place);
     fputs("  \"phases\": {\n", f);
     for (int k = 0; k < HQ_SUMMARY_PHASES; k++)
         fprintf(f, "    \"%s\": {\"max_s\": %.6f, \"mean_s\": %.6f}%s\n", s->phase_names[k], s->phase_max[k],

@@ -20,8 +20,6 @@ typedef struct hq_summary {
     uint64_t peak_rss;          /* bytes: the largest peak resident set of any rank (getrusage) */
     uint64_t device_peak;       /* bytes: the most device memory any rank's engine held at once */
     int has_device_peak;        /* 0: the engine has no device memory to report (JSON null) */
-    uint64_t blocks_read;       /* blocks read from the input, all ranks, passes counted apiece */
-    uint64_t blocks_in_place;   /* of those, read in place (io.h map_block) */
 } hq_summary;
 
 int hq_summary_write(const char *path, const hq_summary *s, hq_err *err);

@@ -370,10 +370,7 @@ static void run_case(const Case &c, bool constant, hq_engine *cpu, hq_engine *gp
         lp[s] = lut.data() + s * nf;
     }
     memcpy(ref.data(), img.data(), bytes);
-    hq_block_data bref{};
-    bref.data = ref.data();
-    bref.nseg = c.nseg;
-    bref.seg_pixels = seg_px;
+    hq_block_data bref = {ref.data(), c.nseg, seg_px, 0};
     hq_err err = {{0}};
     auto t0 = std::chrono::steady_clock::now();
     if (cpu->ops->histogram(cpu, &bref, &m, hp.data(), &err)) {
@@ -590,10 +587,7 @@ static void run_case(const Case &c, bool constant, hq_engine *cpu, hq_engine *gp
         std::vector<uint64_t *> hp2(c.nseg);
         for (uint64_t s = 0; s < c.nseg; s++)
             hp2[s] = h2.data() + s * nf;
-        hq_block_data bd{};
-        bd.data = hostimg.data();
-        bd.nseg = c.nseg;
-        bd.seg_pixels = seg_px;
+        hq_block_data bd = {hostimg.data(), c.nseg, seg_px, 0};
         std::vector<double> t;
         for (int rep = 0; rep < 3; rep++) {
             memcpy(hostimg.data(), img.data(), bytes);
@@ -697,10 +691,7 @@ static int fused_sweep(hq_engine *cpu, bool small)
                     std::vector<uint16_t> lut(nf);
                     uint64_t *hp = hc.data();
                     const uint16_t *lp = lut.data();
-                    hq_block_data bd{};
-                    bd.data = ref.data();
-                    bd.nseg = 1;
-                    bd.seg_pixels = n;
+                    hq_block_data bd = {ref.data(), 1, n, 0};
                     hq_err err = {{0}};
                     if (cpu->ops->histogram(cpu, &bd, &m, &hp, &err)) {
                         printf("  sweep: cpu histogram failed: %s\n", err.msg);

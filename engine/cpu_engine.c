@@ -673,7 +673,7 @@ static void cpu_block_free(hq_engine *e, void *p)
 }
 
 static const hq_engine_ops cpu_ops = {"cpu", cpu_histogram, cpu_remap, cpu_destroy, cpu_describe, cpu_block_alloc,
-                                      cpu_block_free, NULL, 0, NULL, NULL};
+                                      cpu_block_free, NULL};
 
 int hq_cpu_engine_create(const hq_engine_cfg *cfg, hq_engine **out, hq_err *err)
 {

@@ -14,7 +14,6 @@
 
 #include "../core/error.h"
 #include "../core/mode.h"
-#include "../core/span.h"
 
 typedef struct hq_block_data {
     void *data;          /* host memory, channels interleaved, native-endian samples */
@@ -24,13 +23,6 @@ typedef struct hq_block_data {
                               unchanged, so an engine may use the copy it kept (the GPU skips an
                               upload). A pointer alone cannot say it: a freed block's address can
                               come back holding another block. */
-    /* Only for engines with reads_spans (the caller gathers the spans into data for others):
-     * nsrc > 0 says the block's pixels are the spans src[0..nsrc) back to back (a mapping of the
-     * input file), not data; remap still writes its result into data, whose bytes are not read.
-     * src_pinned: host_register took the mapping, so the spans can go by DMA. */
-    const hq_span *src;
-    uint64_t nsrc;
-    int src_pinned;
 } hq_block_data;
 
 typedef struct hq_engine hq_engine;
@@ -51,13 +43,6 @@ typedef struct hq_engine_ops {
     void (*block_free)(hq_engine *e, void *p);
     /* Optional (NULL: none): the most device memory this engine has held at once, in bytes. */
     uint64_t (*device_peak)(hq_engine *e);
-    /* 1: histogram and remap take a block's pixels from hq_block_data.src spans. */
-    int reads_spans;
-    /* Optional: lock memory the engine did not allocate (a read-only file mapping) for DMA from
-     * any thread; 1 when it did (then host_unregister must follow before the memory goes away),
-     * 0 when it could not (the engine still reads the memory, only slower). */
-    int (*host_register)(hq_engine *e, const void *p, size_t bytes);
-    void (*host_unregister)(hq_engine *e, const void *p);
 } hq_engine_ops;
 
 struct hq_engine {

@@ -18,11 +18,6 @@
  * capped by HQ_GPU_MEM_CAP (bytes, optional K/M/G suffix; for tests) and by what cudaMalloc grants
  * (a failed allocation is retried smaller, down to one 16-pixel vector, before it is an error).
  *
- * A block read in place (hq_block_data.src: spans of a read-only mapping of the input file) is
- * uploaded span by span; by DMA from the page cache when the driver registered the mapping
- * (host_register: cudaHostRegisterReadOnly), otherwise gathered through the staging ring. Its
- * remap lands in the block's own buffer, as always.
- *
  * Binding: one visible device -> device 0; otherwise local_rank % count. Every CUDA call goes
  * through GPU_CHECK, which names the call, file and line and returns HQ_EDEVICE; nothing here
  * prints or exits. */
@@ -106,47 +101,6 @@ void copy_par(void *dst, const void *src, size_t n, int threads)
 #endif
     memcpy(dst, src, n);
 }
-
-/* Calls f(host, at, n) for each run of host bytes [off, off + len) of block b: at is the run's offset
- * from off. The bytes are b->data's, or the concatenated spans of a block read in place. */
-template <typename F>
-cudaError_t for_host_runs(const hq_block_data *b, size_t off, size_t len, F f)
-{
-    if (!b->nsrc)
-        return f((const char *)b->data + off, (size_t)0, len);
-    uint64_t s0 = 0;
-    for (uint64_t i = 0; i < b->nsrc && s0 < off + len; i++) {
-        const uint64_t s1 = s0 + b->src[i].bytes;
-        if (s1 > off) {
-            const uint64_t lo = s0 > off ? s0 : off, hi = s1 < off + len ? s1 : off + len;
-            const cudaError_t e = f((const char *)b->src[i].p + (lo - s0), (size_t)(lo - off), (size_t)(hi - lo));
-            if (e != cudaSuccess)
-                return e;
-        }
-        s0 = s1;
-    }
-    return cudaSuccess;
-}
-
-/* Host bytes [off, off + len) of block b to dev, on stream st (DMA when the host side is pinned). */
-cudaError_t upload(const hq_block_data *b, size_t off, size_t len, uint8_t *dev, cudaStream_t st)
-{
-    return for_host_runs(b, off, len, [&](const char *h, size_t at, size_t n) {
-        return cudaMemcpyAsync(dev + at, h, n, cudaMemcpyHostToDevice, st);
-    });
-}
-
-/* Host bytes [off, off + len) of block b copied into dst by the CPU. */
-void gather(const hq_block_data *b, size_t off, size_t len, void *dst, int threads)
-{
-    for_host_runs(b, off, len, [&](const char *h, size_t at, size_t n) {
-        copy_par((char *)dst + at, h, n, threads);
-        return cudaSuccess;
-    });
-}
-
-/* Whether block b's host pixels [off, off + len) can go by DMA with no staging. */
-bool pixels_pinned(gpu_impl *g, const hq_block_data *b, size_t off, size_t len);
 
 /* Device buffer of at least `need` bytes (rounded up to 1 MiB, but not past limit when limit is
  * not 0); *oom tells a refused allocation apart from other errors when it is not NULL (no error is
@@ -266,12 +220,6 @@ int check_block(const hq_block_data *b, const hq_mode *m, uint64_t *px, size_t *
     *bytes = (size_t)*px * m->channels * m->sample_bytes;
     if (*px && !b->data)
         return hq_fail(err, HQ_EINPUT, "gpu: block of %llu pixels has no data", (unsigned long long)*px);
-    uint64_t spans = 0;
-    for (uint64_t i = 0; i < b->nsrc; i++)
-        spans += b->src[i].bytes;
-    if (b->nsrc && spans != *bytes)
-        return hq_fail(err, HQ_EINPUT, "gpu: a block of %zu bytes read in place has %llu bytes of spans", *bytes,
-                       (unsigned long long)spans);
     return 0;
 }
 
@@ -294,11 +242,6 @@ bool is_pinned(gpu_impl *g, const void *p, size_t bytes)
     return false;
 }
 
-bool pixels_pinned(gpu_impl *g, const hq_block_data *b, size_t off, size_t len)
-{
-    return b->nsrc ? b->src_pinned != 0 : is_pinned(g, (const char *)b->data + off, len);
-}
-
 /* Histograms of pixels [q0, q1) of a block, the device buffer holding pixel q0 at d_data. */
 int histogram_piece(gpu_impl *g, const hq_block_data *b, const hq_mode *m, uint64_t q0, uint64_t q1,
                     uint64_t *const *hist, hq_err *err)
@@ -314,7 +257,7 @@ int histogram_piece(gpu_impl *g, const hq_block_data *b, const hq_mode *m, uint6
         (rc = grow_pinned((void **)&g->h_hist, &g->hhist_cap, hbytes, err)))
         return rc;
     const size_t bytes = (size_t)(q1 - q0) * pb;
-    const bool pinned = pixels_pinned(g, b, (size_t)q0 * pb, bytes);
+    const bool pinned = is_pinned(g, (const char *)b->data + (size_t)q0 * pb, bytes);
     /* Kernels index from pixel 0 and segment 0: hand them bases shifted back by q0 and s0. */
     uint8_t *dbase = g->d_data - (size_t)q0 * pb;
     unsigned long long *hbase = g->d_hist - (size_t)s0 * nf;
@@ -327,11 +270,12 @@ int histogram_piece(gpu_impl *g, const hq_block_data *b, const hq_mode *m, uint6
         cudaStream_t st = g->st[i & 1];
         const uint64_t p0 = q0 + i * cpx, p1 = q1 - p0 < cpx ? q1 : p0 + cpx;
         const size_t off = (size_t)(p0 - q0) * pb, len = (size_t)(p1 - p0) * pb;
+        const char *host = (const char *)b->data + (size_t)p0 * pb;
         if (pinned) {
-            GPU_CHECK(upload(b, (size_t)p0 * pb, len, g->d_data + off, st));
+            GPU_CHECK(cudaMemcpyAsync(g->d_data + off, host, len, cudaMemcpyHostToDevice, st));
         } else {
             GPU_CHECK(cudaEventSynchronize(g->slot_free[slot]));
-            gather(b, (size_t)p0 * pb, len, g->pin[slot], g->copy_threads);
+            copy_par(g->pin[slot], host, len, g->copy_threads);
             GPU_CHECK(cudaMemcpyAsync(g->d_data + off, g->pin[slot], len, cudaMemcpyHostToDevice, st));
             GPU_CHECK(cudaEventRecord(g->slot_free[slot], st));
         }
@@ -366,8 +310,8 @@ int begin_block(gpu_impl *g, const hq_block_data *b, const hq_mode *m, uint64_t 
 int gpu_histogram(hq_engine *e, const hq_block_data *b, const hq_mode *m, uint64_t *const *hist, hq_err *err)
 {
     gpu_impl *g = static_cast<gpu_impl *>(e->impl);
-    uint64_t px = 0, piece;
-    size_t bytes = 0;
+    uint64_t px, piece;
+    size_t bytes;
     int rc = begin_block(g, b, m, &px, &bytes, err);
     if (rc || px == 0)
         return rc;
@@ -411,16 +355,14 @@ int remap_piece(gpu_impl *g, hq_block_data *b, const hq_mode *m, uint64_t q0, ui
     const uint64_t cpx = chunk_pixels(pb), nchunks = (q1 - q0 + cpx - 1) / cpx;
     /* Chunk i is issued (upload, remap, download into its slot) kSlots steps before the host
      * drains it, which frees its slot for chunk i + kSlots. */
-    /* The result always goes to b->data; the pixels come from it or from the block's spans. */
-    if (is_pinned(g, (const char *)b->data + (size_t)q0 * pb, (size_t)(q1 - q0) * pb) &&
-        (resident || pixels_pinned(g, b, (size_t)q0 * pb, (size_t)(q1 - q0) * pb))) {
+    if (is_pinned(g, (const char *)b->data + (size_t)q0 * pb, (size_t)(q1 - q0) * pb)) {
         for (uint64_t i = 0; i < nchunks; i++) {
             cudaStream_t st = g->st[i & 1];
             const uint64_t p0 = q0 + i * cpx, p1 = q1 - p0 < cpx ? q1 : p0 + cpx;
             const size_t off = (size_t)(p0 - q0) * pb, len = (size_t)(p1 - p0) * pb;
             char *host = (char *)b->data + (size_t)p0 * pb;
             if (!resident)
-                GPU_CHECK(upload(b, (size_t)p0 * pb, len, g->d_data + off, st));
+                GPU_CHECK(cudaMemcpyAsync(g->d_data + off, host, len, cudaMemcpyHostToDevice, st));
             GPU_CHECK(hqg::remap_launch(m, dbase, p0, p1, b->seg_pixels, lbase, st));
             GPU_CHECK(cudaMemcpyAsync(host, g->d_data + off, len, cudaMemcpyDeviceToHost, st));
         }
@@ -443,7 +385,7 @@ int remap_piece(gpu_impl *g, hq_block_data *b, const hq_mode *m, uint64_t q0, ui
             const uint64_t p0 = q0 + i * cpx, p1 = q1 - p0 < cpx ? q1 : p0 + cpx;
             const size_t off = (size_t)(p0 - q0) * pb, len = (size_t)(p1 - p0) * pb;
             if (!resident) {
-                gather(b, (size_t)p0 * pb, len, g->pin[slot], g->copy_threads);
+                copy_par(g->pin[slot], (const char *)b->data + (size_t)p0 * pb, len, g->copy_threads);
                 GPU_CHECK(cudaMemcpyAsync(g->d_data + off, g->pin[slot], len, cudaMemcpyHostToDevice, st));
             }
             GPU_CHECK(hqg::remap_launch(m, dbase, p0, p1, b->seg_pixels, lbase, st));
@@ -457,8 +399,8 @@ int remap_piece(gpu_impl *g, hq_block_data *b, const hq_mode *m, uint64_t q0, ui
 int gpu_remap(hq_engine *e, hq_block_data *b, const hq_mode *m, const uint16_t *const *lut, hq_err *err)
 {
     gpu_impl *g = static_cast<gpu_impl *>(e->impl);
-    uint64_t px = 0, piece;
-    size_t bytes = 0;
+    uint64_t px, piece;
+    size_t bytes;
     const void *held = g->res_ptr; /* begin_block forgets it */
     const size_t held_bytes = g->res_bytes;
     int rc = begin_block(g, b, m, &px, &bytes, err);
@@ -579,33 +521,8 @@ uint64_t gpu_device_peak(hq_engine *e)
     return static_cast<const gpu_impl *>(e->impl)->dev_peak;
 }
 
-/* Read-only where the device supports it: a read-only file mapping cannot be pinned for writing.
- * A refusal (a file system that does not allow long-term pins of its pages, no read-only support)
- * is not an error: the spans are then staged like pageable memory. */
-int gpu_host_register(hq_engine *e, const void *p, size_t bytes)
-{
-    gpu_impl *g = static_cast<gpu_impl *>(e->impl);
-    int ro = 0;
-    if (cudaSetDevice(g->dev) != cudaSuccess ||
-        cudaDeviceGetAttribute(&ro, cudaDevAttrHostRegisterReadOnlySupported, g->dev) != cudaSuccess || !ro ||
-        cudaHostRegister(const_cast<void *>(p), bytes, cudaHostRegisterReadOnly) != cudaSuccess) {
-        cudaGetLastError();
-        return 0;
-    }
-    return 1;
-}
-
-void gpu_host_unregister(hq_engine *e, const void *p)
-{
-    gpu_impl *g = static_cast<gpu_impl *>(e->impl);
-    cudaSetDevice(g->dev);
-    if (cudaHostUnregister(const_cast<void *>(p)) != cudaSuccess)
-        cudaGetLastError();
-}
-
-const hq_engine_ops gpu_ops = {"gpu",           gpu_histogram,   gpu_remap,      gpu_destroy,      gpu_describe,
-                               gpu_block_alloc, gpu_block_free,  gpu_device_peak, 1,               gpu_host_register,
-                               gpu_host_unregister};
+const hq_engine_ops gpu_ops = {"gpu",           gpu_histogram,  gpu_remap,     gpu_destroy,
+                               gpu_describe,    gpu_block_alloc, gpu_block_free, gpu_device_peak};
 
 int gpu_open(gpu_impl *g, const hq_engine_cfg *cfg, hq_err *err)
 {

@@ -60,9 +60,8 @@
 #define ATTR_COPY_MAX 32768 /* larger attributes would need the dense attribute storage of newer formats */
 
 /* Per item flags: whether the output dataset is filtered (then parallel HDF5 1.10 writes it only
- * collectively); whether the item's blocks travel in chunk order (see chunk_order_ok); whether,
- * in chunk order, the stored bytes are the pixels (the native type: map_block may hand them out). */
-enum { OUT_FILTERED = 4, CHUNK_ORDER = 8, RAW_NATIVE = 16 };
+ * collectively); whether the item's blocks travel in chunk order (see chunk_order_ok). */
+enum { OUT_FILTERED = 4, CHUNK_ORDER = 8 };
 
 struct hq_io {
     MPI_Comm comm; /* our own duplicate, so our collectives never mix with the caller's */
@@ -75,8 +74,6 @@ struct hq_io {
     int *frank;        /* per item, the rank of the dataset in the file */
     hsize_t (*in_chunk)[MAX_RANK]; /* per item, the input's chunk shape; all 0 when not chunked */
     uint64_t in_eoa;   /* the input's end of allocated space (0: unknown); HDF5 reads nothing past it */
-    int in_fd;         /* map_block's read-only descriptor: -1 not opened yet, -2 cannot be */
-    uint64_t in_size;  /* the input's size when in_fd was opened: nothing past it is mapped */
     unsigned char *flags;
     hid_t dxpl_coll, dxpl_ind;
     /* Output: present between create_output and close. */
@@ -774,14 +771,8 @@ static int open_item(hq_io *io, uint64_t i, hq_err *err)
         return rc;
     }
     io->frank[i] = frank;
-    if (chunk_order_ok(io, i)) {
+    if (chunk_order_ok(io, i))
         io->flags[i] |= CHUNK_ORDER;
-        const hid_t t = H5Dget_type(d);
-        if (t >= 0 && H5Tequal(t, it->sample_bytes == 2 ? H5T_NATIVE_UINT16 : H5T_NATIVE_UINT8) > 0)
-            io->flags[i] |= RAW_NATIVE;
-        if (t >= 0)
-            H5Tclose(t);
-    }
     hid_t dapl = (io->flags[i] & CHUNK_ORDER) ? unbuffered_dapl() : input_dapl(d, frank, it);
     if (dapl >= 0) {
         /* Reopened so that the sized chunk cache applies (it is fixed at open). */
@@ -810,8 +801,6 @@ static void free_io(hq_io *io)
     close_id(&io->in_file, H5Fclose);
     close_id(&io->dxpl_coll, H5Pclose);
     close_id(&io->dxpl_ind, H5Pclose);
-    if (io->in_fd >= 0)
-        close(io->in_fd);
     free(io->in_dset);
     free(io->out_dset);
     free(io->frank);
@@ -843,7 +832,6 @@ static hq_io *new_io(void)
     if (!io)
         return NULL;
     io->comm = MPI_COMM_NULL;
-    io->in_fd = -1;
     io->in_file = io->out_file = H5I_INVALID_HID;
     io->dxpl_coll = io->dxpl_ind = H5I_INVALID_HID;
     return io;
@@ -1440,57 +1428,6 @@ static int transfer(hq_io *io, uint64_t item, const hq_block *b, int collective,
 static int hdf5_read_block(hq_io *io, uint64_t item, const hq_block *b, int collective, void *dst, hq_err *err)
 {
     return transfer(io, item, b, collective, dst, 0, err);
-}
-
-/* The chunks of block b, mapped where they lie. Declines (NULL) unless every chunk the block
- * touches lies wholly inside it, is allocated, unfiltered (mask 0) and full size, and ends inside
- * the file; and unless the chunks lie close together (the mapping spans at most twice the block). */
-static hq_mapped *hdf5_map_block(hq_io *io, uint64_t item, const hq_block *b)
-{
-    chunk_walk w;
-    if (!b || item >= io->inv.n || (io->flags[item] & (CHUNK_ORDER | RAW_NATIVE)) != (CHUNK_ORDER | RAW_NATIVE) ||
-        io->in_fd == -2 || !walk_begin(&w, io, item, b))
-        return NULL;
-    if (io->in_fd == -1) {
-        struct stat st;
-        io->in_fd = open(io->inv.root, O_RDONLY | O_CLOEXEC);
-        if (io->in_fd >= 0 && fstat(io->in_fd, &st) == 0 && S_ISREG(st.st_mode)) {
-            io->in_size = (uint64_t)st.st_size;
-        } else {
-            if (io->in_fd >= 0)
-                close(io->in_fd);
-            io->in_fd = -2;
-            return NULL;
-        }
-    }
-    uint64_t *at = malloc(w.chunks * sizeof *at), lo = UINT64_MAX, hi = 0, n = 0;
-    if (!at)
-        return NULL;
-    int ok = 1;
-    do {
-        hsize_t off[MAX_RANK], size = 0;
-        haddr_t addr = HADDR_UNDEF;
-        unsigned mask = 0;
-        for (int d = 0; d < w.k && ok; d++) {
-            off[d] = w.idx[d] * w.cd[d];
-            ok = w.n[d] == w.cd[d];
-        }
-        if (ok && H5Dget_chunk_info_by_coord(io->in_dset[item], off, &mask, &addr, &size) < 0) {
-            H5Eclear2(H5E_DEFAULT);
-            ok = 0;
-        }
-        ok = ok && addr != HADDR_UNDEF && mask == 0 && size == w.chunk_bytes && addr + size <= io->in_size;
-        if (ok) {
-            at[n++] = addr;
-            lo = addr < lo ? addr : lo;
-            hi = addr + size > hi ? addr + size : hi;
-        }
-    } while (ok && walk_next(&w));
-    hq_mapped *m = ok && hi - lo <= 2 * n * w.chunk_bytes ? hq_mapped_open(io->in_fd, lo, hi, n) : NULL;
-    for (uint64_t i = 0; m && i < n; i++)
-        hq_mapped_add(m, at[i], w.chunk_bytes);
-    free(at);
-    return m;
 }
 
 static int hdf5_write_block(hq_io *io, uint64_t item, const hq_block *b, int collective, const void *src,
@@ -2412,7 +2349,6 @@ const hq_io_ops hq_hdf5_ops = {
     .scan = hdf5_scan,
     .open_input = hdf5_open_input,
     .read_block = hdf5_read_block,
-    .map_block = hdf5_map_block,
     .create_output = hdf5_create_output,
     .write_block = hdf5_write_block,
     .close = hdf5_close,

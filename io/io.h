@@ -25,7 +25,6 @@
 #include "../core/error.h"
 #include "../core/mode.h"
 #include "../jobs/plan.h"
-#include "file_map.h"
 #include "inventory.h"
 
 /* One image's LUT, for the output's provenance: nhist * bins entries of the item's mode
@@ -68,12 +67,6 @@ typedef struct hq_io_ops {
     int (*scan)(const char *path, const char *dset, int skip_bad, hq_inventory *inv, hq_err *err);
     int (*open_input)(const hq_inventory *inv, MPI_Comm comm, int any_order, hq_io **io, hq_err *err);
     int (*read_block)(hq_io *io, uint64_t item, const hq_block *b, int collective, void *dst, hq_err *err);
-    /* Optional (NULL: never). Instead of read_block, without a transfer of its own, so never for a
-     * collective one: block b in place, a read-only mapping of the input whose spans hold exactly
-     * what read_block would write to dst, in order (HDF5: unfiltered chunks of the native type,
-     * in chunk order, each chunk whole inside the block and inside the file). Returns it, or NULL
-     * when the block must be read (a reason to decline is never an error: the read reports it). */
-    hq_mapped *(*map_block)(hq_io *io, uint64_t item, const hq_block *b);
     /* Checks the output path (exists without --force, equals the input, unwritable) and creates
      * the output under a temporary name, with every non-bad item laid out like its input. */
     int (*create_output)(hq_io *io, const hq_out_opts *o, MPI_Comm comm, hq_err *err);

@@ -5,8 +5,6 @@ equal the reference on 1 and 3 ranks for stacks with partial edge chunks cut int
 chunks that cut the colour channels, contiguous images cut into pieces of rows, 16-bit samples,
 a big-endian dataset and a compressed one (written collectively, never staged); the layout of
 every dataset (type, chunks, filters) is kept."""
-import json
-
 import h5py
 import numpy as np
 import pytest
@@ -54,42 +52,3 @@ def test_chunked_transfers_give_the_reference(tmp, np_, order, monkeypatch):
         assert f["gz"].compression == "gzip"
         assert f["rgb"].chunks == (32, 40, 1)
         assert f["stack"].chunks == (1, 64, 50)
-
-
-@pytest.mark.parametrize("scope", ["image", "global"])
-@pytest.mark.parametrize("np_", [1, 3])
-def test_blocks_read_in_place_equal_blocks_read(tmp, np_, scope):
-    """Blocks of unfiltered chunked datasets of the native type are read in place (io.h
-    map_block): mapped, not read; the GPU engine copies them from the mapping, the CPU engine
-    gathers them. Edge chunks cut by the dataset and chunks bigger than a block are read as
-    before. The output must be the reference, the same as with HQ_MAP_INPUT=0, and --summary must
-    count blocks read in place only when mapping is on."""
-    p = tmp / "in.h5"
-    stack = ref.stack_of(5, 100, 96, 40, 200, np.uint8, seed=75)
-    # Scope global needs one sample layout; scope image also tries 16-bit samples.
-    deep = ref.stack_of(3, 64, 64, 900, 3000, np.uint16, seed=76) if scope == "image" else \
-        ref.stack_of(3, 64, 64, 10, 90, np.uint8, seed=76)
-    with h5py.File(p, "w") as f:
-        f.create_dataset("stack", data=stack, chunks=(1, 32, 32))  # the last row of chunks is cut
-        f.create_dataset("deep", data=deep, chunks=(1, 16, 64))
-    if scope == "image":
-        want = {"stack": ref.equalize_stack(stack, 8)[0], "deep": ref.equalize_stack(deep, 16)[0]}
-    else:  # one histogram over every slice of both datasets
-        outs = ref.equalize_images(list(stack) + list(deep), 8, "luma", "equalize", "global")[0]
-        want = {"stack": np.stack(outs[:5]).astype(np.uint8), "deep": np.stack(outs[5:]).astype(np.uint8)}
-    outs, counts = {}, {}
-    for mapping in ["1", "0"]:
-        out = tmp / f"out{mapping}.h5"
-        summary = tmp / f"s{mapping}.json"
-        equalize(p, out, "--block", "8K", "--scope", scope, "--summary", summary, np_=np_,
-                 env={"HQ_MAP_INPUT": mapping})
-        s = json.loads(summary.read_text())
-        counts[mapping] = (s["blocks_read"], s["blocks_read_in_place"])
-        with h5py.File(out, "r") as f:
-            outs[mapping] = {name: f[name][()] for name in want}
-    for name, w in want.items():
-        assert_array_equal(outs["1"][name], w, f"{np_} ranks, scope {scope}: {name}")
-        assert_array_equal(outs["0"][name], w, f"{np_} ranks, scope {scope}, HQ_MAP_INPUT=0: {name}")
-    read, in_place = counts["1"]
-    assert 0 < in_place < read, counts  # some in place, the cut edge chunks read
-    assert counts["0"][1] == 0, counts
