@@ -140,8 +140,6 @@ int main(int argc, char **argv)
         printf("way          slowest_s  agg_GB/s   r0: in_s   out_s  copy_s  unreg+unmap_s  create_s\n");
     }
     MPI_Barrier(MPI_COMM_WORLD);
-    const long page = sysconf(_SC_PAGESIZE);
-    (void)page;
 
     char own_path[4200];
     snprintf(own_path, sizeof own_path, "%s.%d", out_path, rank);

@@ -28,7 +28,8 @@ mpicc -O2 -o build/make_image bench/make_image.c -lhdf5 || fail "cannot build be
 perf_ --version > /dev/null 2>&1 || fail "no working perf at $PERF"
 G=${1:-$(nvidia-smi -L | wc -l)}
 PER=${2:-8}
-slices=$(awk -v p="$PER" 'BEGIN {print int(p * 64 + 0.5)}')
+. bench/summary_json.sh
+slices=$(weak_slices "$PER")
 echo -1 > /proc/sys/kernel/perf_event_paranoid 2>/dev/null
 echo 0 > /proc/sys/kernel/kptr_restrict 2>/dev/null
 say "# bash bench/profile_weak.sh $G $PER — $(hostname), $(nproc) cores, $(date -u +%FT%TZ), commit ${HQ_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null)}"
@@ -50,8 +51,8 @@ for n in 1 "$G"; do
     rm -f "$input" "$DIR/out.h5"
     say "(perf data: $(du -h /tmp/perf_$n.data | cut -f1))"
     say ""
-    say "## $n rank(s): $(sed -n 's/.*"wall_s": *\([0-9.]*\).*/wall \1 s/p' "$OUT/prof_$n.json" | head -1)"
-    sed -n 's/^ *"\([a-z]*\)": {"max_s": \([0-9.]*\), "mean_s": \([0-9.]*\)}.*/\1 \2 \3/p' "$OUT/prof_$n.json" |
+    say "## $n rank(s): wall $(field "$OUT/prof_$n.json" wall_s) s"
+    phase_rows "$OUT/prof_$n.json" |
         awk '{printf "   %-10s max %7.3f  mean %7.3f\n", $1, $2, $3}' | tee -a "$LOG"
     say "### samples by command"
     perf_ report -i "/tmp/perf_$n.data" --no-children --sort comm --stdio -g none 2>/dev/null | grep -v '^#' | grep -v '^$' |

@@ -85,9 +85,7 @@ ranks=()
 for ((n = 1; n <= G; n *= 2)); do ranks+=("$n"); done
 [ "${ranks[-1]}" = "$G" ] || ranks+=("$G")
 
-# field FILE KEY: a number from the --summary JSON (one "key": value per line; phases inline).
-field() { sed -n "s/.*\"$2\": *\([0-9.e+-]*\).*/\1/p" "$1" | head -1; }
-phase_max() { sed -n "s/.*\"$2\": {\"max_s\": *\([0-9.e+-]*\).*/\1/p" "$1" | head -1; }
+. bench/summary_json.sh # field, phase_max, phase_rows, weak_slices
 mib() { awk -v b="${1:-0}" 'BEGIN {printf "%.0f", b / 1048576}'; }
 # ext TAG N: the run's time under mpirun, start-up included.
 ext() { awk '{printf "%.2f", $2 - $1}' "$OUT/$1_$2.time"; }
@@ -130,7 +128,7 @@ say "# $warm_note (WARM_GIB); transparent huge pages: $(cat /sys/kernel/mm/trans
 
 say ""
 # Each weak input is written once and run under every entry of VARIANTS, side by side.
-slices_per_rank=$(awk -v p="$PER_RANK" 'BEGIN {s = int(p * 64 + 0.5); print (s < 1 ? 1 : s)}')
+slices_per_rank=$(weak_slices "$PER_RANK")
 read -r -a PATHS <<< "${VARIANTS:-default}"
 # Each entry names its runs' files: one listed twice would overwrite the first's.
 for list in "${VARIANTS:-default}" "${STRONG_VARIANTS:-default}"; do
@@ -189,7 +187,7 @@ for tag in "${tags[@]}"; do
     for n in 1 "$G"; do
         say ""
         say "## per phase, $tag, $n rank(s) (max / mean over ranks, seconds)"
-        sed -n 's/^ *"\([a-z]*\)": {"max_s": \([0-9.]*\), "mean_s": \([0-9.]*\)}.*/\1 \2 \3/p' "$OUT/${tag}_$n.json" |
+        phase_rows "$OUT/${tag}_$n.json" |
             awk '{printf "%-10s %9.3f %9.3f\n", $1, $2, $3}' | tee -a "$LOG"
     done
 done

@@ -1397,9 +1397,10 @@ static int transfer(hq_io *io, uint64_t item, const hq_block *b, int collective,
     if (fspace >= 0 && select_block(fspace, it, io->frank[item], b, &mspace) >= 0) {
         const hid_t dxpl = coll_io ? io->dxpl_coll : io->dxpl_ind;
         void *p = b ? buf : &nothing;
-        const int staged = b && !coll_io ? by_chunk(io, item, b, d, fspace, mtype, buf, writing) : 1;
-        if (staged <= 0)
-            st = staged;
+        /* by_chunk: 1 leaves the whole block to HDF5, 0 moved it, -1 failed */
+        const int whole = b && !coll_io ? by_chunk(io, item, b, d, fspace, mtype, buf, writing) : 1;
+        if (whole <= 0)
+            st = whole;
         else
             st = writing ? H5Dwrite(d, mtype, mspace, fspace, dxpl, p) : H5Dread(d, mtype, mspace, fspace, dxpl, p);
     }
