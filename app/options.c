@@ -37,11 +37,15 @@ static const char USAGE[] =
     "      --bits N          significant bits, 1-16 (default: 8 for uint8, 16 for uint16; e.g. 12 for CT)\n"
     "\n"
     "Resources:\n"
-    "      --device D        auto (default: GPU if one is visible, else CPU), gpu or cpu;\n"
+    "      --device D        auto (default), gpu or cpu; auto takes the GPU when every rank on the\n"
+    "                        node has one of its own, else the CPU engine (faster than a shared GPU);\n"
     "                        copy reads and writes without equalizing (benchmarks' I/O baseline)\n"
-    "      --threads N       CPU threads per rank (default: the node's cores / ranks on the node)\n"
-    "      --memory SIZE     per-rank budget for pixels in memory: blocks in flight and those held\n"
-    "                        between the passes (default: RAM/4/ranks; too small is refused)\n"
+    "      --threads N       CPU engine threads per rank (default: the node's cores / ranks on the node)\n"
+    "      --io-threads N    threads reading and writing blocks at once, per rank, for PNG collections\n"
+    "                        (default: the node's cores / ranks on the node); HDF5 uses one\n"
+    "      --memory SIZE     per-rank budget for pixels in memory: blocks in flight (3, or up to\n"
+    "                        --io-threads + 2 with several I/O threads) and those held between the\n"
+    "                        passes (default: RAM/4/ranks; too small is refused)\n"
     "      --block SIZE      largest piece read at once (default 256M); SIZE takes K, M, G, T\n"
     "\n"
     "      --progress SEC    a progress line every SEC seconds on long runs (default 10; 0: none)\n"
@@ -60,13 +64,14 @@ static const char USAGE[] =
 
 enum { OPT_SCOPE = 256, OPT_COLOR, OPT_METHOD, OPT_BITS, OPT_DEVICE, OPT_THREADS, OPT_MEMORY, OPT_BLOCK,
        OPT_PNG_LEVEL, OPT_ON_ERROR, OPT_FORCE, OPT_VERSION, OPT_PROGRESS, OPT_SUMMARY,
-       OPT_RESUME, OPT_REPORT, OPT_REPORT_SAMPLE, OPT_REPORT_SCALE };
+       OPT_RESUME, OPT_REPORT, OPT_REPORT_SAMPLE, OPT_REPORT_SCALE, OPT_IO_THREADS };
 
 static const struct option LONG_OPTS[] = {
     {"input", required_argument, NULL, 'i'},      {"output", required_argument, NULL, 'o'},
     {"scope", required_argument, NULL, OPT_SCOPE}, {"color", required_argument, NULL, OPT_COLOR},
     {"method", required_argument, NULL, OPT_METHOD}, {"bits", required_argument, NULL, OPT_BITS},
     {"device", required_argument, NULL, OPT_DEVICE}, {"threads", required_argument, NULL, OPT_THREADS},
+    {"io-threads", required_argument, NULL, OPT_IO_THREADS},
     {"memory", required_argument, NULL, OPT_MEMORY}, {"block", required_argument, NULL, OPT_BLOCK},
     {"png-level", required_argument, NULL, OPT_PNG_LEVEL}, {"on-error", required_argument, NULL, OPT_ON_ERROR},
     {"force", no_argument, NULL, OPT_FORCE},      {"progress", required_argument, NULL, OPT_PROGRESS},
@@ -188,6 +193,11 @@ int hq_options_parse(int argc, char **argv, int print, hq_options *o, hq_err *er
             if (parse_int(optarg, 1, 4096, &v))
                 return hq_fail(err, HQ_EUSAGE, "--threads: '%s' is not a number from 1 to 4096", optarg);
             o->threads = (int)v;
+            break;
+        case OPT_IO_THREADS:
+            if (parse_int(optarg, 1, 4096, &v))
+                return hq_fail(err, HQ_EUSAGE, "--io-threads: '%s' is not a number from 1 to 4096", optarg);
+            o->io_threads = (int)v;
             break;
         case OPT_PNG_LEVEL:
             if (parse_int(optarg, 0, 9, &v))

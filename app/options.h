@@ -20,7 +20,8 @@ typedef struct hq_options {
     hq_method method;
     uint32_t bits;        /* 0 = the data's own depth */
     hq_device device;
-    int threads;          /* 0 = all cores */
+    int threads;          /* 0 = the rank's CPUs (app/placement.h) */
+    int io_threads;       /* 0 = the rank's CPUs; formats that cannot take calls at once use one */
     int verbose, quiet, force;
     int png_level;        /* -1 = fast default */
     hq_on_error on_error;

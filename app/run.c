@@ -14,7 +14,7 @@
 #include "run.h"
 
 #include <fcntl.h>
-#include <omp.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -30,15 +30,14 @@
 #include "../mpi/progress.h"
 #include "../report/report.h"
 #include "pipeline.h"
+#include "placement.h"
 #include "resume.h"
 #include "summary.h"
+#include "writeback.h"
 
 #ifndef HQ_VERSION
 #define HQ_VERSION "dev"
 #endif
-
-/* Blocks alive at once besides the held ones: the I/O pipeline's slots (app/pipeline.h). */
-#define IN_FLIGHT_BLOCKS 3
 
 /* create: making the output and reserving its space; close: recording the run, closing, checking
  * and renaming the output. Both are collective, and grow with the output on some file systems. */
@@ -59,7 +58,10 @@ typedef struct my_block {
     int fused;   /* all its groups end inside it */
     int done;    /* written */
     void *held;  /* pixels kept between the passes (NULL: not read, or dropped) */
+    char *why;   /* left out under --on-error skip: the reason */
 } my_block;
+
+enum { IO_READ, IO_WRITE };
 
 typedef struct run {
     const hq_options *o;
@@ -77,18 +79,24 @@ typedef struct run {
     size_t ngroups, cap_groups;
     uint64_t *shared;     /* groups summed over ranks, ascending, the same list on every rank */
     uint64_t nshared;
-    uint64_t held_bytes, budget;
-    int threaded_io;      /* own items' I/O runs on a thread of its own (app/pipeline.h) */
+    uint64_t held_bytes, budget; /* under mu: I/O threads release held blocks */
+    hq_cpus cpus;         /* the CPUs this rank works on (app/placement.h) */
+    hq_pipeline_cfg pipe; /* own items' streams: I/O threads and blocks in flight (app/pipeline.h) */
+    pthread_mutex_t mu;   /* guards held_bytes and the I/O clocks, which I/O threads share */
+    int io_busy[2];       /* reads / writes under way */
+    double io_since[2];   /* since when some are */
+    pthread_mutex_t tick_mu; /* one progress tick at a time: MPI is initialized SERIALIZED */
     double t[PH_N];
     uint64_t pixels_done, bytes_done; /* written; updated by the thread that writes */
     uint64_t bytes_histogrammed;      /* pending blocks through pass 1; updated by the compute thread */
     hq_progress prog;
-    char *skipped;        /* this rank's skipped inputs, one line each */
+    uint64_t nskipped;    /* this rank's skipped inputs (their reasons: my_block.why) */
+    char *skipped;        /* the reasons, one line each in block order, once the passes are over */
     size_t skipped_len;
-    uint64_t nskipped;
     hq_resume res;        /* fresh run, or what an interrupted one did (--resume) */
     hq_journal *journal;  /* this rank's log of finished work; NULL when the output keeps none */
     int sync_fd;          /* the output file, for fdatasync before the journal claims blocks */
+    hq_writeback *wb;     /* starts the output's writeback early, so those fdatasyncs are short */
     uint64_t writes;      /* blocks written, for the HQ_FAULT_KILL test hook */
     long kill_after;      /* HQ_FAULT_KILL=RANK:N: this rank kills itself after N writes (tests) */
     hq_report *rep;       /* what the run records: --report and the output's provenance (report/report.h) */
@@ -238,37 +246,61 @@ static uint64_t agreed_memory(const run *r)
     return least;
 }
 
-/* --memory bounds what a rank holds of pixels at once: the blocks in flight (IN_FLIGHT_BLOCKS, the
- * I/O pipeline's depth; the lockstep passes hold one) plus the pending blocks kept for pass 2,
- * which are read again when they do not fit. Blocks shrink to fit (at most a third of the budget
- * each), down to the smallest the input allows: an image that must stay whole, a compressed chunk.
- * Below three of those nothing works, and the run is refused before it starts. */
-static int fit_memory(run *r, const hq_plan_item *pi, uint64_t memory, uint64_t *block, hq_err *err)
+/* --memory bounds what a rank holds of pixels at once: the blocks in flight (the I/O pipeline's
+ * depth; the lockstep passes hold one) plus the pending blocks kept for pass 2, which are read
+ * again when they do not fit. The depth is HQ_PIPELINE_MIN_DEPTH (3) with one I/O thread, and with
+ * several (a format whose blocks may be read and written at once) up to want_depth, as many as
+ * the budget holds of the smallest blocks. Blocks shrink to fit (at most budget / depth each), down
+ * to the smallest the input allows: an image that must stay whole, a compressed chunk. Below three
+ * of those nothing works, and the run is refused before it starts. */
+static int fit_memory(run *r, const hq_plan_item *pi, uint64_t memory, int want_depth, uint64_t *block, int *depth,
+                      hq_err *err)
 {
     size_t which = 0;
     const uint64_t unit = hq_plan_min_block(pi, r->inv.n, &which);
-    if (unit > memory / IN_FLIGHT_BLOCKS) {
+    if (unit > memory / HQ_PIPELINE_MIN_DEPTH) {
         const hq_item *it = &r->inv.items[which];
-        const uint64_t need_k = (IN_FLIGHT_BLOCKS * unit + 1023) / 1024;
+        const uint64_t need_k = (HQ_PIPELINE_MIN_DEPTH * unit + 1023) / 1024;
         char have[32], one[32];
         size_text(memory, have, sizeof have);
         size_text(unit, one, sizeof one);
         return hq_fail(err, HQ_EUSAGE, "%s%s%s: --memory %s%s is too small: its smallest block is %s (%s) and up "
-                       "to %d blocks are in flight at once; use --memory %lluK or more", it->src,
+                       "to %d blocks are in flight at once (more with several I/O threads, as the budget allows); "
+                       "use --memory %lluK or more", it->src,
                        r->inv.format == HQ_FMT_HDF5 ? ":" : "", r->inv.format == HQ_FMT_HDF5 ? it->name : "", have,
                        r->o->memory ? "" : " (the default)", one,
                        !pi[which].splittable ? "the whole image" : pi[which].whole_chunks ? "one compressed chunk"
                                                                                           : "one pixel",
-                       IN_FLIGHT_BLOCKS,
+                       HQ_PIPELINE_MIN_DEPTH,
                        (unsigned long long)need_k);
     }
-    *block = r->o->block_bytes < memory / IN_FLIGHT_BLOCKS ? r->o->block_bytes : memory / IN_FLIGHT_BLOCKS;
+    const uint64_t fit = unit ? memory / unit : (uint64_t)want_depth;
+    *depth = (uint64_t)want_depth < fit ? want_depth : (int)fit;
+    if (*depth < HQ_PIPELINE_MIN_DEPTH)
+        *depth = HQ_PIPELINE_MIN_DEPTH;
+    *block = r->o->block_bytes < memory / (uint64_t)*depth ? r->o->block_bytes : memory / (uint64_t)*depth;
     return 0;
+}
+
+/* Own items' I/O threads: --io-threads, by default one per CPU the rank works on, for a format
+ * whose blocks may be read and written at once (io.h `concurrent`); one otherwise. HQ_SERIAL_IO=1
+ * makes every call on the main thread, for debugging. */
+static void choose_io_threads(run *r)
+{
+    int n = r->o->io_threads ? r->o->io_threads : r->cpus.cpus;
+    if (!r->io_ops->concurrent || n < 1)
+        n = 1;
+    if (getenv("HQ_SERIAL_IO"))
+        n = 0;
+    r->pipe.io_threads = n;
 }
 
 static int make_plan(run *r, hq_err *err)
 {
     const uint64_t memory = agreed_memory(r);
+    /* The plan depends on the depth, so every rank takes the deepest any rank wants (their cores
+     * may differ); a rank with fewer I/O threads merely reads further ahead. */
+    const uint64_t want = hq_comm_max_u64(r->c, (uint64_t)hq_pipeline_depth_for(r->pipe.io_threads));
     hq_plan_item *pi = calloc(r->inv.n ? r->inv.n : 1, sizeof *pi);
     if (!pi)
         return hq_fail(err, HQ_EMEM, "plan: out of memory");
@@ -279,13 +311,13 @@ static int make_plan(run *r, hq_err *err)
                                it->chunk_height, it->chunk_width,  (int)it->collective};
     }
     uint64_t block = 0;
-    int rc = fit_memory(r, pi, memory, &block, err);
+    int rc = fit_memory(r, pi, memory, (int)want, &block, &r->pipe.depth, err);
     if (!rc)
         rc = hq_plan_make(pi, r->inv.n, r->c->size, block, &r->plan, err);
     free(pi);
     if (rc)
         return rc;
-    const uint64_t in_flight = IN_FLIGHT_BLOCKS * r->plan.max_block_bytes;
+    const uint64_t in_flight = (uint64_t)r->pipe.depth * r->plan.max_block_bytes;
     r->budget = memory > in_flight ? memory - in_flight : 0;
     return 0;
 }
@@ -458,12 +490,41 @@ static hq_block_data block_view(const run *r, const hq_block *b, void *data, int
     return d;
 }
 
-/* Progress counts each block's bytes twice: once histogrammed, once written. */
+/* Progress counts each block's bytes twice: once histogrammed, once written. Several I/O threads
+ * may finish blocks at once; the tick (an MPI call) is made by one of them, the others go on. */
 static void tick(run *r)
 {
+    if (pthread_mutex_trylock(&r->tick_mu) != 0)
+        return;
     const uint64_t w = __atomic_load_n(&r->bytes_done, __ATOMIC_RELAXED);
     const uint64_t h = __atomic_load_n(&r->bytes_histogrammed, __ATOMIC_RELAXED);
     hq_progress_tick(&r->prog, __atomic_load_n(&r->pixels_done, __ATOMIC_RELAXED), w + h);
+    pthread_mutex_unlock(&r->tick_mu);
+}
+
+/* Read and write time is wall time during which at least one read (write) was under way: with
+ * several I/O threads, calls that overlap count once, so the phases still add up to the run. */
+static double mono_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static void io_enter(run *r, int k)
+{
+    pthread_mutex_lock(&r->mu);
+    if (r->io_busy[k]++ == 0)
+        r->io_since[k] = mono_now();
+    pthread_mutex_unlock(&r->mu);
+}
+
+static void io_leave(run *r, int k)
+{
+    pthread_mutex_lock(&r->mu);
+    if (--r->io_busy[k] == 0)
+        r->t[k == IO_READ ? PH_READ : PH_WRITE] += mono_now() - r->io_since[k];
+    pthread_mutex_unlock(&r->mu);
 }
 
 /* ---- the journal (--resume) ---- */
@@ -623,16 +684,18 @@ static int pass1_done(run *r, const my_block *mb)
 
 static int timed_read(run *r, const hq_block *b, uint64_t item, int collective, void **data, hq_err *err)
 {
-    double t0 = hq_now();
+    io_enter(r, IO_READ);
     *data = NULL;
     if (b) {
         *data = hq_block_alloc(r->eng, block_bytes(r, b));
-        if (!*data)
+        if (!*data) {
+            io_leave(r, IO_READ);
             return hq_fail(err, HQ_EMEM, "%s: out of memory for a block of %llu bytes (lower --block)",
                            r->inv.items[item].src, (unsigned long long)block_bytes(r, b));
+        }
     }
     int rc = r->io_ops->read_block(r->io, item, b, collective, *data, err);
-    r->t[PH_READ] += hq_now() - t0;
+    io_leave(r, IO_READ);
     if (rc) {
         hq_block_free(r->eng, *data);
         *data = NULL;
@@ -642,9 +705,10 @@ static int timed_read(run *r, const hq_block *b, uint64_t item, int collective, 
 
 static int timed_write(run *r, const hq_block *b, uint64_t item, int collective, const void *data, hq_err *err)
 {
-    double t0 = hq_now();
+    io_enter(r, IO_WRITE);
     int rc = r->io_ops->write_block(r->io, item, b, collective, data, err);
     if (!rc && b) {
+        hq_writeback_kick(r->wb);
         __atomic_add_fetch(&r->pixels_done, hq_block_pixels(b), __ATOMIC_RELAXED);
         __atomic_add_fetch(&r->bytes_done, block_bytes(r, b), __ATOMIC_RELAXED);
         /* Compressed datasets written by several ranks are claimed after their round's flush.
@@ -652,7 +716,7 @@ static int timed_write(run *r, const hq_block *b, uint64_t item, int collective,
         if (!needs_round_flush(r, item))
             rc = note_written(r, b, err);
     }
-    r->t[PH_WRITE] += hq_now() - t0;
+    io_leave(r, IO_WRITE);
     tick(r);
     return rc;
 }
@@ -745,19 +809,24 @@ static int remap_pending(run *r, const hq_block *b, void *data, hq_err *err)
 static void hold_or_drop(run *r, my_block *mb, void *data)
 {
     uint64_t n = block_bytes(r, mb->b);
-    if (r->held_bytes + n <= r->budget) {
-        mb->held = data;
+    pthread_mutex_lock(&r->mu);
+    const int keep = r->held_bytes + n <= r->budget;
+    if (keep)
         r->held_bytes += n;
-    } else {
+    pthread_mutex_unlock(&r->mu);
+    if (keep)
+        mb->held = data;
+    else
         hq_block_free(r->eng, data);
-    }
 }
 
 /* Done with a block's pixels: held ones leave the budget, freshly read ones are simply freed. */
 static void release(run *r, my_block *mb, void *data)
 {
     if (mb->held) {
+        pthread_mutex_lock(&r->mu);
         r->held_bytes -= block_bytes(r, mb->b);
+        pthread_mutex_unlock(&r->mu);
         hq_block_free(r->eng, mb->held);
         mb->held = NULL;
     } else {
@@ -765,23 +834,39 @@ static void release(run *r, my_block *mb, void *data)
     }
 }
 
-/* A bad PNG met while decoding: with --on-error skip it is listed and left out, not fatal. */
+/* A bad PNG met while decoding: with --on-error skip it is listed and left out, not fatal. The
+ * reason stays with its block (I/O threads decode in any order), listed in block order at the end. */
 static int maybe_skip(run *r, my_block *mb, int rc, const hq_err *err)
 {
     if (!rc || r->o->on_error != HQ_ONERR_SKIP || r->inv.format != HQ_FMT_PNG || rc != HQ_EINPUT)
         return rc;
-    size_t n = strlen(err->msg) + 1;
-    char *s = realloc(r->skipped, r->skipped_len + n + 1);
-    if (s) {
-        r->skipped = s;
-        memcpy(s + r->skipped_len, err->msg, n - 1);
-        s[r->skipped_len + n - 1] = '\n';
-        s[r->skipped_len + n] = '\0';
-        r->skipped_len += n;
-    }
-    r->nskipped++;
+    free(mb->why);
+    mb->why = strdup(err->msg);
+    __atomic_add_fetch(&r->nskipped, 1, __ATOMIC_RELAXED);
     mb->done = 1;
     return 0;
+}
+
+/* This rank's skipped inputs, one line each, in block order ("" for none; malloc'd, or NULL). */
+static char *skipped_lines(const run *r)
+{
+    size_t len = 0;
+    for (uint64_t j = 0; j < r->nmine; j++)
+        len += r->mine[j].why ? strlen(r->mine[j].why) + 1 : 0;
+    char *s = malloc(len + 1);
+    if (!s)
+        return NULL;
+    len = 0;
+    for (uint64_t j = 0; j < r->nmine; j++) {
+        if (!r->mine[j].why)
+            continue;
+        const size_t n = strlen(r->mine[j].why);
+        memcpy(s + len, r->mine[j].why, n);
+        s[len + n] = '\n';
+        len += n + 1;
+    }
+    s[len] = '\0';
+    return s;
 }
 
 /* ---- the passes ---- */
@@ -892,8 +977,8 @@ static int equalize_local_image(run *r, my_block *first, uint64_t n, hq_err *err
     return rc;
 }
 
-/* Blocks of this rank's own items stream through the I/O pipeline: the I/O thread reads the
- * next block and writes the previous one while this thread computes. */
+/* Blocks of this rank's own items stream through the I/O pipeline: I/O threads read the next
+ * blocks and write the finished ones while this thread computes. */
 typedef enum { STREAM_FUSED, STREAM_HIST, STREAM_REMAP } stream_kind;
 
 typedef struct stream {
@@ -952,7 +1037,7 @@ static int run_stream(run *r, stream_kind kind, my_block **list, uint64_t n, hq_
     static const hq_pipeline_ops with_write = {stream_read, stream_compute, stream_write, stream_finish};
     static const hq_pipeline_ops hist_only = {stream_read, stream_compute, NULL, stream_finish};
     stream st = {r, kind, list};
-    return hq_pipeline_run(kind == STREAM_HIST ? &hist_only : &with_write, &st, n, r->threaded_io, err);
+    return hq_pipeline_run(kind == STREAM_HIST ? &hist_only : &with_write, &st, n, &r->pipe, err);
 }
 
 /* Pass 1 over this rank's own items: independent I/O, no waiting on anyone. Consecutive blocks of
@@ -1123,26 +1208,30 @@ static int pass2(run *r, hq_err *err)
 
 /* ---- engine ---- */
 
+/* --device auto: the GPU only where every rank of the node has one of its own (app/placement.h);
+ * where ranks would share one, the CPU engine, said once per node. */
 static int make_engine(run *r, hq_err *err)
 {
     const hq_options *o = r->o;
-    hq_engine_cfg cfg = {o->threads, r->c->local_rank, r->c->local_size, o->verbose};
-    if (!cfg.threads) {
-        cfg.threads = omp_get_num_procs() / (r->c->local_size > 0 ? r->c->local_size : 1);
-        if (cfg.threads < 1)
-            cfg.threads = 1;
-    }
+    hq_engine_cfg cfg = {o->threads ? o->threads : r->cpus.cpus, r->c->local_rank, r->c->local_size, o->verbose};
     int rc;
     if (o->device == HQ_DEV_COPY)
         return hq_comm_agree(r->c, hq_copy_engine_create(&r->eng, err), err);
-    int ngpu = hq_gpu_device_count();
-    if (o->device == HQ_DEV_GPU || (o->device == HQ_DEV_AUTO && ngpu > 0)) {
+    char id[64] = "";
+    const int mine = o->device != HQ_DEV_CPU && hq_gpu_bound_id(r->c->local_rank, id, sizeof id) == 0;
+    const int gpus = hq_comm_node_distinct(r->c, mine ? id : NULL); /* collective over the node */
+    const int use_gpu = o->device == HQ_DEV_GPU || (o->device == HQ_DEV_AUTO && hq_auto_uses_gpu(gpus, r->c->local_size));
+    if (use_gpu) {
         rc = hq_gpu_engine_create(&cfg, &r->eng, err);
-        if (!rc && ngpu > 0 && r->c->local_size > ngpu && r->c->local_rank == 0 && !o->quiet)
-            fprintf(stderr, "histeq_dist: note: %s: %d ranks share %d GPU%s\n", r->c->host, r->c->local_size, ngpu,
-                    ngpu == 1 ? "" : "s");
+        if (!rc && gpus > 0 && r->c->local_size > gpus && r->c->local_rank == 0 && !o->quiet)
+            fprintf(stderr, "histeq_dist: note: %s: %d ranks share %d GPU%s\n", r->c->host, r->c->local_size, gpus,
+                    gpus == 1 ? "" : "s");
     } else {
-        if (o->device == HQ_DEV_AUTO && r->c->rank == 0 && !o->quiet)
+        if (o->device == HQ_DEV_AUTO && gpus > 0 && r->c->local_rank == 0 && !o->quiet)
+            fprintf(stderr, "histeq_dist: note: %s: %d ranks would share %d GPU%s; using the CPU engine, which is "
+                    "faster then (--device gpu to use the GPU anyway)\n", r->c->host, r->c->local_size, gpus,
+                    gpus == 1 ? "" : "s");
+        else if (o->device == HQ_DEV_AUTO && gpus == 0 && r->c->rank == 0 && !o->quiet)
             fprintf(stderr, "histeq_dist: note: no GPU visible, using the CPU engine\n");
         rc = hq_cpu_engine_create(&cfg, &r->eng, err);
     }
@@ -1153,11 +1242,15 @@ static int make_engine(run *r, hq_err *err)
 
 static void report_plan(const run *r)
 {
-    char line[512], dev[128] = "";
+    char line[512], dev[128] = "", bound[64] = "";
     if (r->eng)
         r->eng->ops->describe(r->eng, dev, sizeof dev);
-    snprintf(line, sizeof line, "rank %d on %.200s: %s; %llu blocks, %llu pixels", r->c->rank, r->c->host, dev,
-             (unsigned long long)r->nmine, (unsigned long long)r->plan.rank_pixels[r->c->rank]);
+    if (r->cpus.widened)
+        snprintf(bound, sizeof bound, " (bound to %d by the launcher, widened)", r->cpus.bound);
+    snprintf(line, sizeof line, "rank %d on %.200s: %s; %llu blocks, %llu pixels; %d CPU%s%s, %d I/O thread%s, "
+             "%d blocks in flight", r->c->rank, r->c->host, dev, (unsigned long long)r->nmine,
+             (unsigned long long)r->plan.rank_pixels[r->c->rank], r->cpus.cpus, r->cpus.cpus == 1 ? "" : "s", bound,
+             r->pipe.io_threads, r->pipe.io_threads == 1 ? "" : "s", r->pipe.depth);
     say_all(r, line);
 }
 
@@ -1252,8 +1345,10 @@ static int report_summary(const run *r, double wall, uint64_t skipped, hq_err *e
 
 static void free_run(run *r)
 {
-    for (uint64_t j = 0; j < r->nmine; j++)
+    for (uint64_t j = 0; j < r->nmine; j++) {
         hq_block_free(r->eng, r->mine[j].held);
+        free(r->mine[j].why);
+    }
     for (size_t i = 0; i < r->ngroups; i++) {
         free(r->groups[i].hist);
         free(r->groups[i].lut);
@@ -1264,6 +1359,8 @@ static void free_run(run *r)
     free(r->item_shared);
     free(r->skipped);
     hq_journal_close(r->journal);
+    hq_writeback_stop(r->wb);
+    r->wb = NULL;
     if (r->sync_fd >= 0)
         close(r->sync_fd);
     hq_journal_state_free(&r->res.st);
@@ -1271,6 +1368,8 @@ static void free_run(run *r)
     hq_engine_destroy(r->eng);
     hq_plan_free(&r->plan);
     hq_inventory_free(&r->inv);
+    pthread_mutex_destroy(&r->mu);
+    pthread_mutex_destroy(&r->tick_mu);
 }
 
 /* The global histogram for the output's metadata, or NULL under scope image. */
@@ -1286,10 +1385,18 @@ int hq_run(const hq_options *o, const hq_comm *c, hq_err *err)
 {
     run r = {.o = o, .c = c, .sync_fd = -1};
     const double t_start = hq_now();
+    pthread_mutex_init(&r.mu, NULL);
+    pthread_mutex_init(&r.tick_mu, NULL);
+    /* Before any thread of this rank starts: they inherit the CPUs it works on. */
+    hq_place_cpus(c->local_rank, c->local_size, &r.cpus);
     int rc = scan_and_share(&r, err);
-    if (rc)
+    if (rc) {
+        pthread_mutex_destroy(&r.mu);
+        pthread_mutex_destroy(&r.tick_mu);
         return rc;
+    }
     r.io_ops = hq_io_ops_for(r.inv.format);
+    choose_io_threads(&r);
     if (!rc)
         rc = hq_comm_agree(c, check_modes(&r, err), err);
     if (!rc && o->summary)
@@ -1300,7 +1407,6 @@ int hq_run(const hq_options *o, const hq_comm *c, hq_err *err)
         rc = hq_comm_agree(c, classify_work(&r, err), err);
     if (!rc)
         rc = hq_report_open(&(hq_report_cfg){o, c, &r.inv, &r.plan, r.scope}, &r.rep, err);
-    r.threaded_io = getenv("HQ_SERIAL_IO") == NULL; /* HQ_SERIAL_IO=1: one thread, for debugging */
     parse_kill_hook(&r);
     if (!rc)
         rc = hq_resume_decide(o, c, &r.inv, &r.res, err);
@@ -1322,6 +1428,8 @@ int hq_run(const hq_options *o, const hq_comm *c, hq_err *err)
     r.t[PH_CREATE] = hq_now() - t_phase;
     if (!rc)
         rc = open_journal(&r, err);
+    if (!rc)
+        r.wb = hq_writeback_start(r.sync_fd);
     uint64_t done_px = 0, done_bytes = 0;
     if (!rc)
         rc = hq_comm_agree(c, apply_journal(&r, &done_px, &done_bytes, err), err);
@@ -1357,6 +1465,8 @@ int hq_run(const hq_options *o, const hq_comm *c, hq_err *err)
         }
         hq_progress_finish(&r.prog);
     }
+    hq_writeback_stop(r.wb); /* the last writes are the close's fdatasync's, or nobody's */
+    r.wb = NULL;
     hq_mode gm = {1, 1, 8, 0};
     const uint64_t *gh = rc ? NULL : global_hist(&r, &gm);
     hq_run_meta meta = {.version = HQ_VERSION, .method = o->method, .scope = r.scope, .color = o->color, .bits = o->bits,
@@ -1377,6 +1487,8 @@ int hq_run(const hq_options *o, const hq_comm *c, hq_err *err)
     if (r.journal && c->rank == 0)
         hq_journal_remove(o->output);
     if (!rc) {
+        r.skipped = skipped_lines(&r);
+        r.skipped_len = r.skipped ? strlen(r.skipped) : 0;
         report_skipped(&r);
         uint64_t skipped = r.nskipped;
         MPI_Allreduce(MPI_IN_PLACE, &skipped, 1, MPI_UINT64_T, MPI_SUM, c->world);

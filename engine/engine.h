@@ -69,6 +69,11 @@ int hq_copy_engine_create(hq_engine **out, hq_err *err);
 /* Number of visible CUDA devices; 0 without CUDA or without a GPU. */
 int hq_gpu_device_count(void);
 
+/* In buf: an identifier (the UUID) of the device that a rank of this node-local rank binds, by the
+ * rule of hq_gpu_engine_create; -1 without a visible device. Ranks compare them to tell a GPU of
+ * their own from a shared one (app/placement.h). */
+int hq_gpu_bound_id(int local_rank, char *buf, size_t len);
+
 static inline void *hq_block_alloc(hq_engine *e, size_t bytes)
 {
     return e && e->ops->block_alloc ? e->ops->block_alloc(e, bytes) : malloc(bytes);

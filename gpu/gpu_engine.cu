@@ -558,6 +558,33 @@ int gpu_open(gpu_impl *g, const hq_engine_cfg *cfg, hq_err *err)
 
 } /* namespace */
 
+/* The binding rule (see the top of this file), for the engine and for hq_gpu_bound_id alike. */
+static int bound_device(int local_rank, int count)
+{
+    return count == 1 ? 0 : (local_rank > 0 ? local_rank : 0) % count;
+}
+
+int hq_gpu_bound_id(int local_rank, char *buf, size_t len)
+{
+    int count = 0;
+    if (cudaGetDeviceCount(&count) != cudaSuccess || count < 1) {
+        cudaGetLastError();
+        return -1;
+    }
+    const int dev = bound_device(local_rank, count);
+    /* The UUID, not the PCI bus id: MIG instances of one GPU share a bus but are separate devices. */
+    cudaDeviceProp prop;
+    if (cudaGetDeviceProperties(&prop, dev) != cudaSuccess) {
+        cudaGetLastError();
+        snprintf(buf, len, "device %d", dev);
+        return 0;
+    }
+    size_t at = 0;
+    for (int i = 0; i < 16 && at + 3 <= len; i++)
+        at += (size_t)snprintf(buf + at, len - at, "%02x", (unsigned char)prop.uuid.bytes[i]);
+    return 0;
+}
+
 int hq_gpu_device_count(void)
 {
     int n = 0;
@@ -585,8 +612,7 @@ int hq_gpu_engine_create(const hq_engine_cfg *cfg, hq_engine **out, hq_err *err)
         delete g;
         return hq_fail(err, HQ_EMEM, "gpu engine: out of memory");
     }
-    const int rank = cfg->local_rank > 0 ? cfg->local_rank : 0;
-    g->dev = count == 1 ? 0 : rank % count;
+    g->dev = bound_device(cfg->local_rank, count);
     e->ops = &gpu_ops;
     e->impl = g;
     int rc = gpu_open(g, cfg, err);

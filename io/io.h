@@ -62,6 +62,11 @@ typedef struct hq_io hq_io; /* one open input and (after create_output) its outp
 
 typedef struct hq_io_ops {
     const char *name;
+    /* 1 when read_block and write_block of different blocks (collective = 0) may run at the same
+     * time on different threads, and flush(collective = 0) beside them; such calls then make no
+     * MPI call either (the driver's threads share MPI, initialized SERIALIZED). 0: one thread
+     * makes every call, one at a time (HDF5, whose library is not thread-safe). */
+    int concurrent;
     /* Rank 0 only: appends the items found at `path` (dset: HDF5 dataset path or NULL for all
      * image datasets). skip_bad: record unusable items as bad instead of failing. */
     int (*scan)(const char *path, const char *dset, int skip_bad, hq_inventory *inv, hq_err *err);
