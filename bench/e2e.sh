@@ -49,7 +49,7 @@ mpirun_flags=${HQ_MPIRUN_FLAGS:-$default_flags}
 cores=$(nproc)
 gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true)
 if [ -z "$ranks" ]; then
-  ranks=$(printf '%s\n' 1 "$gpus" "$cores" | awk '$1 > 0' | sort -n | uniq | tr '\n' ' ')
+  ranks=$(printf '%s\n' 1 "$gpus" "$cores" | awk '$1 > 0' | sort -n | uniq | xargs)
 fi
 has_py() { "$py" -c "import $1" >/dev/null 2>&1; }
 

@@ -10,8 +10,9 @@
 int hq_comm_init(int *argc, char ***argv, hq_comm *c)
 {
     int provided;
-    /* SERIALIZED: the I/O thread of app/pipeline.c makes MPI-IO calls (through HDF5) while the main
-     * thread makes none; OpenMP workers never call MPI. */
+    /* SERIALIZED: while the I/O threads of app/pipeline.c run, they alone call MPI, one at a time
+     * (MPI-IO through HDF5 on the single I/O thread of a format that is not concurrent; progress
+     * ticks behind a lock), and the main thread makes none; OpenMP workers never call MPI. */
     if (MPI_Init_thread(argc, argv, MPI_THREAD_SERIALIZED, &provided) != MPI_SUCCESS)
         return HQ_EIO;
     c->world = MPI_COMM_WORLD;
