@@ -2188,7 +2188,7 @@ static int record_meta(hq_io *io, const hq_run_meta *m, hq_err *err)
         return rc;
     if (m->global_hist && m->global_nhist && m->global_bins)
         return write_global(io, m, err);
-    if (m->scope == HQ_SCOPE_IMAGE)
+    if (m->scope != HQ_SCOPE_GLOBAL) /* image or dataset: a LUT per slice */
         return write_item_luts(io, m, err);
     return 0;
 }
