@@ -9,6 +9,9 @@
 #   make test-gpu   the integration suite on --device gpu and --device cpu, outputs compared (needs a GPU)
 #   make demo       a low-contrast phantom stack equalized with mpirun -np 2
 #   make deps       install the Debian packages the build and the tests need (as root)
+#   make install    PREFIX (/usr/local): bin/histeq_dist, share/man/man1/histeq_dist.1 (made from
+#                   the --help text), share/histeq_dist/*.sbatch; DESTDIR is honoured
+#   make uninstall  removes exactly those files
 
 VERSION   := 0.1.0
 BUILD     ?= build
@@ -41,12 +44,15 @@ endif
 HOST_OBJ  := $(HOST_SRC:%.c=$(BUILD)/%.o)
 LIB_OBJ   := $(filter-out $(BUILD)/app/main.o,$(HOST_OBJ)) $(GPU_OBJ)
 BIN       := $(BUILD)/histeq_dist
+MAN       := $(BUILD)/histeq_dist.1
+PREFIX    ?= /usr/local
+SLURM_SCRIPTS := $(wildcard slurm/*.sbatch)
 
 UNIT_SRC  := $(wildcard tests/unit/test_*.c)
 UNIT_BIN  := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/%)
 
-.PHONY: all test unit integration test-slurm test-asan test-gpu gpu-check demo deps bench clean fuzz fuzz-regress
-all: $(BIN)
+.PHONY: all man install uninstall test unit integration test-slurm test-asan test-gpu gpu-check demo deps bench clean fuzz fuzz-regress
+all: $(BIN) $(MAN)
 
 $(BIN): $(HOST_OBJ) $(GPU_OBJ)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
@@ -58,6 +64,28 @@ $(BUILD)/%.o: %.c
 $(BUILD)/gpu/%.o: gpu/%.cu
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVCCFLAGS) -MMD -MP -c $< -o $@
+
+# The man page is the --help text (app/options.c) set in roff by man/usage2man.awk: one source.
+$(BUILD)/man/print_usage: man/print_usage.c $(BUILD)/app/options.o $(BUILD)/core/error.o
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -o $@ $^ $(LDFLAGS)
+$(MAN): $(BUILD)/man/print_usage man/usage2man.awk
+	$(BUILD)/man/print_usage | awk -v version=$(VERSION) -f man/usage2man.awk > $@.tmp && mv $@.tmp $@
+man: $(MAN)
+
+install: $(BIN) $(MAN)
+	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/man/man1 $(DESTDIR)$(PREFIX)/share/histeq_dist
+	install -m 755 $(BIN) $(DESTDIR)$(PREFIX)/bin/histeq_dist
+	install -m 644 $(MAN) $(DESTDIR)$(PREFIX)/share/man/man1/histeq_dist.1
+	install -m 755 $(SLURM_SCRIPTS) $(DESTDIR)$(PREFIX)/share/histeq_dist/
+
+# Removes what install put there, and share/histeq_dist/ when nothing else is left in it; the
+# standard directories (bin, share/man/man1) stay.
+uninstall:
+	rm -f $(DESTDIR)$(PREFIX)/bin/histeq_dist $(DESTDIR)$(PREFIX)/share/man/man1/histeq_dist.1 \
+	      $(addprefix $(DESTDIR)$(PREFIX)/share/histeq_dist/,$(notdir $(SLURM_SCRIPTS)))
+	if [ -d $(DESTDIR)$(PREFIX)/share/histeq_dist ]; then \
+	    rmdir --ignore-fail-on-non-empty $(DESTDIR)$(PREFIX)/share/histeq_dist; fi
 
 $(BUILD)/tests/%: tests/unit/%.c $(LIB_OBJ)
 	@mkdir -p $(dir $@)

@@ -62,6 +62,11 @@ static const char USAGE[] =
     "Exit status: 0 done; 1 I/O error; 2 usage; 3 done but inputs skipped; 4 bad input;\n"
     "5 device unavailable; 6 out of memory.\n";
 
+const char *hq_options_usage(void)
+{
+    return USAGE;
+}
+
 enum { OPT_SCOPE = 256, OPT_COLOR, OPT_METHOD, OPT_BITS, OPT_DEVICE, OPT_THREADS, OPT_MEMORY, OPT_BLOCK,
        OPT_PNG_LEVEL, OPT_ON_ERROR, OPT_FORCE, OPT_VERSION, OPT_PROGRESS, OPT_SUMMARY,
        OPT_RESUME, OPT_REPORT, OPT_REPORT_SAMPLE, OPT_REPORT_SCALE };

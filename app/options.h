@@ -37,4 +37,7 @@ typedef struct hq_options {
 
 int hq_options_parse(int argc, char **argv, int print, hq_options *o, hq_err *err);
 
+/* The --help text: also the source of the man page (man/usage2man.awk, `make man`). */
+const char *hq_options_usage(void);
+
 #endif
