@@ -319,7 +319,10 @@ static char *options_line(const hq_report *r)
                               {"--method", hq_method_name(o->method)},
                               {"--device", DEV[o->device]},
                               {"--on-error", o->on_error == HQ_ONERR_SKIP ? "skip" : "stop"}};
+    const int color = hq_inventory_has_color(r->cfg.inv); /* gray data: --color decides nothing */
     for (size_t k = 0; k < sizeof pairs / sizeof *pairs; k++) {
+        if (!color && !strcmp(pairs[k][0], "--color"))
+            continue;
         add_arg(&s, &len, &cap, pairs[k][0]);
         add_arg(&s, &len, &cap, pairs[k][1]);
     }
