@@ -173,7 +173,8 @@ FUZZ_LIBS    := $(PKG_LIBS) $(shell mpicc --showme:link 2>/dev/null) -lz -lm
 FUZZ_ENV     := ASAN_OPTIONS=detect_leaks=1:halt_on_error=1:abort_on_error=1:allocator_may_return_null=1 \
                 LSAN_OPTIONS=suppressions=$(CURDIR)/fuzz/lsan.supp:print_suppressions=0:leak_check_at_exit=0:use_tls=0 \
                 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
-                OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_btl_vader_single_copy_mechanism=none
+                OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_btl_vader_single_copy_mechanism=none \
+                HQ_METADATA_TIMEOUT_S=20
 
 $(FUZZ_BUILD)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
@@ -196,8 +197,10 @@ fuzz: $(FUZZ_TARGETS:%=$(FUZZ_BUILD)/fuzz_%)
 	done; exit $$status
 
 # The replay binaries live in the ASan build tree, built by the same recursive make as test-asan.
+# Then the inputs that crash or hang libhdf5 itself (regress/hdf5/lib-*) through the whole program:
+# exit 4 and one line naming the file (fuzz/replay_library_faults.sh).
 fuzz-regress:
-	$(ASAN_MAKE) $(FUZZ_TARGETS:%=build-asan/fuzz/replay_%)
+	$(ASAN_MAKE) $(FUZZ_TARGETS:%=build-asan/fuzz/replay_%) build-asan/histeq_dist
 	@set -e; for t in $(FUZZ_TARGETS); do \
 	    echo "== replay_$$t"; \
 	    log=build-asan/fuzz/replay_$$t.log; \
@@ -205,6 +208,8 @@ fuzz-regress:
 	        || { tail -n 60 $$log; echo "replay_$$t FAILED (whole log: $$log)"; exit 1; }; \
 	    tail -n 1 $$log; \
 	done
+	@echo "== library faults through histeq_dist"
+	@$(FUZZ_ENV) timeout 600 sh fuzz/replay_library_faults.sh build-asan/histeq_dist fuzz/regress/hdf5/lib-*.h5
 
 $(BUILD)/fuzz/replay_%: fuzz/fuzz_%.c fuzz/harness.c fuzz/replay.c fuzz/harness.h $(LIB_OBJ)
 	@mkdir -p $(dir $@)

@@ -221,7 +221,7 @@ static int scan_and_share(run *r, hq_err *err)
     unsigned char *buf = NULL;
     uint64_t len = 0;
     if (r->c->rank == 0) {
-        rc = hq_io_scan(r->o->input, r->o->on_error == HQ_ONERR_SKIP, &r->inv, err);
+        rc = hq_io_scan_isolated(r->o->input, r->o->on_error == HQ_ONERR_SKIP, 0, &r->inv, err);
         if (!rc)
             rc = hq_inventory_pack(&r->inv, &buf, &len, err);
     }
