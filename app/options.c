@@ -12,8 +12,8 @@
 #endif
 
 static const char USAGE[] =
-    "Usage: histeq_dist --input IN --output OUT [options]\n"
-    "       mpirun -np N histeq_dist --input IN --output OUT [options]\n"
+    "Usage: histeq_dist --input IN [--output OUT] [options]\n"
+    "       mpirun -np N histeq_dist --input IN [--output OUT] [options]\n"
     "\n"
     "Histogram equalization of image collections and huge images, spread over MPI ranks and GPUs.\n"
     "Ranks histogram their share, reduce the histograms, build the LUT and remap their share.\n"
@@ -22,6 +22,9 @@ static const char USAGE[] =
     "  -i, --input IN        HDF5 file (every dataset), FILE.h5:/path/to/dataset (one dataset),\n"
     "                        a PNG file, a directory of PNG files, or a text file listing PNG paths\n"
     "  -o, --output OUT      HDF5 file for HDF5 input; PNG file for one PNG; directory for several PNGs\n"
+    "                        (default: beside IN, named for the method: dataset.h5 -> dataset_eq.h5,\n"
+    "                        FILE.h5:/dset -> FILE_eq.h5, a.png -> a_eq.png, photos/ -> photos_eq/,\n"
+    "                        list.txt -> list_eq/; _clahe or _match for those methods)\n"
     "      --force           replace an existing output\n"
     "      --resume          finish an interrupted run (killed, timed out) from the journal kept\n"
     "                        next to OUT; refused if the options or the input changed\n"
@@ -29,8 +32,9 @@ static const char USAGE[] =
     "      --on-error MODE   stop (default) or skip: leave out bad inputs of a collection, list them, exit 3\n"
     "\n"
     "What is equalized:\n"
-    "      --scope S         image: one CDF per image; global: one CDF over everything\n"
-    "                        (default: image for a collection or stack, global for a single image)\n"
+    "      --scope S         image: one CDF per image; dataset: one CDF per dataset (an N x H x W\n"
+    "                        stack as one 3-D image; each PNG file is its own); global: one CDF over\n"
+    "                        everything (default: image for a collection or stack, global for one image)\n"
     "      --method M        equalize (default) or stretch (linear [min,max] to the full range)\n"
     "      --color C         RGB: luma (default; BT.601 Y, chroma kept), channels (R, G, B\n"
     "                        independently) or value (V = max(R,G,B); hue and saturation kept)\n"
@@ -61,6 +65,11 @@ static const char USAGE[] =
     "\n"
     "Exit status: 0 done; 1 I/O error; 2 usage; 3 done but inputs skipped; 4 bad input;\n"
     "5 device unavailable; 6 out of memory.\n";
+
+const char *hq_options_usage(void)
+{
+    return USAGE;
+}
 
 enum { OPT_SCOPE = 256, OPT_COLOR, OPT_METHOD, OPT_BITS, OPT_DEVICE, OPT_THREADS, OPT_MEMORY, OPT_BLOCK,
        OPT_PNG_LEVEL, OPT_ON_ERROR, OPT_FORCE, OPT_VERSION, OPT_PROGRESS, OPT_SUMMARY,
@@ -126,7 +135,7 @@ static int parse_size(const char *s, uint64_t *out)
 
 int hq_options_parse(int argc, char **argv, int print, hq_options *o, hq_err *err)
 {
-    static const char *const SCOPES[] = {"auto", "image", "global", NULL};
+    static const char *const SCOPES[] = {"auto", "image", "global", "dataset", NULL};
     static const char *const COLORS[] = {"luma", "channels", "value", NULL};
     static const char *const METHODS[] = {"equalize", "stretch", NULL};
     static const char *const DEVICES[] = {"auto", "cpu", "gpu", "copy", NULL};
@@ -161,7 +170,7 @@ int hq_options_parse(int argc, char **argv, int print, hq_options *o, hq_err *er
             return 0;
         case OPT_SCOPE:
             if ((k = pick(optarg, SCOPES)) < 0)
-                return hq_fail(err, HQ_EUSAGE, "--scope: '%s' is not one of image, global", optarg);
+                return hq_fail(err, HQ_EUSAGE, "--scope: '%s' is not one of image, dataset, global", optarg);
             o->scope = (hq_scope)k;
             break;
         case OPT_COLOR:
@@ -242,8 +251,6 @@ int hq_options_parse(int argc, char **argv, int print, hq_options *o, hq_err *er
         return hq_fail(err, HQ_EUSAGE, "%s: unexpected argument (see --help)", argv[optind]);
     if (!o->input)
         return hq_fail(err, HQ_EUSAGE, "--input is required (see --help)");
-    if (!o->output)
-        return hq_fail(err, HQ_EUSAGE, "--output is required (see --help)");
     if (o->verbose && o->quiet)
         return hq_fail(err, HQ_EUSAGE, "--verbose and --quiet contradict each other");
     return 0;

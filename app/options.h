@@ -14,7 +14,7 @@ typedef enum { HQ_DEV_AUTO = 0, HQ_DEV_CPU = 1, HQ_DEV_GPU = 2, HQ_DEV_COPY = 3 
 typedef enum { HQ_ONERR_STOP = 0, HQ_ONERR_SKIP = 1 } hq_on_error;
 
 typedef struct hq_options {
-    const char *input, *output;
+    const char *input, *output; /* output NULL: beside the input (app/outname.h), named in hq_run */
     hq_scope scope;
     hq_color color;
     hq_method method;
@@ -37,5 +37,8 @@ typedef struct hq_options {
 } hq_options;
 
 int hq_options_parse(int argc, char **argv, int print, hq_options *o, hq_err *err);
+
+/* The --help text: also the source of the man page (man/usage2man.awk, `make man`). */
+const char *hq_options_usage(void);
 
 #endif

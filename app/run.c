@@ -1,7 +1,8 @@
 /* run.c — the data path, top to bottom: scan -> plan -> read -> histogram -> allreduce -> LUT ->
  * remap -> write, the same on every rank.
  *
- * Histograms belong to groups: one per image (scope image) or one for everything (scope global).
+ * Histograms belong to groups: one per image (scope image), one per dataset (scope dataset) or one
+ * for everything (scope global).
  * A block whose groups all end inside it is "fused": read, histogram, LUT, remap and write in one
  * go. Other blocks are "pending": their group needs more blocks (the tiles of a big image) or other
  * ranks (a shared group, summed by MPI_Allreduce). Pending pixels are held in memory up to what
@@ -29,6 +30,7 @@
 #include "../jobs/plan.h"
 #include "../mpi/progress.h"
 #include "../report/report.h"
+#include "outname.h"
 #include "pipeline.h"
 #include "placement.h"
 #include "resume.h"
@@ -100,6 +102,7 @@ typedef struct run {
     uint64_t writes;      /* blocks written, for the HQ_FAULT_KILL test hook */
     long kill_after;      /* HQ_FAULT_KILL=RANK:N: this rank kills itself after N writes (tests) */
     hq_report *rep;       /* what the run records: --report and the output's provenance (report/report.h) */
+    char *default_output; /* the output named beside the input when --output was not given */
 } run;
 
 /* ---- small facts derived from the inventory and options ---- */
@@ -127,18 +130,34 @@ static uint64_t image_of(const run *r, const hq_block *b, uint64_t s)
     return r->plan.item_image0[b->item] + s;
 }
 
-static uint64_t group_of(const run *r, uint64_t image)
-{
-    return r->scope == HQ_SCOPE_GLOBAL ? 0 : image;
-}
-
-/* A block is fused when every group in it ends inside it: whole images under scope image, or the
- * only block of the whole job under scope global. */
-static int is_fused(const run *r, const hq_block *b)
+/* The histogram group of a pending block (one that holds part of one group): 0 under scope
+ * global; the dataset's first image under scope dataset, so that group numbers stay image numbers
+ * (the journal keeps both under one key); the block's image under scope image. */
+static uint64_t group_of(const run *r, const hq_block *b)
 {
     if (r->scope == HQ_SCOPE_GLOBAL)
         return 0;
-    return hq_block_whole(b, r->inv.items[b->item].height, r->inv.items[b->item].width);
+    return image_of(r, b, r->scope == HQ_SCOPE_DATASET ? 0 : b->s0);
+}
+
+/* The images that share group g's LUT, for the record (provenance, report, journal): the dataset's
+ * slices under scope dataset, the image itself under scope image. */
+static uint64_t group_images(const run *r, uint64_t item)
+{
+    return r->scope == HQ_SCOPE_DATASET ? r->inv.items[item].slices : 1;
+}
+
+/* A block is fused when every group in it ends inside it: whole images under scope image, the
+ * whole dataset under scope dataset, or never under scope global (every rank reduces the one
+ * histogram). */
+static int is_fused(const run *r, const hq_block *b)
+{
+    const hq_item *it = &r->inv.items[b->item];
+    if (r->scope == HQ_SCOPE_GLOBAL)
+        return 0;
+    if (r->scope == HQ_SCOPE_DATASET && (b->s0 != 0 || b->s1 != it->slices))
+        return 0;
+    return hq_block_whole(b, it->height, it->width);
 }
 
 /* ---- validation and defaults ---- */
@@ -210,7 +229,7 @@ static int scan_and_share(run *r, hq_err *err)
     unsigned char *buf = NULL;
     uint64_t len = 0;
     if (r->c->rank == 0) {
-        rc = hq_io_scan(r->o->input, r->o->on_error == HQ_ONERR_SKIP, &r->inv, err);
+        rc = hq_io_scan_isolated(r->o->input, r->o->on_error == HQ_ONERR_SKIP, 0, &r->inv, err);
         if (!rc)
             rc = hq_inventory_pack(&r->inv, &buf, &len, err);
     }
@@ -356,8 +375,8 @@ static int find_shared_items(run *r)
     return 0;
 }
 
-/* Under scope image, the images whose tiles lie on more than one rank: their histograms are summed
- * over ranks. The same ascending list on every rank. */
+/* Under scope image (dataset), the images (datasets) whose pending blocks lie on more than one
+ * rank: their histograms are summed over ranks. The same ascending list of groups on every rank. */
 static int find_shared_images(run *r)
 {
     const hq_plan *p = &r->plan;
@@ -371,7 +390,7 @@ static int find_shared_images(run *r)
     for (int k = 0; k < p->nranks; k++)
         for (uint64_t j = p->first[k]; j < p->first[k + 1]; j++)
             if (!is_fused(r, &p->blocks[j]))
-                parts[n++] = (part_of){image_of(r, &p->blocks[j], p->blocks[j].s0), k};
+                parts[n++] = (part_of){group_of(r, &p->blocks[j]), k};
     qsort(parts, n, sizeof *parts, by_image_owner);
     uint64_t distinct = 0;
     for (uint64_t j = 0; j < n; j++)
@@ -396,7 +415,7 @@ static int classify_work(run *r, hq_err *err)
     r->item_shared = calloc(r->inv.n ? r->inv.n : 1, 1);
     if (!r->item_shared || find_shared_items(r))
         return hq_fail(err, HQ_EMEM, "plan: out of memory");
-    if (r->scope == HQ_SCOPE_IMAGE) {
+    if (r->scope != HQ_SCOPE_GLOBAL) {
         if (find_shared_images(r))
             return hq_fail(err, HQ_EMEM, "plan: out of memory");
     } else {
@@ -468,12 +487,18 @@ static void drop_group(run *r, uint64_t g)
     }
 }
 
-static void build_luts(const run *r, const hq_mode *m, uint64_t group, const uint64_t *hist, uint16_t *lut)
+static void build_luts(const run *r, const hq_mode *m, uint64_t item, uint64_t group, const uint64_t *hist,
+                       uint16_t *lut)
 {
     const uint32_t bins = hq_mode_bins(m);
     for (uint32_t h = 0; h < hq_mode_nhist(m); h++)
         hq_lut_build(r->o->method, hist + (size_t)h * bins, bins, lut + (size_t)h * bins);
-    hq_report_lut(r->rep, group, hist, lut);
+    if (r->scope == HQ_SCOPE_GLOBAL) {
+        hq_report_lut(r->rep, group, hist, lut); /* a no-op: the global LUT is recorded at close */
+        return;
+    }
+    for (uint64_t s = 0; s < group_images(r, item); s++)
+        hq_report_lut(r->rep, group + s, hist, lut);
 }
 
 /* ---- one block through the engine ---- */
@@ -623,7 +648,7 @@ static int apply_journal(run *r, uint64_t *done_pixels, uint64_t *done_bytes, hq
         int need = r->scope == HQ_SCOPE_GLOBAL && h->group == 0 && global_mode(r, &m);
         for (uint64_t j = 0; !need && j < r->nmine; j++) {
             const hq_block *b = r->mine[j].b;
-            if (!r->mine[j].fused && group_of(r, image_of(r, b, b->s0)) == h->group) {
+            if (!r->mine[j].fused && group_of(r, b) == h->group) {
                 m = mode_of(r, b->item);
                 need = 1;
             }
@@ -678,7 +703,7 @@ static int pass1_done(run *r, const my_block *mb)
 {
     if (mb->fused)
         return mb->done;
-    const group_hist *gh = find_group(r, group_of(r, image_of(r, mb->b, mb->b->s0)), NULL, 0);
+    const group_hist *gh = find_group(r, group_of(r, mb->b), NULL, 0);
     return gh && gh->restored;
 }
 
@@ -725,7 +750,8 @@ static int timed_write(run *r, const hq_block *b, uint64_t item, int collective,
 static int equalize_fused(run *r, const hq_block *b, void *data, hq_err *err)
 {
     const hq_mode m = mode_of(r, b->item);
-    hq_block_data d = block_view(r, b, data, 1);
+    /* One histogram per image, or one for the whole dataset (scope dataset: the block is all of it). */
+    hq_block_data d = block_view(r, b, data, r->scope != HQ_SCOPE_DATASET);
     const size_t hl = hist_len(&m);
     uint64_t *hist = calloc(d.nseg * hl, sizeof *hist);
     uint16_t *lut = malloc(d.nseg * hl * sizeof *lut);
@@ -750,9 +776,10 @@ static int equalize_fused(run *r, const hq_block *b, void *data, hq_err *err)
     hq_report_pixels(r->rep, b, data, 0);
     t0 = hq_now();
     for (uint64_t s = 0; s < d.nseg && !rc; s++) {
-        const uint64_t image = image_of(r, b, b->s0 + s);
-        build_luts(r, &m, image, hp[s], lut + s * hl);
-        rc = journal_image(r, image, hp[s], lut + s * hl, hl, err);
+        const uint64_t group = image_of(r, b, b->s0 + s);
+        build_luts(r, &m, b->item, group, hp[s], lut + s * hl);
+        for (uint64_t k = 0; k < group_images(r, b->item) && !rc; k++)
+            rc = journal_image(r, group + k, hp[s], lut + s * hl, hl, err);
     }
     if (rc)
         goto done;
@@ -769,13 +796,13 @@ done:
     return rc;
 }
 
-/* Pending: add the block to its group's histogram (every block of a pending group is one image,
- * or everything under scope global). */
+/* Pending: add the block to its group's histogram (the blocks of a pending group are one image, one
+ * dataset, or everything under scope global). */
 static int histogram_pending(run *r, const hq_block *b, void *data, hq_err *err)
 {
     const hq_mode m = mode_of(r, b->item);
     hq_block_data d = block_view(r, b, data, 0);
-    group_hist *gh = find_group(r, group_of(r, image_of(r, b, b->s0)), &m, 1);
+    group_hist *gh = find_group(r, group_of(r, b), &m, 1);
     if (!gh)
         return hq_fail(err, HQ_EMEM, "%s: out of memory for a histogram", r->inv.items[b->item].src);
     double t0 = hq_now();
@@ -793,7 +820,7 @@ static int remap_pending(run *r, const hq_block *b, void *data, hq_err *err)
 {
     const hq_mode m = mode_of(r, b->item);
     hq_block_data d = block_view(r, b, data, 0);
-    group_hist *gh = find_group(r, group_of(r, image_of(r, b, b->s0)), &m, 0);
+    group_hist *gh = find_group(r, group_of(r, b), &m, 0);
     if (!gh)
         return hq_fail(err, HQ_EIO, "%s: internal error: no histogram for a pending block", r->inv.items[b->item].src);
     double t0 = hq_now();
@@ -943,7 +970,7 @@ static int pass1_shared(run *r, hq_err *err)
 static int equalize_local_image(run *r, my_block *first, uint64_t n, hq_err *err)
 {
     int rc = 0;
-    const group_hist *g0 = find_group(r, group_of(r, image_of(r, first->b, first->b->s0)), NULL, 0);
+    const group_hist *g0 = find_group(r, group_of(r, first->b), NULL, 0);
     const int restored = g0 && g0->restored;
     for (uint64_t j = 0; j < n && !rc && !restored; j++) {
         void *data;
@@ -954,12 +981,12 @@ static int equalize_local_image(run *r, my_block *first, uint64_t n, hq_err *err
             hold_or_drop(r, &first[j], data);
     }
     const hq_mode m = mode_of(r, first->b->item);
-    const uint64_t g = group_of(r, image_of(r, first->b, first->b->s0));
+    const uint64_t g = group_of(r, first->b);
     group_hist *gh = find_group(r, g, &m, 0);
     if (!rc && gh && !restored)
         rc = hq_journal_note_hist(r->journal, g, gh->hist, gh->len, err);
     if (!rc && gh)
-        build_luts(r, &m, g, gh->hist, gh->lut);
+        build_luts(r, &m, first->b->item, g, gh->hist, gh->lut);
     for (uint64_t j = 0; j < n && !rc; j++) {
         if (first[j].done)
             continue;
@@ -1055,9 +1082,10 @@ static int pass1_own(run *r, hq_err *err)
             j++;
             continue;
         }
-        if (!mb->fused && r->scope == HQ_SCOPE_IMAGE) {
-            uint64_t n = 1; /* the row bands of this image that follow */
-            while (j + n < r->nmine && r->mine[j + n].b->item == mb->b->item && r->mine[j + n].b->s0 == mb->b->s0)
+        if (!mb->fused && r->scope != HQ_SCOPE_GLOBAL) {
+            uint64_t n = 1; /* the row bands of this image (the blocks of this dataset) that follow */
+            while (j + n < r->nmine && r->mine[j + n].b->item == mb->b->item &&
+                   group_of(r, r->mine[j + n].b) == group_of(r, mb->b))
                 n++;
             rc = equalize_local_image(r, mb, n, err);
             j += n;
@@ -1153,10 +1181,10 @@ static void build_pending_luts(run *r)
         /* A pending group's mode is the mode of any of its blocks. */
         for (uint64_t j = 0; j < r->nmine; j++) {
             const hq_block *b = r->mine[j].b;
-            if (group_of(r, image_of(r, b, b->s0)) != r->groups[i].group)
+            if (r->mine[j].fused || group_of(r, b) != r->groups[i].group)
                 continue;
             const hq_mode m = mode_of(r, b->item);
-            build_luts(r, &m, r->groups[i].group, r->groups[i].hist, r->groups[i].lut);
+            build_luts(r, &m, b->item, r->groups[i].group, r->groups[i].hist, r->groups[i].lut);
             break;
         }
     }
@@ -1370,6 +1398,7 @@ static void free_run(run *r)
     hq_inventory_free(&r->inv);
     pthread_mutex_destroy(&r->mu);
     pthread_mutex_destroy(&r->tick_mu);
+    free(r->default_output);
 }
 
 /* The global histogram for the output's metadata, or NULL under scope image. */
@@ -1381,8 +1410,33 @@ static const uint64_t *global_hist(run *r, hq_mode *m)
     return gh ? gh->hist : NULL;
 }
 
-int hq_run(const hq_options *o, const hq_comm *c, hq_err *err)
+/* Without --output, rank 0 names the output beside the input (app/outname.h) and says so. */
+static int name_output(const run *r, char **name, hq_err *err)
 {
+    unsigned char *buf = NULL;
+    uint64_t len = 0;
+    int rc = 0;
+    if (r->c->rank == 0) {
+        rc = hq_default_output(&r->inv, hq_output_suffix(hq_method_name(r->o->method)), name, err);
+        if (!rc) {
+            buf = (unsigned char *)*name;
+            len = strlen(*name) + 1;
+            if (!r->o->quiet)
+                fprintf(stderr, "histeq_dist: note: no --output given: writing %s\n", *name);
+        }
+    }
+    if ((rc = hq_comm_agree(r->c, rc, err)))
+        return rc;
+    rc = hq_comm_bcast_bytes(r->c, &buf, &len, err);
+    if (r->c->rank != 0)
+        *name = (char *)buf;
+    return hq_comm_agree(r->c, rc, err);
+}
+
+int hq_run(const hq_options *given, const hq_comm *c, hq_err *err)
+{
+    hq_options opts = *given; /* --output filled in when it was not given */
+    const hq_options *o = &opts;
     run r = {.o = o, .c = c, .sync_fd = -1};
     const double t_start = hq_now();
     pthread_mutex_init(&r.mu, NULL);
@@ -1390,9 +1444,13 @@ int hq_run(const hq_options *o, const hq_comm *c, hq_err *err)
     /* Before any thread of this rank starts: they inherit the CPUs it works on. */
     hq_place_cpus(c->local_rank, c->local_size, &r.cpus);
     int rc = scan_and_share(&r, err);
+    if (!rc && !o->output && !(rc = name_output(&r, &r.default_output, err)))
+        opts.output = r.default_output;
     if (rc) {
         pthread_mutex_destroy(&r.mu);
         pthread_mutex_destroy(&r.tick_mu);
+        free(r.default_output);
+        hq_inventory_free(&r.inv);
         return rc;
     }
     r.io_ops = hq_io_ops_for(r.inv.format);

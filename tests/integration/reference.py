@@ -121,8 +121,9 @@ def equalize_images(images, bits, color="luma", method="equalize", scope="image"
 
 
 def equalize_stack(stack, bits, color="luma", method="equalize", scope="image"):
-    """An (N, H, W[, C]) array: each slice an image."""
-    outs, gh = equalize_images(list(stack), bits, color, method, scope)
+    """An (N, H, W[, C]) array: each slice an image; scope "dataset" is one histogram over the
+    whole stack (a 3-D image), as "global" over this stack alone."""
+    outs, gh = equalize_images(list(stack), bits, color, method, "global" if scope == "dataset" else scope)
     return np.stack(outs).astype(stack.dtype), gh
 
 
