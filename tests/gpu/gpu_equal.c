@@ -100,7 +100,7 @@ static int run_case(hq_engine *cpu, hq_engine *gpu, const hq_mode *m, uint64_t n
         poison[i] = rnd() >> 20;
     memcpy(hc, poison, nseg * nf * sizeof(uint64_t));
     memcpy(hg, poison, nseg * nf * sizeof(uint64_t));
-    hq_block_data ba = {a, nseg, sp, 0}, bb = {b, nseg, sp, 0}, bo = {other, nseg, sp, 0};
+    hq_block_data ba = {a, nseg, sp, 0, NULL}, bb = {b, nseg, sp, 0, NULL}, bo = {other, nseg, sp, 0, NULL};
 
     if (cpu->ops->histogram(cpu, &ba, m, pc, &err)) {
         snprintf(why, whylen, "cpu histogram: %s", err.msg);
