@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "../core/lut.h"
@@ -210,6 +211,34 @@ static void say_all(const run *r, const char *line)
 
 /* ---- scanning and planning ---- */
 
+/* Rank 0: --mask FILE.h5:/path inside the input file is a mask, not an image: it is left out of
+ * the items (and so of the output). */
+static void leave_out_mask(run *r)
+{
+    const char *mask = r->o->mask, *colon = mask ? strrchr(mask, ':') : NULL;
+    if (!colon || r->inv.format != HQ_FMT_HDF5)
+        return;
+    char *file = strndup(mask, (size_t)(colon - mask));
+    struct stat sm, si;
+    const int ok = file && stat(file, &sm) == 0;
+    free(file);
+    const char *dset = colon + 1 + (colon[1] == '/');
+    for (size_t i = 0; ok && i < r->inv.n; i++) {
+        hq_item *it = &r->inv.items[i];
+        const char *name = it->name + (it->name[0] == '/');
+        if (strcmp(name, dset) != 0 || stat(it->src, &si) != 0 || si.st_dev != sm.st_dev || si.st_ino != sm.st_ino)
+            continue;
+        if (!r->o->quiet)
+            fprintf(stderr, "histeq_dist: note: %s:%s is the mask; it is not equalized\n", it->src, it->name);
+        free(it->src);
+        free(it->name);
+        free(it->why);
+        memmove(it, it + 1, (r->inv.n - i - 1) * sizeof *it);
+        r->inv.n--;
+        return;
+    }
+}
+
 static int scan_and_share(run *r, hq_err *err)
 {
     int rc = 0;
@@ -217,6 +246,8 @@ static int scan_and_share(run *r, hq_err *err)
     uint64_t len = 0;
     if (r->c->rank == 0) {
         rc = hq_io_scan(r->o->input, r->o->on_error == HQ_ONERR_SKIP, &r->inv, err);
+        if (!rc)
+            leave_out_mask(r);
         if (!rc)
             rc = hq_inventory_pack(&r->inv, &buf, &len, err);
     }
