@@ -1329,15 +1329,19 @@ static int journal_histograms(run *r, hq_err *err)
 static void build_pending_luts(run *r)
 {
     for (size_t i = 0; i < r->ngroups; i++) {
-        /* A pending group's mode is the mode of any of its blocks. */
-        for (uint64_t j = 0; j < r->nmine; j++) {
+        /* A pending group's mode is the mode of any of its blocks; the global group's LUT is built
+         * on every rank, blocks or not: the output records it collectively. */
+        hq_mode m;
+        int found = r->scope == HQ_SCOPE_GLOBAL && r->groups[i].group == 0 && global_mode(r, &m);
+        for (uint64_t j = 0; j < r->nmine && !found; j++) {
             const hq_block *b = r->mine[j].b;
             if (group_of(r, image_of(r, b, b->s0)) != r->groups[i].group)
                 continue;
-            const hq_mode m = mode_of(r, b->item);
-            r->groups[i].empty = build_luts(r, &m, r->groups[i].group, r->groups[i].hist, r->groups[i].lut);
-            break;
+            m = mode_of(r, b->item);
+            found = 1;
         }
+        if (found)
+            r->groups[i].empty = build_luts(r, &m, r->groups[i].group, r->groups[i].hist, r->groups[i].lut);
     }
 }
 

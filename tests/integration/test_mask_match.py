@@ -397,3 +397,25 @@ def test_skimage_match_histograms(tmp):
         assert d.mean() < 3 and np.percentile(d, 99) <= 8, report[-1]
     for share, mean, mx in report:
         print(f"skimage match_histograms: {100 * share:.1f}% of pixels differ, mean {mean:.2f} levels, max {mx}")
+
+
+@pytest.mark.parametrize("np_", [1, 4])
+def test_scope_global_records_the_lut_applied(tmp, np_):
+    """Scope global with more ranks than blocks: every rank records the same global LUT, the one
+    applied (match onto the reference, ignored levels kept with --mask-apply inside)."""
+    img = ct_stack(1, 24, 20, seed=100)[0]
+    target = ref.low_contrast(20, 20, 0, 65535, np.uint16, seed=101, noise=0.05)
+    inp, rfile = tmp / "in.h5", tmp / "ref.h5"
+    write_h5(inp, img=img)
+    write_h5(rfile, t=target)
+    out = tmp / "out.h5"
+    equalize(inp, out, "--scope", "global", "--method", "match", "--reference", f"{rfile}:/t", "--ignore", "0",
+             "--mask-apply", "inside", np_=np_)
+    t = ref.counted_histograms(target, 16, "luma", ignore=(0, 0))
+    h = ref.counted_histograms(img, 16, "luma", ignore=(0, 0))
+    lut = ref.lut_match(h[0], t[0], 65536)
+    lut[0] = 0
+    with h5py.File(out, "r") as f:
+        assert np.array_equal(f["histeq_dist/global_histogram"][0].astype(np.int64), h[0])
+        assert np.array_equal(f["histeq_dist/global_lut"][0].astype(np.int64), lut)
+        assert_array_equal(f["img"][()], ref.process_one(img, 16, method="match", target=t, ignore=(0, 0), inside=True), "img")
