@@ -1639,7 +1639,14 @@ int hq_run(const hq_options *o, const hq_comm *c, hq_err *err)
     const group_hist *gg = rc ? NULL : global_group(&r, &gm);
     hq_run_meta meta = {.version = HQ_VERSION, .method = o->method, .scope = r.scope, .color = o->color, .bits = o->bits,
                         .global_hist = gg ? gg->hist : NULL, .global_nhist = hq_mode_nhist(&gm),
-                        .global_bins = hq_mode_bins(&gm), .global_lut = gg ? gg->lut : NULL};
+                        .global_bins = hq_mode_bins(&gm), .global_lut = gg ? gg->lut : NULL,
+                        .reference = o->reference, .mask = o->mask,
+                        .mask_apply = o->mask || o->ignore ? (o->mask_inside ? "inside" : "all") : NULL};
+    char ignore_text[16];
+    if (o->ignore) {
+        snprintf(ignore_text, sizeof ignore_text, "%u:%u", o->ignore_lo, o->ignore_hi);
+        meta.ignore = ignore_text;
+    }
     if (!rc)
         rc = hq_comm_agree(c, hq_report_meta(r.rep, &meta, err), err);
     hq_err close_err = {{0}};

@@ -146,6 +146,7 @@ def test_mask_inside_input_file_is_left_out(tmp):
     with h5py.File(out, "r") as f:
         assert "m" not in f
         assert f.attrs["options"].find("--mask") >= 0
+        assert f.attrs["mask"] == f"{inp}:m" and f.attrs["ignore"] == "0:0" and f.attrs["mask_apply"] == "inside"
     want = np.stack([ref.process_one(s, 16, mask=mk, ignore=(0, 0), inside=True) for s in st])
     assert_array_equal(read_h5(out, "ct"), want, "mask in the input file")
 
@@ -252,6 +253,8 @@ def test_match_reference_gray(tmp, dtype, bits):
     assert_array_equal(read_h5(out, "s"), want, "match")
     with h5py.File(out, "r") as f:
         assert f.attrs["method"] == "match"
+        assert f.attrs["reference"] == f"{rfile}:/t"
+        assert "ignore" not in f.attrs and "mask" not in f.attrs
         assert f"{rfile}:/t" in f.attrs["options"]
         for k in range(3):
             assert np.array_equal(f["histeq_dist/lut/s"][k, 0], ref.lut_match(ref.counted_histograms(st[k], bits, "luma")[0], t[0], 1 << bits))
