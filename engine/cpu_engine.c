@@ -60,6 +60,10 @@ typedef struct hist_acc {
     uint64_t pending; /* pixels in the narrow counters since the last fold */
 } hist_acc;
 
+/* Bin 256 of each 8-bit sub-histogram (inside the padding) takes the masked-out pixels of the
+ * masked gray loop, so that it needs no branch; it is never folded, only cleared. */
+#define MASKED_OUT_BIN 256
+
 /* Adds the narrow counters into wide and zeroes them. */
 static void acc_fold(hist_acc *a)
 {
@@ -81,6 +85,8 @@ static void acc_fold(hist_acc *a)
             if (sum)
                 a->wide[hq_bin(v, a->maxv)] += sum;
         }
+        for (uint32_t k = 0; k < SUBS; k++)
+            (*a->sub8)[k][MASKED_OUT_BIN] = 0;
     }
     a->pending = 0;
 }
@@ -119,6 +125,19 @@ static void hist_gray8(const uint8_t *p, uint64_t n, hist_acc *a)
         }
         for (; i < end; i++)
             (*sub)[i & 7][p[i]]++;
+    }
+}
+
+/* 8-bit gray with a mask plane: the same sub-histograms, masked-out pixels counted into the
+ * unused bin 256. */
+static void hist_gray8_masked(const uint8_t *p, const uint8_t *mk, uint64_t n, hist_acc *a)
+{
+    sub_hist *sub = a->sub8;
+    for (uint64_t i = 0; i < n;) {
+        const uint64_t end = n - i > RESERVE_MAX ? i + RESERVE_MAX : n;
+        acc_reserve(a, end - i);
+        for (; i < end; i++)
+            (*sub)[i & 7][mk[i] ? p[i] : MASKED_OUT_BIN]++;
     }
 }
 
@@ -566,6 +585,15 @@ DEFINE_HIST_MASKED(hist_u16_masked, uint16_t)
         }                                                                                                   \
     }
 DEFINE_REMAP_MASKED(remap_u8_masked, uint8_t)
+
+/* 8-bit gray through the byte table (hq_bin folded in), a select instead of a branch. */
+static void remap_gray8_masked(uint8_t *p, const uint8_t *mk, uint64_t n, const uint8_t *t)
+{
+    for (uint64_t i = 0; i < n; i++) {
+        const uint8_t v = p[i];
+        p[i] = mk[i] ? t[v] : v;
+    }
+}
 DEFINE_REMAP_MASKED(remap_u16_masked, uint16_t)
 
 /* ---------------------------------------------------------------- dispatch */
@@ -574,7 +602,9 @@ static void hist_range(const hq_mode *m, const void *base, const uint8_t *mask, 
                        hist_acc *a)
 {
     if (mask) {
-        if (m->sample_bytes == 1)
+        if (m->sample_bytes == 1 && m->channels == 1)
+            hist_gray8_masked((const uint8_t *)base + p0, mask + p0, n, a);
+        else if (m->sample_bytes == 1)
             hist_u8_masked((const uint8_t *)base + p0 * m->channels, mask + p0, n, m, a->wide);
         else
             hist_u16_masked((const uint16_t *)base + p0 * m->channels, mask + p0, n, m, a->wide);
@@ -603,7 +633,9 @@ static void remap_range(const hq_mode *m, void *base, const uint8_t *mask, uint6
                         const uint16_t *lut, const remap_tables *t)
 {
     if (mask) {
-        if (m->sample_bytes == 1)
+        if (fast8(m) && m->channels == 1)
+            remap_gray8_masked((uint8_t *)base + p0, mask + p0, n, t->bytes[0]);
+        else if (m->sample_bytes == 1)
             remap_u8_masked((uint8_t *)base + p0 * m->channels, mask + p0, n, m, lut);
         else
             remap_u16_masked((uint16_t *)base + p0 * m->channels, mask + p0, n, m, lut);
