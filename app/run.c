@@ -211,25 +211,34 @@ static void say_all(const run *r, const char *line)
 
 /* ---- scanning and planning ---- */
 
-/* Rank 0: --mask FILE.h5:/path inside the input file is a mask, not an image: it is left out of
- * the items (and so of the output). */
+/* Rank 0: a --mask that is one of the input's items (FILE.h5:/path inside the input file, a mask
+ * PNG inside the input directory) is a mask, not an image: it is left out of the items (and so of
+ * the output). */
 static void leave_out_mask(run *r)
 {
     const char *mask = r->o->mask, *colon = mask ? strrchr(mask, ':') : NULL;
-    if (!colon || r->inv.format != HQ_FMT_HDF5)
-        return;
-    char *file = strndup(mask, (size_t)(colon - mask));
     struct stat sm, si;
-    const int ok = file && stat(file, &sm) == 0;
-    free(file);
-    const char *dset = colon + 1 + (colon[1] == '/');
+    const char *dset = NULL;
+    int ok = 0;
+    if (mask && r->inv.format == HQ_FMT_PNG) {
+        ok = stat(mask, &sm) == 0 && S_ISREG(sm.st_mode);
+    } else if (colon && r->inv.format == HQ_FMT_HDF5) {
+        char *file = strndup(mask, (size_t)(colon - mask));
+        ok = file && stat(file, &sm) == 0;
+        free(file);
+        dset = colon + 1 + (colon[1] == '/');
+    }
     for (size_t i = 0; ok && i < r->inv.n; i++) {
         hq_item *it = &r->inv.items[i];
         const char *name = it->name + (it->name[0] == '/');
-        if (strcmp(name, dset) != 0 || stat(it->src, &si) != 0 || si.st_dev != sm.st_dev || si.st_ino != sm.st_ino)
+        if ((dset && strcmp(name, dset) != 0) || stat(it->src, &si) != 0 || si.st_dev != sm.st_dev ||
+            si.st_ino != sm.st_ino)
             continue;
+        if (r->inv.n == 1)
+            return; /* the only input: an image masked by itself, not left out */
         if (!r->o->quiet)
-            fprintf(stderr, "histeq_dist: note: %s:%s is the mask; it is not equalized\n", it->src, it->name);
+            fprintf(stderr, "histeq_dist: note: %s%s%s is the mask; it is not equalized\n", it->src, dset ? ":" : "",
+                    dset ? it->name : "");
         free(it->src);
         free(it->name);
         free(it->why);

@@ -186,6 +186,16 @@ def test_mask_png_directory_and_file(tmp):
     equalize(d, out, "--mask", md)
     for name, img in imgs.items():
         assert_array_equal(read_png(out / name), ref.process_one(img, 8, mask=masks[name]), name)
+    # A mask PNG inside the input directory masks the others and is not equalized itself.
+    d2 = tmp / "in2"
+    os.makedirs(d2)
+    mk0 = disc_mask(30, 40, 0.3) * 255
+    pngio.write(d2 / "a.png", imgs["s0.png"], 8, pngio.GRAY)
+    pngio.write(d2 / "mask.png", mk0, 8, pngio.GRAY)
+    out2 = tmp / "out2"
+    r = equalize(d2, out2, "--mask", d2 / "mask.png", "--ignore", "0:55")
+    assert "is the mask" in r.err and not os.path.exists(out2 / "mask.png")
+    assert_array_equal(read_png(out2 / "a.png"), ref.process_one(imgs["s0.png"], 8, mask=mk0, ignore=(0, 55)), "a")
     # One PNG mask for a single PNG input.
     out1 = tmp / "one.png"
     equalize(d / "s1.png", out1, "--mask", md / "s1.png", "--mask-apply", "inside")
