@@ -432,3 +432,29 @@ def test_scope_global_records_the_lut_applied(tmp, np_):
         assert np.array_equal(f["histeq_dist/global_histogram"][0].astype(np.int64), h[0])
         assert np.array_equal(f["histeq_dist/global_lut"][0].astype(np.int64), lut)
         assert_array_equal(f["img"][()], ref.process_one(img, 16, method="match", target=t, ignore=(0, 0), inside=True), "img")
+
+
+def test_resume_with_mask_and_match_global(tmp):
+    """A rank killed mid-run; --resume redoes the target pre-pass and finishes with the output of an
+    uninterrupted run."""
+    st = ref.stack_of(6, 60, 50, 300, 900, np.uint16, seed=110)
+    mk = disc_mask(60, 50, 0.4)
+    inp, mfile = tmp / "in.h5", tmp / "m.h5"
+    with h5py.File(inp, "w") as f:
+        f.create_dataset("s", data=st, chunks=(1, 30, 50), compression="gzip")
+    write_h5(mfile, m=mk)
+    opts = ["-i", inp, "--mask", f"{mfile}:/m", "--method", "match", "--reference", "global", "--ignore", "0",
+            "--block", "4K", "--device", "cpu"]
+    full = tmp / "full.h5"
+    r = run(opts + ["-o", full], 2)
+    assert r.rc == 0, str(r)
+    part = tmp / "part.h5"
+    r = run(opts + ["-o", part], 2, env={"HQ_FAULT_KILL": "1:2", "HQ_JOURNAL_FLUSH_S": "0"})
+    assert r.rc != 0 and not os.path.exists(part), str(r)
+    r = run(opts + ["-o", part, "--resume"], 2)
+    assert r.rc == 0 and "resuming" in r.err, str(r)
+    assert_array_equal(read_h5(part, "s"), read_h5(full, "s"), "resumed")
+    hs = [ref.counted_histograms(s, 16, "luma", mask=mk, ignore=(0, 0)) for s in st]
+    g = [sum(h[0] for h in hs)]
+    want = np.stack([ref.process_one(s, 16, method="match", target=g, mask=mk, ignore=(0, 0)) for s in st])
+    assert_array_equal(read_h5(full, "s"), want, "full")
