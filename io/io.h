@@ -46,6 +46,9 @@ typedef struct hq_run_meta {
     /* Provenance (report/report.h fills these): */
     const uint16_t *global_lut;  /* global scope: the LUT(s) applied, (global_nhist, global_bins) */
     const char *options, *command_line;
+    /* Recorded as root attributes of the same names when not NULL: --reference (method match),
+     * --ignore as "LO:HI", --mask, and --mask-apply ("all" or "inside"). */
+    const char *reference, *ignore, *mask, *mask_apply;
     const hq_lut_rec *luts;      /* scope image: the LUTs this rank recorded; each image's LUT is */
     uint64_t nluts;              /* recorded by exactly one rank */
 } hq_run_meta;
