@@ -12,8 +12,8 @@
 #endif
 
 static const char USAGE[] =
-    "Usage: histeq_dist --input IN --output OUT [options]\n"
-    "       mpirun -np N histeq_dist --input IN --output OUT [options]\n"
+    "Usage: histeq_dist --input IN [--output OUT] [options]\n"
+    "       mpirun -np N histeq_dist --input IN [--output OUT] [options]\n"
     "\n"
     "Histogram equalization of image collections and huge images, spread over MPI ranks and GPUs.\n"
     "Ranks histogram their share, reduce the histograms, build the LUT and remap their share.\n"
@@ -22,6 +22,9 @@ static const char USAGE[] =
     "  -i, --input IN        HDF5 file (every dataset), FILE.h5:/path/to/dataset (one dataset),\n"
     "                        a PNG file, a directory of PNG files, or a text file listing PNG paths\n"
     "  -o, --output OUT      HDF5 file for HDF5 input; PNG file for one PNG; directory for several PNGs\n"
+    "                        (default: beside IN, named for the method: dataset.h5 -> dataset_eq.h5,\n"
+    "                        FILE.h5:/dset -> FILE_eq.h5, a.png -> a_eq.png, photos/ -> photos_eq/,\n"
+    "                        list.txt -> list_eq/; _clahe or _match for those methods)\n"
     "      --force           replace an existing output\n"
     "      --resume          finish an interrupted run (killed, timed out) from the journal kept\n"
     "                        next to OUT; refused if the options or the input changed\n"
@@ -29,9 +32,22 @@ static const char USAGE[] =
     "      --on-error MODE   stop (default) or skip: leave out bad inputs of a collection, list them, exit 3\n"
     "\n"
     "What is equalized:\n"
-    "      --scope S         image: one CDF per image; global: one CDF over everything\n"
-    "                        (default: image for a collection or stack, global for a single image)\n"
-    "      --method M        equalize (default) or stretch (linear [min,max] to the full range)\n"
+    "      --scope S         image: one CDF per image; dataset: one CDF per dataset (an N x H x W\n"
+    "                        stack as one 3-D image; each PNG file is its own); global: one CDF over\n"
+    "                        everything (default: image for a collection or stack, global for one image)\n"
+    "      --method M        equalize (default), stretch (linear [min,max] to the full range) or\n"
+    "                        match (each image's histogram mapped onto --reference's)\n"
+    "      --reference REF   with --method match: the target histogram, an image (a PNG, or\n"
+    "                        FILE.h5:/dset: one image or a stack, summed) or 'global' (the histogram\n"
+    "                        of the whole input); lut[v] = the smallest w with\n"
+    "                        C_t(w) * N_s >= C_s(v) * N_t (C: cumulative counts, N: totals)\n"
+    "      --ignore LO[:HI]  leave histogrammed values LO..HI (after --bits clamping; gray: the\n"
+    "                        sample, luma: Y, value: V, channels: each channel) out of the histograms\n"
+    "      --mask SRC        count only pixels whose mask is non-zero: FILE.h5:/dset (H x W, or\n"
+    "                        N x H x W for N-slice stacks; uint8/uint16) for HDF5 input, a PNG file\n"
+    "                        or a directory of PNGs with the input's file names for PNG input\n"
+    "      --mask-apply A    all (default): every pixel goes through the LUT; inside: pixels with\n"
+    "                        mask 0 or an ignored value are left unchanged\n"
     "      --color C         RGB: luma (default; BT.601 Y, chroma kept), channels (R, G, B\n"
     "                        independently) or value (V = max(R,G,B); hue and saturation kept)\n"
     "      --bits N          significant bits, 1-16 (default: 8 for uint8, 16 for uint16; e.g. 12 for CT)\n"
@@ -62,9 +78,15 @@ static const char USAGE[] =
     "Exit status: 0 done; 1 I/O error; 2 usage; 3 done but inputs skipped; 4 bad input;\n"
     "5 device unavailable; 6 out of memory.\n";
 
+const char *hq_options_usage(void)
+{
+    return USAGE;
+}
+
 enum { OPT_SCOPE = 256, OPT_COLOR, OPT_METHOD, OPT_BITS, OPT_DEVICE, OPT_THREADS, OPT_MEMORY, OPT_BLOCK,
        OPT_PNG_LEVEL, OPT_ON_ERROR, OPT_FORCE, OPT_VERSION, OPT_PROGRESS, OPT_SUMMARY,
-       OPT_RESUME, OPT_REPORT, OPT_REPORT_SAMPLE, OPT_REPORT_SCALE, OPT_IO_THREADS };
+       OPT_RESUME, OPT_REPORT, OPT_REPORT_SAMPLE, OPT_REPORT_SCALE, OPT_IO_THREADS, OPT_IGNORE, OPT_MASK,
+       OPT_MASK_APPLY, OPT_REFERENCE };
 
 static const struct option LONG_OPTS[] = {
     {"input", required_argument, NULL, 'i'},      {"output", required_argument, NULL, 'o'},
@@ -79,7 +101,9 @@ static const struct option LONG_OPTS[] = {
     {"quiet", no_argument, NULL, 'q'},            {"help", no_argument, NULL, 'h'},
     {"version", no_argument, NULL, OPT_VERSION},  {"resume", no_argument, NULL, OPT_RESUME},
     {"report", required_argument, NULL, OPT_REPORT}, {"report-sample", required_argument, NULL, OPT_REPORT_SAMPLE},
-    {"report-scale", required_argument, NULL, OPT_REPORT_SCALE}, {NULL, 0, NULL, 0},
+    {"report-scale", required_argument, NULL, OPT_REPORT_SCALE}, {"ignore", required_argument, NULL, OPT_IGNORE},
+    {"mask", required_argument, NULL, OPT_MASK},   {"mask-apply", required_argument, NULL, OPT_MASK_APPLY},
+    {"reference", required_argument, NULL, OPT_REFERENCE}, {NULL, 0, NULL, 0},
 };
 
 /* Picks s out of a NULL-terminated list of names; returns its index or -1. */
@@ -98,6 +122,26 @@ static int parse_int(const char *s, long lo, long hi, long *out)
     if (end == s || *end || v < lo || v > hi)
         return -1;
     *out = v;
+    return 0;
+}
+
+/* "LO" or "LO:HI", 0 <= LO <= HI <= 65535. */
+static int parse_range(const char *s, uint32_t *lo, uint32_t *hi)
+{
+    char *end;
+    if (!isdigit((unsigned char)*s))
+        return -1;
+    unsigned long a = strtoul(s, &end, 10), b = a;
+    if (*end == ':') {
+        const char *t = end + 1;
+        if (!isdigit((unsigned char)*t))
+            return -1;
+        b = strtoul(t, &end, 10);
+    }
+    if (*end || a > 65535 || b > 65535 || a > b)
+        return -1;
+    *lo = (uint32_t)a;
+    *hi = (uint32_t)b;
     return 0;
 }
 
@@ -126,9 +170,10 @@ static int parse_size(const char *s, uint64_t *out)
 
 int hq_options_parse(int argc, char **argv, int print, hq_options *o, hq_err *err)
 {
-    static const char *const SCOPES[] = {"auto", "image", "global", NULL};
+    static const char *const SCOPES[] = {"auto", "image", "global", "dataset", NULL};
     static const char *const COLORS[] = {"luma", "channels", "value", NULL};
-    static const char *const METHODS[] = {"equalize", "stretch", NULL};
+    static const char *const METHODS[] = {"equalize", "stretch", "match", NULL};
+    static const char *const APPLY[] = {"all", "inside", NULL};
     static const char *const DEVICES[] = {"auto", "cpu", "gpu", "copy", NULL};
     static const char *const ON_ERR[] = {"stop", "skip", NULL};
     static const char *const SCALES[] = {"linear", "log", NULL};
@@ -161,7 +206,7 @@ int hq_options_parse(int argc, char **argv, int print, hq_options *o, hq_err *er
             return 0;
         case OPT_SCOPE:
             if ((k = pick(optarg, SCOPES)) < 0)
-                return hq_fail(err, HQ_EUSAGE, "--scope: '%s' is not one of image, global", optarg);
+                return hq_fail(err, HQ_EUSAGE, "--scope: '%s' is not one of image, dataset, global", optarg);
             o->scope = (hq_scope)k;
             break;
         case OPT_COLOR:
@@ -171,7 +216,7 @@ int hq_options_parse(int argc, char **argv, int print, hq_options *o, hq_err *er
             break;
         case OPT_METHOD:
             if ((k = pick(optarg, METHODS)) < 0)
-                return hq_fail(err, HQ_EUSAGE, "--method: '%s' is not one of equalize, stretch", optarg);
+                return hq_fail(err, HQ_EUSAGE, "--method: '%s' is not one of equalize, stretch, match", optarg);
             o->method = (hq_method)k;
             break;
         case OPT_DEVICE:
@@ -219,6 +264,18 @@ int hq_options_parse(int argc, char **argv, int print, hq_options *o, hq_err *er
                 return hq_fail(err, HQ_EUSAGE, "--report-scale: '%s' is not one of linear, log", optarg);
             o->report_log = k;
             break;
+        case OPT_IGNORE:
+            if (parse_range(optarg, &o->ignore_lo, &o->ignore_hi))
+                return hq_fail(err, HQ_EUSAGE, "--ignore: '%s' is not LO or LO:HI with 0 <= LO <= HI <= 65535", optarg);
+            o->ignore = 1;
+            break;
+        case OPT_MASK: o->mask = optarg; break;
+        case OPT_MASK_APPLY:
+            if ((k = pick(optarg, APPLY)) < 0)
+                return hq_fail(err, HQ_EUSAGE, "--mask-apply: '%s' is not one of all, inside", optarg);
+            o->mask_inside = k;
+            break;
+        case OPT_REFERENCE: o->reference = optarg; break;
         case OPT_PROGRESS:
             if (parse_int(optarg, 0, 86400, &v))
                 return hq_fail(err, HQ_EUSAGE, "--progress: '%s' is not a number of seconds (0 turns it off)", optarg);
@@ -242,8 +299,12 @@ int hq_options_parse(int argc, char **argv, int print, hq_options *o, hq_err *er
         return hq_fail(err, HQ_EUSAGE, "%s: unexpected argument (see --help)", argv[optind]);
     if (!o->input)
         return hq_fail(err, HQ_EUSAGE, "--input is required (see --help)");
-    if (!o->output)
-        return hq_fail(err, HQ_EUSAGE, "--output is required (see --help)");
+    if (o->method == HQ_METHOD_MATCH && !o->reference)
+        return hq_fail(err, HQ_EUSAGE, "--method match needs --reference (an image, or global)");
+    if (o->reference && o->method != HQ_METHOD_MATCH)
+        return hq_fail(err, HQ_EUSAGE, "--reference is only used with --method match");
+    if (o->mask_inside && !o->mask && !o->ignore)
+        return hq_fail(err, HQ_EUSAGE, "--mask-apply inside needs --mask or --ignore");
     if (o->verbose && o->quiet)
         return hq_fail(err, HQ_EUSAGE, "--verbose and --quiet contradict each other");
     return 0;

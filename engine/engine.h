@@ -23,6 +23,10 @@ typedef struct hq_block_data {
                               unchanged, so an engine may use the copy it kept (the GPU skips an
                               upload). A pointer alone cannot say it: a freed block's address can
                               come back holding another block. */
+    const uint8_t *mask; /* NULL, or one byte per pixel (pixel order, like data): histogram() counts
+                            only pixels whose byte is non-zero; remap() leaves the pixels whose byte
+                            is zero exactly as they are (the driver hands remap a mask only for
+                            --mask-apply inside). */
 } hq_block_data;
 
 typedef struct hq_engine hq_engine;
