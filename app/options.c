@@ -35,17 +35,33 @@ static const char USAGE[] =
     "      --scope S         image: one CDF per image; dataset: one CDF per dataset (an N x H x W\n"
     "                        stack as one 3-D image; each PNG file is its own); global: one CDF over\n"
     "                        everything (default: image for a collection or stack, global for one image)\n"
-    "      --method M        equalize (default) or stretch (linear [min,max] to the full range)\n"
+    "      --method M        equalize (default), stretch (linear [min,max] to the full range) or\n"
+    "                        match (each image's histogram mapped onto --reference's)\n"
+    "      --reference REF   with --method match: the target histogram, an image (a PNG, or\n"
+    "                        FILE.h5:/dset: one image or a stack, summed) or 'global' (the histogram\n"
+    "                        of the whole input); lut[v] = the smallest w with\n"
+    "                        C_t(w) * N_s >= C_s(v) * N_t (C: cumulative counts, N: totals)\n"
+    "      --ignore LO[:HI]  leave histogrammed values LO..HI (after --bits clamping; gray: the\n"
+    "                        sample, luma: Y, value: V, channels: each channel) out of the histograms\n"
+    "      --mask SRC        count only pixels whose mask is non-zero: FILE.h5:/dset (H x W, or\n"
+    "                        N x H x W for N-slice stacks; uint8/uint16) for HDF5 input, a PNG file\n"
+    "                        or a directory of PNGs with the input's file names for PNG input\n"
+    "      --mask-apply A    all (default): every pixel goes through the LUT; inside: pixels with\n"
+    "                        mask 0 or an ignored value are left unchanged\n"
     "      --color C         RGB: luma (default; BT.601 Y, chroma kept), channels (R, G, B\n"
     "                        independently) or value (V = max(R,G,B); hue and saturation kept)\n"
     "      --bits N          significant bits, 1-16 (default: 8 for uint8, 16 for uint16; e.g. 12 for CT)\n"
     "\n"
     "Resources:\n"
-    "      --device D        auto (default: GPU if one is visible, else CPU), gpu or cpu;\n"
+    "      --device D        auto (default), gpu or cpu; auto takes the GPU when every rank on the\n"
+    "                        node has one of its own, else the CPU engine (faster than a shared GPU);\n"
     "                        copy reads and writes without equalizing (benchmarks' I/O baseline)\n"
-    "      --threads N       CPU threads per rank (default: the node's cores / ranks on the node)\n"
-    "      --memory SIZE     per-rank budget for pixels in memory: blocks in flight and those held\n"
-    "                        between the passes (default: RAM/4/ranks; too small is refused)\n"
+    "      --threads N       CPU engine threads per rank (default: the node's cores / ranks on the node)\n"
+    "      --io-threads N    threads reading and writing blocks at once, per rank, for PNG collections\n"
+    "                        (default: the node's cores / ranks on the node); HDF5 uses one\n"
+    "      --memory SIZE     per-rank budget for pixels in memory: blocks in flight (3, or up to\n"
+    "                        --io-threads + 2 with several I/O threads) and those held between the\n"
+    "                        passes (default: RAM/4/ranks; too small is refused)\n"
     "      --block SIZE      largest piece read at once (default 256M); SIZE takes K, M, G, T\n"
     "\n"
     "      --progress SEC    a progress line every SEC seconds on long runs (default 10; 0: none)\n"
@@ -69,13 +85,15 @@ const char *hq_options_usage(void)
 
 enum { OPT_SCOPE = 256, OPT_COLOR, OPT_METHOD, OPT_BITS, OPT_DEVICE, OPT_THREADS, OPT_MEMORY, OPT_BLOCK,
        OPT_PNG_LEVEL, OPT_ON_ERROR, OPT_FORCE, OPT_VERSION, OPT_PROGRESS, OPT_SUMMARY,
-       OPT_RESUME, OPT_REPORT, OPT_REPORT_SAMPLE, OPT_REPORT_SCALE };
+       OPT_RESUME, OPT_REPORT, OPT_REPORT_SAMPLE, OPT_REPORT_SCALE, OPT_IO_THREADS, OPT_IGNORE, OPT_MASK,
+       OPT_MASK_APPLY, OPT_REFERENCE };
 
 static const struct option LONG_OPTS[] = {
     {"input", required_argument, NULL, 'i'},      {"output", required_argument, NULL, 'o'},
     {"scope", required_argument, NULL, OPT_SCOPE}, {"color", required_argument, NULL, OPT_COLOR},
     {"method", required_argument, NULL, OPT_METHOD}, {"bits", required_argument, NULL, OPT_BITS},
     {"device", required_argument, NULL, OPT_DEVICE}, {"threads", required_argument, NULL, OPT_THREADS},
+    {"io-threads", required_argument, NULL, OPT_IO_THREADS},
     {"memory", required_argument, NULL, OPT_MEMORY}, {"block", required_argument, NULL, OPT_BLOCK},
     {"png-level", required_argument, NULL, OPT_PNG_LEVEL}, {"on-error", required_argument, NULL, OPT_ON_ERROR},
     {"force", no_argument, NULL, OPT_FORCE},      {"progress", required_argument, NULL, OPT_PROGRESS},
@@ -83,7 +101,9 @@ static const struct option LONG_OPTS[] = {
     {"quiet", no_argument, NULL, 'q'},            {"help", no_argument, NULL, 'h'},
     {"version", no_argument, NULL, OPT_VERSION},  {"resume", no_argument, NULL, OPT_RESUME},
     {"report", required_argument, NULL, OPT_REPORT}, {"report-sample", required_argument, NULL, OPT_REPORT_SAMPLE},
-    {"report-scale", required_argument, NULL, OPT_REPORT_SCALE}, {NULL, 0, NULL, 0},
+    {"report-scale", required_argument, NULL, OPT_REPORT_SCALE}, {"ignore", required_argument, NULL, OPT_IGNORE},
+    {"mask", required_argument, NULL, OPT_MASK},   {"mask-apply", required_argument, NULL, OPT_MASK_APPLY},
+    {"reference", required_argument, NULL, OPT_REFERENCE}, {NULL, 0, NULL, 0},
 };
 
 /* Picks s out of a NULL-terminated list of names; returns its index or -1. */
@@ -102,6 +122,26 @@ static int parse_int(const char *s, long lo, long hi, long *out)
     if (end == s || *end || v < lo || v > hi)
         return -1;
     *out = v;
+    return 0;
+}
+
+/* "LO" or "LO:HI", 0 <= LO <= HI <= 65535. */
+static int parse_range(const char *s, uint32_t *lo, uint32_t *hi)
+{
+    char *end;
+    if (!isdigit((unsigned char)*s))
+        return -1;
+    unsigned long a = strtoul(s, &end, 10), b = a;
+    if (*end == ':') {
+        const char *t = end + 1;
+        if (!isdigit((unsigned char)*t))
+            return -1;
+        b = strtoul(t, &end, 10);
+    }
+    if (*end || a > 65535 || b > 65535 || a > b)
+        return -1;
+    *lo = (uint32_t)a;
+    *hi = (uint32_t)b;
     return 0;
 }
 
@@ -132,7 +172,8 @@ int hq_options_parse(int argc, char **argv, int print, hq_options *o, hq_err *er
 {
     static const char *const SCOPES[] = {"auto", "image", "global", "dataset", NULL};
     static const char *const COLORS[] = {"luma", "channels", "value", NULL};
-    static const char *const METHODS[] = {"equalize", "stretch", NULL};
+    static const char *const METHODS[] = {"equalize", "stretch", "match", NULL};
+    static const char *const APPLY[] = {"all", "inside", NULL};
     static const char *const DEVICES[] = {"auto", "cpu", "gpu", "copy", NULL};
     static const char *const ON_ERR[] = {"stop", "skip", NULL};
     static const char *const SCALES[] = {"linear", "log", NULL};
@@ -175,7 +216,7 @@ int hq_options_parse(int argc, char **argv, int print, hq_options *o, hq_err *er
             break;
         case OPT_METHOD:
             if ((k = pick(optarg, METHODS)) < 0)
-                return hq_fail(err, HQ_EUSAGE, "--method: '%s' is not one of equalize, stretch", optarg);
+                return hq_fail(err, HQ_EUSAGE, "--method: '%s' is not one of equalize, stretch, match", optarg);
             o->method = (hq_method)k;
             break;
         case OPT_DEVICE:
@@ -198,6 +239,11 @@ int hq_options_parse(int argc, char **argv, int print, hq_options *o, hq_err *er
                 return hq_fail(err, HQ_EUSAGE, "--threads: '%s' is not a number from 1 to 4096", optarg);
             o->threads = (int)v;
             break;
+        case OPT_IO_THREADS:
+            if (parse_int(optarg, 1, 4096, &v))
+                return hq_fail(err, HQ_EUSAGE, "--io-threads: '%s' is not a number from 1 to 4096", optarg);
+            o->io_threads = (int)v;
+            break;
         case OPT_PNG_LEVEL:
             if (parse_int(optarg, 0, 9, &v))
                 return hq_fail(err, HQ_EUSAGE, "--png-level: '%s' is not a number from 0 to 9", optarg);
@@ -218,6 +264,18 @@ int hq_options_parse(int argc, char **argv, int print, hq_options *o, hq_err *er
                 return hq_fail(err, HQ_EUSAGE, "--report-scale: '%s' is not one of linear, log", optarg);
             o->report_log = k;
             break;
+        case OPT_IGNORE:
+            if (parse_range(optarg, &o->ignore_lo, &o->ignore_hi))
+                return hq_fail(err, HQ_EUSAGE, "--ignore: '%s' is not LO or LO:HI with 0 <= LO <= HI <= 65535", optarg);
+            o->ignore = 1;
+            break;
+        case OPT_MASK: o->mask = optarg; break;
+        case OPT_MASK_APPLY:
+            if ((k = pick(optarg, APPLY)) < 0)
+                return hq_fail(err, HQ_EUSAGE, "--mask-apply: '%s' is not one of all, inside", optarg);
+            o->mask_inside = k;
+            break;
+        case OPT_REFERENCE: o->reference = optarg; break;
         case OPT_PROGRESS:
             if (parse_int(optarg, 0, 86400, &v))
                 return hq_fail(err, HQ_EUSAGE, "--progress: '%s' is not a number of seconds (0 turns it off)", optarg);
@@ -241,6 +299,12 @@ int hq_options_parse(int argc, char **argv, int print, hq_options *o, hq_err *er
         return hq_fail(err, HQ_EUSAGE, "%s: unexpected argument (see --help)", argv[optind]);
     if (!o->input)
         return hq_fail(err, HQ_EUSAGE, "--input is required (see --help)");
+    if (o->method == HQ_METHOD_MATCH && !o->reference)
+        return hq_fail(err, HQ_EUSAGE, "--method match needs --reference (an image, or global)");
+    if (o->reference && o->method != HQ_METHOD_MATCH)
+        return hq_fail(err, HQ_EUSAGE, "--reference is only used with --method match");
+    if (o->mask_inside && !o->mask && !o->ignore)
+        return hq_fail(err, HQ_EUSAGE, "--mask-apply inside needs --mask or --ignore");
     if (o->verbose && o->quiet)
         return hq_fail(err, HQ_EUSAGE, "--verbose and --quiet contradict each other");
     return 0;

@@ -20,7 +20,8 @@ typedef struct hq_options {
     hq_method method;
     uint32_t bits;        /* 0 = the data's own depth */
     hq_device device;
-    int threads;          /* 0 = all cores */
+    int threads;          /* 0 = the rank's CPUs (app/placement.h) */
+    int io_threads;       /* 0 = the rank's CPUs; formats that cannot take calls at once use one */
     int verbose, quiet, force;
     int png_level;        /* -1 = fast default */
     hq_on_error on_error;
@@ -32,6 +33,11 @@ typedef struct hq_options {
     const char *report;   /* --report DIR: HTML report with histogram/CDF plots, or NULL */
     int report_sample;    /* --report-sample N: images shown in the report (scope image) */
     int report_log;       /* --report-scale log: counts on a log axis (default linear) */
+    int ignore;           /* --ignore LO[:HI]: histogrammed values in [ignore_lo, ignore_hi] are not counted */
+    uint32_t ignore_lo, ignore_hi;
+    const char *mask;     /* --mask SRC: FILE.h5:/dset, a PNG file or a directory of PNGs; NULL: none */
+    int mask_inside;      /* --mask-apply inside: masked-out and ignored pixels are left unchanged */
+    const char *reference; /* --method match: the target, an image (PNG, FILE.h5:/dset) or "global" */
     int exit_now;
 } hq_options;
 

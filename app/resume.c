@@ -10,9 +10,14 @@
 /* The options that shape the output; a resume under other ones would mix two results. */
 static void options_text(const hq_options *o, char *buf, size_t len)
 {
-    snprintf(buf, len, "scope=%s method=%s color=%s bits=%u png-level=%d on-error=%s", hq_scope_name(o->scope),
-             hq_method_name(o->method), hq_color_name(o->color), o->bits, o->png_level,
-             o->on_error == HQ_ONERR_SKIP ? "skip" : "stop");
+    int n = snprintf(buf, len, "scope=%s method=%s color=%s bits=%u png-level=%d on-error=%s", hq_scope_name(o->scope),
+                     hq_method_name(o->method), hq_color_name(o->color), o->bits, o->png_level,
+                     o->on_error == HQ_ONERR_SKIP ? "skip" : "stop");
+    /* Only when set, so that journals of runs without them keep their identity. */
+    if (n > 0 && (size_t)n < len && (o->ignore || o->mask || o->reference || o->mask_inside))
+        snprintf(buf + n, len - (size_t)n, " ignore=%d:%u:%u mask=%s mask-apply=%s reference=%s", o->ignore,
+                 o->ignore_lo, o->ignore_hi, o->mask ? o->mask : "", o->mask_inside ? "inside" : "all",
+                 o->reference ? o->reference : "");
 }
 
 /* Rank 0. What is at OUT (an unfinished or a finished output) the format says (io.h). */
@@ -23,7 +28,7 @@ static int decide(const hq_options *o, const hq_inventory *inv, hq_resume *res, 
         res->action = HQ_RESUME_OFF;
         return 0;
     }
-    char opts[512];
+    char opts[4096];
     options_text(o, opts, sizeof opts);
     hq_journal_make_id(inv, opts, res->id, sizeof res->id);
     const int journal = hq_journal_exists(o->output);

@@ -46,6 +46,9 @@ typedef struct hq_run_meta {
     /* Provenance (report/report.h fills these): */
     const uint16_t *global_lut;  /* global scope: the LUT(s) applied, (global_nhist, global_bins) */
     const char *options, *command_line;
+    /* Recorded as root attributes of the same names when not NULL: --reference (method match),
+     * --ignore as "LO:HI", --mask, and --mask-apply ("all" or "inside"). */
+    const char *reference, *ignore, *mask, *mask_apply;
     const hq_lut_rec *luts;      /* scope image: the LUTs this rank recorded; each image's LUT is */
     uint64_t nluts;              /* recorded by exactly one rank */
 } hq_run_meta;
@@ -62,6 +65,11 @@ typedef struct hq_io hq_io; /* one open input and (after create_output) its outp
 
 typedef struct hq_io_ops {
     const char *name;
+    /* 1 when read_block and write_block of different blocks (collective = 0) may run at the same
+     * time on different threads, and flush(collective = 0) beside them; such calls then make no
+     * MPI call either (the driver's threads share MPI, initialized SERIALIZED). 0: one thread
+     * makes every call, one at a time (HDF5, whose library is not thread-safe). */
+    int concurrent;
     /* Rank 0 only: appends the items found at `path` (dset: HDF5 dataset path or NULL for all
      * image datasets). skip_bad: record unusable items as bad instead of failing. */
     int (*scan)(const char *path, const char *dset, int skip_bad, hq_inventory *inv, hq_err *err);

@@ -331,6 +331,23 @@ static char *options_line(const hq_report *r)
         add_arg(&s, &len, &cap, "--bits");
         add_arg(&s, &len, &cap, num);
     }
+    if (o->reference) {
+        add_arg(&s, &len, &cap, "--reference");
+        add_arg(&s, &len, &cap, o->reference);
+    }
+    if (o->ignore) {
+        snprintf(num, sizeof num, "%u:%u", o->ignore_lo, o->ignore_hi);
+        add_arg(&s, &len, &cap, "--ignore");
+        add_arg(&s, &len, &cap, num);
+    }
+    if (o->mask) {
+        add_arg(&s, &len, &cap, "--mask");
+        add_arg(&s, &len, &cap, o->mask);
+    }
+    if (o->mask || o->ignore) {
+        add_arg(&s, &len, &cap, "--mask-apply");
+        add_arg(&s, &len, &cap, o->mask_inside ? "inside" : "all");
+    }
     return s;
 }
 
@@ -476,9 +493,14 @@ int hq_report_meta(hq_report *r, hq_run_meta *meta, hq_err *err)
             fail_once(r, HQ_EMEM, "%s: out of memory for the global LUT", r->cfg.o->output);
         } else {
             memcpy(r->global_hist, meta->global_hist, n * sizeof *r->global_hist);
-            for (uint32_t h = 0; h < meta->global_nhist; h++)
-                hq_lut_build(r->cfg.o->method, meta->global_hist + (size_t)h * meta->global_bins, meta->global_bins,
-                             r->global_lut + (size_t)h * meta->global_bins);
+            /* The run's own LUT when it gives one (match, --ignore with --mask-apply inside: not a
+             * function of the histogram alone); else the rule over the histogram. */
+            if (meta->global_lut)
+                memcpy(r->global_lut, meta->global_lut, n * sizeof *r->global_lut);
+            else
+                for (uint32_t h = 0; h < meta->global_nhist; h++)
+                    hq_lut_build(r->cfg.o->method, meta->global_hist + (size_t)h * meta->global_bins,
+                                 meta->global_bins, r->global_lut + (size_t)h * meta->global_bins);
             r->global_nhist = meta->global_nhist;
             r->global_bins = meta->global_bins;
         }
