@@ -1123,15 +1123,20 @@ static int pass2(run *r, hq_err *err)
 
 /* ---- engine ---- */
 
+/* --threads, or this rank's share of the node's cores: the engine's threads, and the I/O
+ * backend's workers. */
+static int threads_per_rank(const run *r)
+{
+    if (r->o->threads)
+        return r->o->threads;
+    const int t = omp_get_num_procs() / (r->c->local_size > 0 ? r->c->local_size : 1);
+    return t < 1 ? 1 : t;
+}
+
 static int make_engine(run *r, hq_err *err)
 {
     const hq_options *o = r->o;
-    hq_engine_cfg cfg = {o->threads, r->c->local_rank, r->c->local_size, o->verbose};
-    if (!cfg.threads) {
-        cfg.threads = omp_get_num_procs() / (r->c->local_size > 0 ? r->c->local_size : 1);
-        if (cfg.threads < 1)
-            cfg.threads = 1;
-    }
+    hq_engine_cfg cfg = {threads_per_rank(r), r->c->local_rank, r->c->local_size, o->verbose};
     int rc;
     if (o->device == HQ_DEV_COPY)
         return hq_comm_agree(r->c, hq_copy_engine_create(&r->eng, err), err);
@@ -1316,6 +1321,8 @@ int hq_run(const hq_options *o, const hq_comm *c, hq_err *err)
         free_run(&r);
         return rc;
     }
+    if (r.io_ops->set_threads)
+        r.io_ops->set_threads(r.io, threads_per_rank(&r));
     hq_out_opts oo = {o->output, o->force, o->png_level, o->verbose, r.res.action == HQ_RESUME_CONTINUE};
     double t_phase = hq_now();
     rc = r.io_ops->create_output(r.io, &oo, c->world, err);
