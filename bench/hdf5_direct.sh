@@ -32,12 +32,6 @@ timed() { # label command... : appends "wall user sys" to $dir/LABEL.t
   /usr/bin/time -f "%e %U %S" -o "$dir/time.tmp" "$@" > /dev/null
   cat "$dir/time.tmp" >> "$dir/$label.t"
 }
-hq() { # input ranks direct
-  rm -f "$dir/out.h5"
-  # shellcheck disable=SC2086
-  HQ_HDF5_DIRECT=$3 mpirun $mpirun_flags -np "$2" "$bin" --input "$dir/$1" --output "$dir/out.h5" \
-    --device "$dev" -q --force
-}
 labels=()
 for f in raw gz1 shgz1; do for np in 1 2; do for d in 0 1; do labels+=("$f.np$np.direct$d"); done; done; done
 rm -f "$dir"/*.t
@@ -49,7 +43,10 @@ for _ in $(seq "$runs"); do
   rm -f "$dir/copy.h5"
   for l in "${labels[@]}"; do
     IFS=. read -r f np d <<< "$l"
-    timed "$l" hq "$f.h5" "${np#np}" "${d#direct}"
+    rm -f "$dir/out.h5"
+    # shellcheck disable=SC2086
+    timed "$l" env HQ_HDF5_DIRECT="${d#direct}" mpirun $mpirun_flags -np "${np#np}" "$bin" --input "$dir/$f.h5" \
+      --output "$dir/out.h5" --device "$dev" -q --force
   done
 done
 col() { awk -v c="$1" '{print $c}' "$dir/$2.t" | median; }
