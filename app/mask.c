@@ -146,11 +146,6 @@ int hq_mask_has_file(const hq_mask *m)
     return m && m->have_file;
 }
 
-int hq_mask_concurrent(const hq_mask *m)
-{
-    return !m || !m->have_file || (m->ops && m->ops->concurrent);
-}
-
 uint64_t hq_mask_plane_bytes(const hq_mask *m, const hq_block *b)
 {
     return m && (m->have_file || m->luma[b->item]) ? hq_block_pixels(b) : 0;

@@ -31,10 +31,6 @@ int hq_mask_open(const hq_options *o, const hq_inventory *inv, const hq_comm *c,
 /* 1 when SRC is a file read with the image: the input must then be read in row-major order. */
 int hq_mask_has_file(const hq_mask *m);
 
-/* 1 when hq_mask_read may run on several threads at once: no file, or a file whose format takes
- * reads at once (io.h `concurrent`); the I/O pipeline then keeps one I/O thread otherwise. */
-int hq_mask_concurrent(const hq_mask *m);
-
 /* Bytes of the plane of block b (its pixel count), or 0 when b has none (m NULL: none at all). */
 uint64_t hq_mask_plane_bytes(const hq_mask *m, const hq_block *b);
 

@@ -1765,10 +1765,6 @@ int hq_run(const hq_options *given, const hq_comm *c, hq_err *err)
     }
     if (!rc)
         rc = hq_mask_open(o, &r.inv, c, &r.mask, err);
-    /* The mask is read on the image's I/O threads: a mask format that takes one call at a time
-     * (an HDF5 mask beside PNGs) leaves one. The depth planned for more stays: it only reads ahead. */
-    if (!rc && !hq_mask_concurrent(r.mask) && r.pipe.io_threads > 1)
-        r.pipe.io_threads = 1;
     /* A mask file is read in row-major order, so the image must be too. */
     if (!rc)
         rc = r.io_ops->open_input(&r.inv, c->world, !hq_report_wants_pixels(r.rep) && !hq_mask_has_file(r.mask),

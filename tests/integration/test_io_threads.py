@@ -153,23 +153,3 @@ def test_auto_leaves_a_shared_gpu_to_the_cpu(tmp):
     assert all(p[1].startswith("gpu") for p in plans(r)), str(r)
     assert tree_hash(tmp / "one") == tree_hash(tmp / "shared") == tree_hash(tmp / "forced")
 
-
-def test_png_mask_read_on_io_threads(tmp):
-    """A mask directory is read with each image on the I/O threads: the same files for 1 and 4."""
-    d, md = tmp / "in", tmp / "masks"
-    os.makedirs(d)
-    os.makedirs(md)
-    for i in range(14):
-        name = f"m{i:02d}.png"
-        pngio.write(d / name, ref.low_contrast(30 + i, 40, 20, 120, np.uint8, 600 + i), 8, pngio.GRAY)
-        m = np.zeros((30 + i, 40), np.uint8)
-        m[5:, 10 + i:] = 255
-        pngio.write(md / name, m, 8, pngio.GRAY)
-    outs = []
-    for t in (1, 4):
-        out = tmp / f"out{t}"
-        r = run_ok(["--input", d, "--output", out, "--device", DEVICES[0], "--mask", md, "--mask-apply", "inside",
-                    "--io-threads", t, "-v"])
-        assert [int(p[5]) for p in plans(r)] == [t], str(r)
-        outs.append(tree_hash(out))
-    assert outs[0] == outs[1]
