@@ -226,6 +226,8 @@ static int transfer(hq_io *io, uint64_t item, const hq_block *b, int collective,
     }
     if (direct)
         st = 0;
+    else if (writing && !rc && (rc = hdf5_reserve_wait(io, UINT64_MAX, err)) != 0)
+        st = -1; /* the background reservation met a full disk: nothing is written */
     else if (fspace >= 0 && select_block(fspace, it, io->frank[item], b, &mspace) >= 0) {
         const hid_t dxpl = coll_io ? io->dxpl_coll : io->dxpl_ind;
         void *p = b ? buf : &nothing;

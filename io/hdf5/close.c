@@ -100,7 +100,11 @@ int hdf5_close(hq_io *io, int commit, const hq_run_meta *meta, hq_err *err)
     const int had_output = io->part_ours;
     int rc = 0, keep = 0;
     if (had_output) {
-        if (commit && meta)
+        /* The metadata written from here on lies past the pixels: all of the reservation first. */
+        if (commit)
+            rc = hdf5_agree(io->comm, hdf5_reserve_wait(io, UINT64_MAX, err), err);
+        hdf5_reserve_stop(io);
+        if (commit && meta && !rc)
             rc = hdf5_record_meta(io, meta, err);
         if (commit && !rc)
             rc = hdf5_mark_complete(io, err);

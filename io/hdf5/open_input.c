@@ -148,6 +148,7 @@ void hdf5_free_io(hq_io *io)
 {
     if (!io)
         return;
+    hdf5_reserve_stop(io);
     const size_t n = io->inv.n;
     for (size_t i = 0; io->in_dset && i < n; i++)
         hdf5_close_id(&io->in_dset[i], H5Dclose);

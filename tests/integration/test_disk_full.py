@@ -58,3 +58,47 @@ def test_png_directory_disk_full(tmp, small_disk):
     assert len(r.hq_lines) == 1 and str(out) in r.hq_lines[0], str(r)
     assert not (out / "histeq_dist.complete").exists()
     assert not out.exists() or not any(n.endswith(".png") for n in os.listdir(out))
+
+
+def test_hdf5_disk_fills_under_background_reservation(tmp, small_disk):
+    """With one rank the output's space is reserved in the background while pass 1 runs. The free
+    space check at create is told the disk is big enough (HQ_TEST_RESERVE_LIE), so the disk fills
+    under the background reservation: the first write must fail before writing, as one clear line."""
+    rng = np.random.default_rng(13)
+    inp = tmp / "in.h5"
+    with h5py.File(inp, "w") as f:
+        f.create_dataset("s", data=rng.integers(0, 256, (80, 256, 256), dtype=np.uint8))  # 5 MiB
+    before = inp.read_bytes()
+    out = small_disk / "out.h5"
+    r = run(["--input", inp, "--output", out, "--block", "256K"], None, env={"HQ_TEST_RESERVE_LIE": "1"})
+    assert not r.timed_out, str(r)
+    assert r.rc == 1, str(r)
+    assert len(r.hq_lines) == 1 and str(out) in r.hq_lines[0], str(r)
+    assert "write failed: not enough disk space" in r.hq_lines[0], str(r)
+    assert not out.exists() and not os.path.exists(str(out) + ".part")
+    assert not os.path.exists(str(out) + ".journal")
+    assert inp.read_bytes() == before
+
+
+@pytest.mark.parametrize("np_", [None, 2])
+def test_background_reservation_same_bytes(tmp, np_):
+    """The output is the same byte for byte whether its space was reserved in the background (one
+    rank) or at create (HQ_RESERVE=sync), and no reserved block is left past its end."""
+    rng = np.random.default_rng(14)
+    inp = tmp / "in.h5"
+    with h5py.File(inp, "w") as f:
+        f.create_dataset("s", data=rng.integers(0, 256, (48, 512, 512), dtype=np.uint8), chunks=(1, 512, 512))
+        f.create_dataset("c", data=rng.integers(0, 4096, (6, 256, 256), dtype=np.uint16), chunks=(1, 256, 256),
+                         compression="gzip")
+    outs = {}
+    for mode in ("background", "sync"):
+        out = tmp / f"out_{mode}.h5"
+        env = {"HQ_RESERVE": "sync"} if mode == "sync" else {}
+        r = run(["--input", inp, "--output", out, "--block", "1M"], np_, env=env)
+        assert not r.timed_out and r.rc == 0, str(r)
+        st = os.stat(out)
+        assert st.st_blocks * 512 <= st.st_size + (1 << 20), f"{mode}: reserved blocks left past the end"
+        with h5py.File(out, "r") as f:
+            outs[mode] = (f["s"][...], f["c"][...])
+    assert np.array_equal(outs["background"][0], outs["sync"][0])
+    assert np.array_equal(outs["background"][1], outs["sync"][1])
