@@ -18,12 +18,14 @@
  *    disk fills meanwhile, the waiting write fails before writing a byte, with the same error as a
  *    reservation failing at create; one rank has no one to agree with. With several ranks the
  *    others cannot see rank 0's thread (MPI is not called from it), so the reservation stays whole
- *    at create. HQ_RESERVE=sync keeps it there with one rank too. hdf5_reserve_stop ends the
- *    thread (at close, and when the io is freed). */
+ *    at create; so it does where the rank has fewer than 4 cores (the thread would only take one
+ *    from the workers). HQ_RESERVE=background|sync overrides the core count. hdf5_reserve_stop
+ *    ends the thread (at close, and when the io is freed). */
 #define _GNU_SOURCE /* fallocate */
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -35,6 +37,7 @@
 /* One fallocate of the background reservation: small enough that a write waits little behind
  * it (and the file's lock is given up between pieces), large enough to cost few calls. */
 #define RESERVE_PIECE (32 * MiB)
+#define BG_MIN_CORES 4 /* the cores a rank needs before the reservation gets a thread of its own */
 
 /* The background reservation of rank 0 (one rank only). */
 struct hdf5_bg_reserve {
@@ -198,10 +201,24 @@ static int free_space_holds(const char *path, uint64_t need)
 /* Rank 0, one rank: starts reserving [0, end) in the background. 0 started; -1 not (the caller
  * reserves synchronously): the filesystem cannot fallocate, the free space looks short (the
  * synchronous reservation then says so truthfully), or no thread. */
-static int bg_start(hq_io *io, uint64_t end)
+/* Whether the reservation goes to the background: HQ_RESERVE=background or sync say; by default
+ * only where the rank has cores to spare. The thread adds no work, it moves it onto another core:
+ * on 2 cores that core is already busy with the workers and the I/O thread, and a 2-core VM under
+ * load measured no gain (bench/results/reserve_background_vm.txt). */
+static int bg_wanted(void)
 {
     const char *mode = getenv("HQ_RESERVE");
-    if (io->nranks != 1 || io->no_fallocate || (mode && strcmp(mode, "sync") == 0) || end <= io->reserved)
+    if (mode && strcmp(mode, "background") == 0)
+        return 1;
+    if (mode && strcmp(mode, "sync") == 0)
+        return 0;
+    cpu_set_t set;
+    return sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) >= BG_MIN_CORES;
+}
+
+static int bg_start(hq_io *io, uint64_t end)
+{
+    if (io->nranks != 1 || io->no_fallocate || end <= io->reserved || !bg_wanted())
         return -1;
     struct stat st;
     if (stat(io->part_path, &st) != 0 || !free_space_holds(io->part_path, end - (uint64_t)st.st_blocks * 512))

@@ -70,7 +70,7 @@ def test_hdf5_disk_fills_under_background_reservation(tmp, small_disk):
         f.create_dataset("s", data=rng.integers(0, 256, (80, 256, 256), dtype=np.uint8))  # 5 MiB
     before = inp.read_bytes()
     out = small_disk / "out.h5"
-    r = run(["--input", inp, "--output", out, "--block", "256K"], None, env={"HQ_TEST_RESERVE_LIE": "1"})
+    r = run(["--input", inp, "--output", out, "--block", "256K"], None, env={"HQ_TEST_RESERVE_LIE": "1", "HQ_RESERVE": "background"})
     assert not r.timed_out, str(r)
     assert r.rc == 1, str(r)
     assert len(r.hq_lines) == 1 and str(out) in r.hq_lines[0], str(r)
@@ -93,7 +93,7 @@ def test_background_reservation_same_bytes(tmp, np_):
     outs = {}
     for mode in ("background", "sync"):
         out = tmp / f"out_{mode}.h5"
-        env = {"HQ_RESERVE": "sync"} if mode == "sync" else {}
+        env = {"HQ_RESERVE": mode}
         r = run(["--input", inp, "--output", out, "--block", "1M"], np_, env=env)
         assert not r.timed_out and r.rc == 0, str(r)
         st = os.stat(out)
