@@ -221,7 +221,8 @@ static int bg_start(hq_io *io, uint64_t end)
     if (io->nranks != 1 || io->no_fallocate || end <= io->reserved || !bg_wanted())
         return -1;
     struct stat st;
-    if (stat(io->part_path, &st) != 0 || !free_space_holds(io->part_path, end - (uint64_t)st.st_blocks * 512))
+    const uint64_t held = stat(io->part_path, &st) == 0 ? (uint64_t)st.st_blocks * 512 : UINT64_MAX;
+    if (held == UINT64_MAX || !free_space_holds(io->part_path, end > held ? end - held : 0))
         return -1;
     int fd = open(io->part_path, O_WRONLY);
     if (fd < 0)
