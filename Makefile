@@ -18,7 +18,8 @@ PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null || echo -lhdf5 -lpng16)
 OPT       ?= -O3
 CFLAGS    ?= $(OPT) -g
-CFLAGS    += -std=c11 -Wall -Wextra -Wshadow -Wno-unknown-pragmas -D_POSIX_C_SOURCE=200809L -fopenmp \
+# -ffp-contract=off: CLAHE's float arithmetic (core/clahe.h) must not fuse multiply-adds, as OpenCV's does not.
+CFLAGS    += -std=c11 -ffp-contract=off -Wall -Wextra -Wshadow -Wno-unknown-pragmas -D_POSIX_C_SOURCE=200809L -fopenmp \
              -DHQ_VERSION=\"$(VERSION)\" $(PKG_CFLAGS) $(SAN)
 LDLIBS    += $(PKG_LIBS) -lm
 LDFLAGS   += -fopenmp $(SAN)
@@ -100,7 +101,8 @@ deps:
 	sh .ci/deps.sh
 
 # GPU engine against the CPU engine, every mode, on random data (needs a GPU).
-$(BUILD)/tests/gpu_equal: tests/gpu/gpu_equal.c $(BUILD)/core/error.o $(BUILD)/core/lut.o $(BUILD)/engine/cpu_engine.o \
+$(BUILD)/tests/gpu_equal: tests/gpu/gpu_equal.c $(BUILD)/core/error.o $(BUILD)/core/lut.o $(BUILD)/core/clahe.o \
+                          $(BUILD)/engine/cpu_engine.o $(BUILD)/engine/cpu_clahe.o \
                           $(BUILD)/engine/block_pool.o $(GPU_OBJ)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -o $@ $^ $(LDFLAGS) $(LDLIBS)
@@ -110,7 +112,8 @@ gpu-check: $(BUILD)/tests/gpu_equal
 # Benchmarks (bench/README.md): CPU engine and PNG codec beside OpenCV here; the GPU ones run on a
 # GPU machine through bench/device_run.sh and bench/device_full.sh.
 OPENCV = $$(pkg-config --cflags --libs opencv4)
-$(BUILD)/bench/cpu_bench: bench/cpu_bench.cpp $(BUILD)/core/error.o $(BUILD)/core/lut.o $(BUILD)/engine/cpu_engine.o \
+$(BUILD)/bench/cpu_bench: bench/cpu_bench.cpp $(BUILD)/core/error.o $(BUILD)/core/lut.o $(BUILD)/core/clahe.o \
+                          $(BUILD)/engine/cpu_engine.o $(BUILD)/engine/cpu_clahe.o \
                           $(BUILD)/engine/block_pool.o
 	@mkdir -p $(dir $@)
 	g++ -O2 -std=c++17 -fopenmp -I. -o $@ $^ $(OPENCV)

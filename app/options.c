@@ -3,6 +3,7 @@
 
 #include <ctype.h>
 #include <getopt.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -31,7 +32,11 @@ static const char USAGE[] =
     "What is equalized:\n"
     "      --scope S         image: one CDF per image; global: one CDF over everything\n"
     "                        (default: image for a collection or stack, global for a single image)\n"
-    "      --method M        equalize (default) or stretch (linear [min,max] to the full range)\n"
+    "      --method M        equalize (default), stretch (linear [min,max] to the full range) or\n"
+    "                        clahe (contrast-limited adaptive, per tile: OpenCV's createCLAHE)\n"
+    "      --clahe-grid RxC  clahe: ROWS x COLS tiles (default 8x8; OpenCV's tileGridSize(COLS, ROWS))\n"
+    "      --clahe-tile N    clahe: tiles of about N x N pixels (grid ceil(H/N) x ceil(W/N)) instead\n"
+    "      --clip-limit F    clahe: OpenCV's clipLimit (default 40; 0 or below: no clipping)\n"
     "      --color C         RGB: luma (default; BT.601 Y, chroma kept), channels (R, G, B\n"
     "                        independently) or value (V = max(R,G,B); hue and saturation kept)\n"
     "      --bits N          significant bits, 1-16 (default: 8 for uint8, 16 for uint16; e.g. 12 for CT)\n"
@@ -60,7 +65,8 @@ static const char USAGE[] =
 
 enum { OPT_SCOPE = 256, OPT_COLOR, OPT_METHOD, OPT_BITS, OPT_DEVICE, OPT_THREADS, OPT_MEMORY, OPT_BLOCK,
        OPT_PNG_LEVEL, OPT_ON_ERROR, OPT_FORCE, OPT_VERSION, OPT_PROGRESS, OPT_SUMMARY,
-       OPT_RESUME, OPT_REPORT, OPT_REPORT_SAMPLE, OPT_REPORT_SCALE };
+       OPT_RESUME, OPT_REPORT, OPT_REPORT_SAMPLE, OPT_REPORT_SCALE, OPT_CLAHE_GRID, OPT_CLAHE_TILE,
+       OPT_CLIP_LIMIT };
 
 static const struct option LONG_OPTS[] = {
     {"input", required_argument, NULL, 'i'},      {"output", required_argument, NULL, 'o'},
@@ -74,7 +80,9 @@ static const struct option LONG_OPTS[] = {
     {"quiet", no_argument, NULL, 'q'},            {"help", no_argument, NULL, 'h'},
     {"version", no_argument, NULL, OPT_VERSION},  {"resume", no_argument, NULL, OPT_RESUME},
     {"report", required_argument, NULL, OPT_REPORT}, {"report-sample", required_argument, NULL, OPT_REPORT_SAMPLE},
-    {"report-scale", required_argument, NULL, OPT_REPORT_SCALE}, {NULL, 0, NULL, 0},
+    {"report-scale", required_argument, NULL, OPT_REPORT_SCALE}, {"clahe-grid", required_argument, NULL, OPT_CLAHE_GRID},
+    {"clahe-tile", required_argument, NULL, OPT_CLAHE_TILE}, {"clip-limit", required_argument, NULL, OPT_CLIP_LIMIT},
+    {NULL, 0, NULL, 0},
 };
 
 /* Picks s out of a NULL-terminated list of names; returns its index or -1. */
@@ -91,6 +99,37 @@ static int parse_int(const char *s, long lo, long hi, long *out)
     char *end;
     long v = strtol(s, &end, 10);
     if (end == s || *end || v < lo || v > hi)
+        return -1;
+    *out = v;
+    return 0;
+}
+
+/* "8x8", "3X5": ROWSxCOLS, each 1 .. 2^31 - 1. */
+static int parse_grid(const char *s, uint64_t *rows, uint64_t *cols)
+{
+    char *end;
+    if (!isdigit((unsigned char)s[0]))
+        return -1;
+    unsigned long long r = strtoull(s, &end, 10);
+    if (*end != 'x' && *end != 'X')
+        return -1;
+    const char *c = end + 1;
+    if (!isdigit((unsigned char)c[0]))
+        return -1;
+    unsigned long long k = strtoull(c, &end, 10);
+    if (*end || r == 0 || k == 0 || r > 0x7fffffffull || k > 0x7fffffffull)
+        return -1;
+    *rows = r;
+    *cols = k;
+    return 0;
+}
+
+/* A finite decimal number. */
+static int parse_double(const char *s, double *out)
+{
+    char *end;
+    double v = strtod(s, &end);
+    if (end == s || *end || !isfinite(v))
         return -1;
     *out = v;
     return 0;
@@ -123,7 +162,7 @@ int hq_options_parse(int argc, char **argv, int print, hq_options *o, hq_err *er
 {
     static const char *const SCOPES[] = {"auto", "image", "global", NULL};
     static const char *const COLORS[] = {"luma", "channels", "value", NULL};
-    static const char *const METHODS[] = {"equalize", "stretch", NULL};
+    static const char *const METHODS[] = {"equalize", "stretch", "clahe", NULL};
     static const char *const DEVICES[] = {"auto", "cpu", "gpu", "copy", NULL};
     static const char *const ON_ERR[] = {"stop", "skip", NULL};
     static const char *const SCALES[] = {"linear", "log", NULL};
@@ -132,6 +171,9 @@ int hq_options_parse(int argc, char **argv, int print, hq_options *o, hq_err *er
     o->block_bytes = (uint64_t)256 << 20;
     o->progress = 10;
     o->report_sample = 4;
+    o->clahe = (hq_clahe_cfg){8, 8, 0, 40.0};
+    int clahe_set = 0, grid_set = 0;
+    const char *clahe_opt = NULL;
     opterr = 0;
     optind = 1;
     int c;
@@ -166,7 +208,7 @@ int hq_options_parse(int argc, char **argv, int print, hq_options *o, hq_err *er
             break;
         case OPT_METHOD:
             if ((k = pick(optarg, METHODS)) < 0)
-                return hq_fail(err, HQ_EUSAGE, "--method: '%s' is not one of equalize, stretch", optarg);
+                return hq_fail(err, HQ_EUSAGE, "--method: '%s' is not one of equalize, stretch, clahe", optarg);
             o->method = (hq_method)k;
             break;
         case OPT_DEVICE:
@@ -209,6 +251,24 @@ int hq_options_parse(int argc, char **argv, int print, hq_options *o, hq_err *er
                 return hq_fail(err, HQ_EUSAGE, "--report-scale: '%s' is not one of linear, log", optarg);
             o->report_log = k;
             break;
+        case OPT_CLAHE_GRID:
+            if (parse_grid(optarg, &o->clahe.grid_y, &o->clahe.grid_x))
+                return hq_fail(err, HQ_EUSAGE, "--clahe-grid: '%s' is not ROWSxCOLS such as 8x8", optarg);
+            clahe_set = grid_set = 1;
+            clahe_opt = "--clahe-grid";
+            break;
+        case OPT_CLAHE_TILE:
+            if (parse_size(optarg, &o->clahe.tile) || strpbrk(optarg, "KMGTkmgtBb"))
+                return hq_fail(err, HQ_EUSAGE, "--clahe-tile: '%s' is not a number of pixels of at least 1", optarg);
+            clahe_set = 1;
+            clahe_opt = "--clahe-tile";
+            break;
+        case OPT_CLIP_LIMIT:
+            if (parse_double(optarg, &o->clahe.clip))
+                return hq_fail(err, HQ_EUSAGE, "--clip-limit: '%s' is not a number", optarg);
+            clahe_set = 1;
+            clahe_opt = "--clip-limit";
+            break;
         case OPT_PROGRESS:
             if (parse_int(optarg, 0, 86400, &v))
                 return hq_fail(err, HQ_EUSAGE, "--progress: '%s' is not a number of seconds (0 turns it off)", optarg);
@@ -234,6 +294,12 @@ int hq_options_parse(int argc, char **argv, int print, hq_options *o, hq_err *er
         return hq_fail(err, HQ_EUSAGE, "--input is required (see --help)");
     if (!o->output)
         return hq_fail(err, HQ_EUSAGE, "--output is required (see --help)");
+    if (clahe_set && o->method != HQ_METHOD_CLAHE)
+        return hq_fail(err, HQ_EUSAGE, "%s only applies to --method clahe", clahe_opt);
+    if (grid_set && o->clahe.tile)
+        return hq_fail(err, HQ_EUSAGE, "--clahe-grid and --clahe-tile contradict each other (give one)");
+    if (o->method == HQ_METHOD_CLAHE && o->scope == HQ_SCOPE_GLOBAL)
+        return hq_fail(err, HQ_EUSAGE, "--method clahe is local to each image: it has no --scope global");
     if (o->verbose && o->quiet)
         return hq_fail(err, HQ_EUSAGE, "--verbose and --quiet contradict each other");
     return 0;

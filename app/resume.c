@@ -10,9 +10,14 @@
 /* The options that shape the output; a resume under other ones would mix two results. */
 static void options_text(const hq_options *o, char *buf, size_t len)
 {
-    snprintf(buf, len, "scope=%s method=%s color=%s bits=%u png-level=%d on-error=%s", hq_scope_name(o->scope),
-             hq_method_name(o->method), hq_color_name(o->color), o->bits, o->png_level,
-             o->on_error == HQ_ONERR_SKIP ? "skip" : "stop");
+    int n = snprintf(buf, len, "scope=%s method=%s color=%s bits=%u png-level=%d on-error=%s", hq_scope_name(o->scope),
+                     hq_method_name(o->method), hq_color_name(o->color), o->bits, o->png_level,
+                     o->on_error == HQ_ONERR_SKIP ? "skip" : "stop");
+    /* %.17g: the clip limit exactly, so that any other limit is another run. */
+    if (o->method == HQ_METHOD_CLAHE && n > 0 && (size_t)n < len)
+        snprintf(buf + n, len - (size_t)n, " clahe-grid=%llux%llu clahe-tile=%llu clip-limit=%.17g",
+                 (unsigned long long)o->clahe.grid_y, (unsigned long long)o->clahe.grid_x,
+                 (unsigned long long)o->clahe.tile, o->clahe.clip);
 }
 
 /* Rank 0. What is at OUT (an unfinished or a finished output) the format says (io.h). */

@@ -22,6 +22,7 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include "../core/clahe.h"
 #include "../core/lut.h"
 #include "../engine/engine.h"
 #include "../io/io.h"
@@ -108,6 +109,29 @@ static size_t hist_len(const hq_mode *m)
     return (size_t)hq_mode_nhist(m) * hq_mode_bins(m);
 }
 
+static int is_clahe(const run *r)
+{
+    return r->o->method == HQ_METHOD_CLAHE;
+}
+
+/* The item's CLAHE tiles (check_modes has refused the items where the grid does not fit). */
+static hq_clahe_geom geom_of(const run *r, uint64_t item)
+{
+    hq_clahe_geom g = {0};
+    hq_clahe_geom_make(&r->o->clahe, r->inv.items[item].height, r->inv.items[item].width, &g);
+    return g;
+}
+
+/* Counters of one image's histogram group: one histogram per tile under CLAHE. */
+static size_t group_len(const run *r, uint64_t item)
+{
+    const hq_mode m = mode_of(r, item);
+    if (!is_clahe(r))
+        return hist_len(&m);
+    const hq_clahe_geom g = geom_of(r, item);
+    return (size_t)hq_clahe_ntiles(&g) * hist_len(&m);
+}
+
 static uint64_t block_bytes(const run *r, const hq_block *b)
 {
     const hq_item *it = &r->inv.items[b->item];
@@ -148,12 +172,24 @@ static int check_modes(run *r, hq_err *err)
             return hq_fail(err, HQ_EUSAGE, "%s%s%s: --bits %u exceeds the data's %u bits", it->src,
                            r->inv.format == HQ_FMT_HDF5 ? ":" : "", r->inv.format == HQ_FMT_HDF5 ? it->name : "",
                            r->o->bits, it->depth);
+        hq_clahe_geom g;
+        if (is_clahe(r) && hq_clahe_geom_make(&r->o->clahe, it->height, it->width, &g)) {
+            char grid[64];
+            if (r->o->clahe.tile)
+                snprintf(grid, sizeof grid, "--clahe-tile %llu", (unsigned long long)r->o->clahe.tile);
+            else
+                snprintf(grid, sizeof grid, "--clahe-grid %llux%llu", (unsigned long long)r->o->clahe.grid_y,
+                         (unsigned long long)r->o->clahe.grid_x);
+            return hq_fail(err, HQ_EUSAGE, "%s%s%s: %s has more tiles than the image's %llux%llu pixels", it->src,
+                           r->inv.format == HQ_FMT_HDF5 ? ":" : "", r->inv.format == HQ_FMT_HDF5 ? it->name : "",
+                           grid, (unsigned long long)it->height, (unsigned long long)it->width);
+        }
         if (first < 0)
             first = (int)i;
     }
     if (first < 0)
         return hq_fail(err, HQ_EINPUT, "%s: nothing to equalize (every input was left out)", r->o->input);
-    r->scope = r->o->scope != HQ_SCOPE_AUTO ? r->o->scope : images > 1 ? HQ_SCOPE_IMAGE : HQ_SCOPE_GLOBAL;
+    r->scope = r->o->scope != HQ_SCOPE_AUTO ? r->o->scope : images > 1 || is_clahe(r) ? HQ_SCOPE_IMAGE : HQ_SCOPE_GLOBAL;
     if (r->scope != HQ_SCOPE_GLOBAL)
         return 0;
     /* One histogram for everything only makes sense if every image bins the same way. */
@@ -394,12 +430,13 @@ static int classify_work(run *r, hq_err *err)
 
 /* ---- pending group histograms ---- */
 
-static group_hist *find_group(run *r, uint64_t g, const hq_mode *m, int create)
+/* len: the group's counters, for creating it (0: find only). */
+static group_hist *find_group(run *r, uint64_t g, size_t len)
 {
     for (size_t i = 0; i < r->ngroups; i++)
         if (r->groups[i].group == g)
             return &r->groups[i];
-    if (!create)
+    if (!len)
         return NULL;
     if (r->ngroups == r->cap_groups) {
         size_t cap = r->cap_groups ? r->cap_groups * 2 : 8;
@@ -412,9 +449,9 @@ static group_hist *find_group(run *r, uint64_t g, const hq_mode *m, int create)
     group_hist *gh = &r->groups[r->ngroups];
     gh->group = g;
     gh->restored = 0;
-    gh->len = hist_len(m);
-    gh->hist = calloc(hist_len(m), sizeof *gh->hist);
-    gh->lut = malloc(hist_len(m) * sizeof *gh->lut);
+    gh->len = len;
+    gh->hist = calloc(len, sizeof *gh->hist);
+    gh->lut = malloc(len * sizeof *gh->lut);
     if (!gh->hist || !gh->lut) {
         free(gh->hist);
         free(gh->lut);
@@ -436,12 +473,37 @@ static void drop_group(run *r, uint64_t g)
     }
 }
 
-static void build_luts(const run *r, const hq_mode *m, uint64_t group, const uint64_t *hist, uint16_t *lut)
+/* CLAHE: every tile's LUT, tiles in parallel (each is independent and exact). */
+static int build_clahe_luts(const run *r, uint64_t item, const uint64_t *hist, uint16_t *lut)
 {
+    const hq_mode m = mode_of(r, item);
+    const hq_clahe_geom g = geom_of(r, item);
+    const uint32_t bins = hq_mode_bins(&m);
+    const uint64_t n = hq_clahe_ntiles(&g) * hq_mode_nhist(&m), area = hq_clahe_area(&g);
+    const int64_t limit = hq_clahe_clip_limit(r->o->clahe.clip, area, bins);
+    const int threads = r->o->threads > 0 ? r->o->threads : omp_get_num_procs();
+    uint64_t *scratch = malloc((size_t)threads * bins * sizeof *scratch);
+    if (!scratch)
+        return -1;
+#pragma omp parallel for schedule(dynamic, 1) num_threads(threads)
+    for (int64_t k = 0; k < (int64_t)n; k++)
+        hq_clahe_tile_lut(hist + (uint64_t)k * bins, bins, area, limit, lut + (uint64_t)k * bins,
+                          scratch + (size_t)omp_get_thread_num() * bins);
+    free(scratch);
+    return 0;
+}
+
+/* The group's LUTs from its complete histogram; -1 only when out of memory. */
+static int build_luts(const run *r, uint64_t item, uint64_t group, const uint64_t *hist, uint16_t *lut)
+{
+    if (is_clahe(r))
+        return build_clahe_luts(r, item, hist, lut);
+    const hq_mode mm = mode_of(r, item), *m = &mm;
     const uint32_t bins = hq_mode_bins(m);
     for (uint32_t h = 0; h < hq_mode_nhist(m); h++)
         hq_lut_build(r->o->method, hist + (size_t)h * bins, bins, lut + (size_t)h * bins);
     hq_report_lut(r->rep, group, hist, lut);
+    return 0;
 }
 
 /* ---- one block through the engine ---- */
@@ -569,7 +631,15 @@ static int apply_journal(run *r, uint64_t *done_pixels, uint64_t *done_bytes, hq
         }
         if (!need)
             continue;
-        group_hist *gh = find_group(r, h->group, &m, 1);
+        size_t len = hist_len(&m);
+        for (uint64_t j = 0; j < r->nmine; j++) {
+            const hq_block *b = r->mine[j].b;
+            if (!r->mine[j].fused && group_of(r, image_of(r, b, b->s0)) == h->group) {
+                len = group_len(r, b->item);
+                break;
+            }
+        }
+        group_hist *gh = find_group(r, h->group, len);
         if (!gh)
             return hq_fail(err, HQ_EMEM, "out of memory for a histogram");
         if (gh->len != h->n)
@@ -617,7 +687,7 @@ static int pass1_done(run *r, const my_block *mb)
 {
     if (mb->fused)
         return mb->done;
-    const group_hist *gh = find_group(r, group_of(r, image_of(r, mb->b, mb->b->s0)), NULL, 0);
+    const group_hist *gh = find_group(r, group_of(r, image_of(r, mb->b, mb->b->s0)), 0);
     return gh && gh->restored;
 }
 
@@ -657,9 +727,48 @@ static int timed_write(run *r, const hq_block *b, uint64_t item, int collective,
     return rc;
 }
 
+/* CLAHE, fused: each image of the block whole, one after the other (a 16-bit image's tile
+ * histograms alone take tens of MiB). */
+static int clahe_fused(run *r, const hq_block *b, void *data, hq_err *err)
+{
+    const hq_mode m = mode_of(r, b->item);
+    const hq_clahe_geom g = geom_of(r, b->item);
+    const size_t len = group_len(r, b->item);
+    const uint64_t nseg = b->s1 - b->s0, seg_px = hq_block_pixels(b) / nseg;
+    const uint64_t seg_bytes = seg_px * m.channels * m.sample_bytes;
+    uint64_t *hist = malloc(len * sizeof *hist);
+    uint16_t *lut = malloc(len * sizeof *lut);
+    int rc = 0;
+    if (!hist || !lut)
+        rc = hq_fail(err, HQ_EMEM, "%s: out of memory for %zu CLAHE counters", r->inv.items[b->item].src, len);
+    hq_report_pixels(r->rep, b, data, 0);
+    for (uint64_t s = 0; s < nseg && !rc; s++) {
+        hq_clahe_piece pc = {(uint8_t *)data + s * seg_bytes, 0, 0, g.height, g.width};
+        memset(hist, 0, len * sizeof *hist);
+        double t0 = hq_now();
+        rc = r->eng->ops->clahe_histogram(r->eng, &pc, &m, &g, hist, err);
+        r->t[PH_HIST] += hq_now() - t0;
+        t0 = hq_now();
+        if (!rc && build_luts(r, b->item, image_of(r, b, b->s0 + s), hist, lut))
+            rc = hq_fail(err, HQ_EMEM, "%s: out of memory building CLAHE LUTs", r->inv.items[b->item].src);
+        if (!rc)
+            rc = r->eng->ops->clahe_remap(r->eng, &pc, &m, &g, lut, err);
+        r->t[PH_REMAP] += hq_now() - t0;
+    }
+    if (!rc) {
+        __atomic_add_fetch(&r->bytes_histogrammed, block_bytes(r, b), __ATOMIC_RELAXED);
+        hq_report_pixels(r->rep, b, data, 1);
+    }
+    free(hist);
+    free(lut);
+    return rc;
+}
+
 /* Fused: every image of the block is complete here, so histogram, LUT and remap happen at once. */
 static int equalize_fused(run *r, const hq_block *b, void *data, hq_err *err)
 {
+    if (is_clahe(r))
+        return clahe_fused(r, b, data, err);
     const hq_mode m = mode_of(r, b->item);
     hq_block_data d = block_view(r, b, data, 1);
     const size_t hl = hist_len(&m);
@@ -687,7 +796,7 @@ static int equalize_fused(run *r, const hq_block *b, void *data, hq_err *err)
     t0 = hq_now();
     for (uint64_t s = 0; s < d.nseg && !rc; s++) {
         const uint64_t image = image_of(r, b, b->s0 + s);
-        build_luts(r, &m, image, hp[s], lut + s * hl);
+        build_luts(r, b->item, image, hp[s], lut + s * hl);
         rc = journal_image(r, image, hp[s], lut + s * hl, hl, err);
     }
     if (rc)
@@ -711,12 +820,19 @@ static int histogram_pending(run *r, const hq_block *b, void *data, hq_err *err)
 {
     const hq_mode m = mode_of(r, b->item);
     hq_block_data d = block_view(r, b, data, 0);
-    group_hist *gh = find_group(r, group_of(r, image_of(r, b, b->s0)), &m, 1);
+    group_hist *gh = find_group(r, group_of(r, image_of(r, b, b->s0)), group_len(r, b->item));
     if (!gh)
         return hq_fail(err, HQ_EMEM, "%s: out of memory for a histogram", r->inv.items[b->item].src);
     double t0 = hq_now();
     uint64_t *hp[1] = {gh->hist};
-    int rc = r->eng->ops->histogram(r->eng, &d, &m, hp, err);
+    int rc;
+    if (is_clahe(r)) {
+        const hq_clahe_geom g = geom_of(r, b->item);
+        hq_clahe_piece pc = {data, b->r0, b->c0, b->r1 - b->r0, b->c1 - b->c0};
+        rc = r->eng->ops->clahe_histogram(r->eng, &pc, &m, &g, gh->hist, err);
+    } else {
+        rc = r->eng->ops->histogram(r->eng, &d, &m, hp, err);
+    }
     r->t[PH_HIST] += hq_now() - t0;
     if (!rc) {
         __atomic_add_fetch(&r->bytes_histogrammed, block_bytes(r, b), __ATOMIC_RELAXED);
@@ -729,12 +845,19 @@ static int remap_pending(run *r, const hq_block *b, void *data, hq_err *err)
 {
     const hq_mode m = mode_of(r, b->item);
     hq_block_data d = block_view(r, b, data, 0);
-    group_hist *gh = find_group(r, group_of(r, image_of(r, b, b->s0)), &m, 0);
+    group_hist *gh = find_group(r, group_of(r, image_of(r, b, b->s0)), 0);
     if (!gh)
         return hq_fail(err, HQ_EIO, "%s: internal error: no histogram for a pending block", r->inv.items[b->item].src);
     double t0 = hq_now();
     const uint16_t *lp[1] = {gh->lut};
-    int rc = r->eng->ops->remap(r->eng, &d, &m, lp, err);
+    int rc;
+    if (is_clahe(r)) {
+        const hq_clahe_geom g = geom_of(r, b->item);
+        hq_clahe_piece pc = {data, b->r0, b->c0, b->r1 - b->r0, b->c1 - b->c0};
+        rc = r->eng->ops->clahe_remap(r->eng, &pc, &m, &g, gh->lut, err);
+    } else {
+        rc = r->eng->ops->remap(r->eng, &d, &m, lp, err);
+    }
     r->t[PH_REMAP] += hq_now() - t0;
     if (!rc)
         hq_report_pixels(r->rep, b, data, 1);
@@ -858,7 +981,7 @@ static int pass1_shared(run *r, hq_err *err)
 static int equalize_local_image(run *r, my_block *first, uint64_t n, hq_err *err)
 {
     int rc = 0;
-    const group_hist *g0 = find_group(r, group_of(r, image_of(r, first->b, first->b->s0)), NULL, 0);
+    const group_hist *g0 = find_group(r, group_of(r, image_of(r, first->b, first->b->s0)), 0);
     const int restored = g0 && g0->restored;
     for (uint64_t j = 0; j < n && !rc && !restored; j++) {
         void *data;
@@ -868,13 +991,12 @@ static int equalize_local_image(run *r, my_block *first, uint64_t n, hq_err *err
         if (!rc)
             hold_or_drop(r, &first[j], data);
     }
-    const hq_mode m = mode_of(r, first->b->item);
     const uint64_t g = group_of(r, image_of(r, first->b, first->b->s0));
-    group_hist *gh = find_group(r, g, &m, 0);
+    group_hist *gh = find_group(r, g, 0);
     if (!rc && gh && !restored)
         rc = hq_journal_note_hist(r->journal, g, gh->hist, gh->len, err);
-    if (!rc && gh)
-        build_luts(r, &m, g, gh->hist, gh->lut);
+    if (!rc && gh && build_luts(r, first->b->item, g, gh->hist, gh->lut))
+        rc = hq_fail(err, HQ_EMEM, "%s: out of memory building LUTs", r->inv.items[first->b->item].src);
     for (uint64_t j = 0; j < n && !rc; j++) {
         if (first[j].done)
             continue;
@@ -1011,11 +1133,9 @@ static int reduce_shared(run *r, hq_err *err)
     /* All shared groups bin alike: under scope image they are images of the inventory, whose modes
      * may differ, so size each slot by the largest mode. */
     size_t slot = 0;
-    for (size_t i = 0; i < r->inv.n; i++) {
-        hq_mode m = mode_of(r, i);
-        if (!r->inv.items[i].bad && hist_len(&m) > slot)
-            slot = hist_len(&m);
-    }
+    for (size_t i = 0; i < r->inv.n; i++)
+        if (!r->inv.items[i].bad && group_len(r, i) > slot)
+            slot = group_len(r, i);
     uint64_t *buf = calloc(r->nshared * slot, sizeof *buf);
     int ok = buf != NULL, all_ok = 0;
     MPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, r->c->world);
@@ -1028,14 +1148,14 @@ static int reduce_shared(run *r, hq_err *err)
         /* Ranks without work still need the global histogram: the output's metadata is written
          * collectively, with the same values everywhere. */
         hq_mode m;
-        if (!global_mode(r, &m) || !find_group(r, 0, &m, 1)) {
+        if (!global_mode(r, &m) || !find_group(r, 0, hist_len(&m))) {
             free(buf);
             return hq_fail(err, HQ_EMEM, "allreduce: out of memory for the global histogram");
         }
     }
     /* A histogram restored from the journal is complete on every rank that holds it already. */
     for (uint64_t k = 0; k < r->nshared; k++) {
-        group_hist *gh = find_group(r, r->shared[k], NULL, 0);
+        group_hist *gh = find_group(r, r->shared[k], 0);
         if (gh && !gh->restored)
             memcpy(buf + k * slot, gh->hist, gh->len * sizeof *buf);
     }
@@ -1043,7 +1163,7 @@ static int reduce_shared(run *r, hq_err *err)
     int rc = hq_comm_sum_u64(r->c, buf, r->nshared * slot);
     r->t[PH_REDUCE] += hq_now() - t0;
     for (uint64_t k = 0; k < r->nshared && !rc; k++) {
-        group_hist *gh = find_group(r, r->shared[k], NULL, 0);
+        group_hist *gh = find_group(r, r->shared[k], 0);
         if (gh && !gh->restored)
             memcpy(gh->hist, buf + k * slot, gh->len * sizeof *buf);
     }
@@ -1062,7 +1182,7 @@ static int journal_histograms(run *r, hq_err *err)
     return rc ? rc : hq_journal_flush(r->journal, err);
 }
 
-static void build_pending_luts(run *r)
+static int build_pending_luts(run *r, hq_err *err)
 {
     for (size_t i = 0; i < r->ngroups; i++) {
         /* A pending group's mode is the mode of any of its blocks. */
@@ -1070,11 +1190,12 @@ static void build_pending_luts(run *r)
             const hq_block *b = r->mine[j].b;
             if (group_of(r, image_of(r, b, b->s0)) != r->groups[i].group)
                 continue;
-            const hq_mode m = mode_of(r, b->item);
-            build_luts(r, &m, r->groups[i].group, r->groups[i].hist, r->groups[i].lut);
+            if (build_luts(r, b->item, r->groups[i].group, r->groups[i].hist, r->groups[i].lut))
+                return hq_fail(err, HQ_EMEM, "out of memory building LUTs");
             break;
         }
     }
+    return 0;
 }
 
 static int pass2(run *r, hq_err *err)
@@ -1146,6 +1267,9 @@ static int make_engine(run *r, hq_err *err)
             fprintf(stderr, "histeq_dist: note: no GPU visible, using the CPU engine\n");
         rc = hq_cpu_engine_create(&cfg, &r->eng, err);
     }
+    if (!rc && is_clahe(r) && (!r->eng->ops->clahe_histogram || !r->eng->ops->clahe_remap))
+        rc = hq_fail(err, HQ_EDEVICE, "%s: the %s engine has no CLAHE (use --device cpu)", r->o->input,
+                     r->eng->ops->name);
     return hq_comm_agree(r->c, rc, err);
 }
 
@@ -1278,7 +1402,7 @@ static const uint64_t *global_hist(run *r, hq_mode *m)
 {
     if (r->scope != HQ_SCOPE_GLOBAL || !global_mode(r, m))
         return NULL;
-    group_hist *gh = find_group(r, 0, m, 0);
+    group_hist *gh = find_group(r, 0, 0);
     return gh ? gh->hist : NULL;
 }
 
@@ -1311,7 +1435,9 @@ int hq_run(const hq_options *o, const hq_comm *c, hq_err *err)
         return 0;
     }
     if (!rc)
-        rc = r.io_ops->open_input(&r.inv, c->world, !hq_report_wants_pixels(r.rep), &r.io, err);
+        /* Blocks may travel in storage order unless something looks at where a pixel lies: the
+         * report's thumbnails, and CLAHE, whose tiles and weights follow the pixel's position. */
+        rc = r.io_ops->open_input(&r.inv, c->world, !hq_report_wants_pixels(r.rep) && !is_clahe(&r), &r.io, err);
     if (rc) {
         free_run(&r);
         return rc;
@@ -1352,8 +1478,9 @@ int hq_run(const hq_options *o, const hq_comm *c, hq_err *err)
         if (!rc)
             rc = hq_comm_agree(c, journal_histograms(&r, err), err);
         if (!rc) {
-            build_pending_luts(&r);
-            rc = hq_comm_agree(c, pass2(&r, err), err);
+            rc = hq_comm_agree(c, build_pending_luts(&r, err), err);
+            if (!rc)
+                rc = hq_comm_agree(c, pass2(&r, err), err);
         }
         hq_progress_finish(&r.prog);
     }

@@ -328,6 +328,20 @@ static char *options_line(const hq_report *r)
         add_arg(&s, &len, &cap, "--bits");
         add_arg(&s, &len, &cap, num);
     }
+    if (o->method == HQ_METHOD_CLAHE) {
+        if (o->clahe.tile) {
+            snprintf(num, sizeof num, "%llu", (unsigned long long)o->clahe.tile);
+            add_arg(&s, &len, &cap, "--clahe-tile");
+        } else {
+            snprintf(num, sizeof num, "%llux%llu", (unsigned long long)o->clahe.grid_y,
+                     (unsigned long long)o->clahe.grid_x);
+            add_arg(&s, &len, &cap, "--clahe-grid");
+        }
+        add_arg(&s, &len, &cap, num);
+        snprintf(num, sizeof num, "%.17g", o->clahe.clip);
+        add_arg(&s, &len, &cap, "--clip-limit");
+        add_arg(&s, &len, &cap, num);
+    }
     return s;
 }
 
@@ -340,7 +354,9 @@ int hq_report_open(const hq_report_cfg *cfg, hq_report **out, hq_err *err)
     int rc = r ? 0 : hq_fail(err, HQ_EMEM, "out of memory for the run's record");
     if (!rc) {
         r->cfg = *cfg;
-        r->provenance = cfg->inv->format == HQ_FMT_HDF5 && cfg->scope == HQ_SCOPE_IMAGE;
+        /* CLAHE's LUTs are per tile: not the (slices, nhist, bins) record of the global methods. */
+        r->provenance = cfg->inv->format == HQ_FMT_HDF5 && cfg->scope == HQ_SCOPE_IMAGE &&
+                        cfg->o->method != HQ_METHOD_CLAHE;
         r->options = options_line(r);
         r->command_line = command_line();
         if (cfg->o->report && cfg->c->rank == 0)

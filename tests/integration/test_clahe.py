@@ -1,0 +1,154 @@
+"""--method clahe: byte for byte OpenCV 4.6's cv2.createCLAHE(clip, (COLS, ROWS)).apply on 8- and
+16-bit gray (grids that divide the image and grids that do not, clip limits 0, 1, 2, 40); the same
+bytes whatever the rank count when an image is cut into 2-D tiles over 1-4 ranks; RGB modes and
+--bits against clahe_ref.py (itself checked against OpenCV here); bad CLAHE options refused."""
+import cv2
+import h5py
+import numpy as np
+import pytest
+
+import clahe_ref
+import pngio
+import reference as ref
+from helpers import assert_array_equal, equalize, read_png, run
+
+GRIDS = [(8, 8), (3, 5), (1, 1), (7, 9)]
+CLIPS = [0.0, 1.0, 2.0, 40.0]
+
+
+def gray_images(dtype, seed):
+    """Natural-looking and random images, sizes that divide the grids and sizes that do not."""
+    top = np.iinfo(dtype).max
+    rng = np.random.default_rng(seed)
+    imgs = {
+        "smooth": ref.low_contrast(120, 160, top // 5, top // 3, dtype, seed),        # divides 8x8, 3x5
+        "odd": ref.low_contrast(97, 131, top // 4, top // 2, dtype, seed + 1),         # divides none
+        "noise": rng.integers(0, top + 1, (64, 45), dtype=np.int64).astype(dtype),     # divides 8x? only
+        "band": rng.integers(top // 2, top // 2 + 40, (63, 72), dtype=np.int64).astype(dtype),
+        "flat": np.full((40, 45), top // 3, dtype),
+        "edges": np.tile(np.array([0, top], dtype), (36, 27)),
+    }
+    return imgs
+
+
+def test_reference_matches_opencv():
+    """clahe_ref.py itself, before the program is compared with it."""
+    rng = np.random.default_rng(7)
+    for k in range(24):
+        dtype = np.uint8 if k % 2 == 0 else np.uint16
+        h, w = int(rng.integers(9, 90)), int(rng.integers(9, 90))
+        grid = (int(rng.integers(1, 9)), int(rng.integers(1, 9)))
+        clip = CLIPS[k % 4]
+        img = rng.integers(0, np.iinfo(dtype).max + 1, (h, w), dtype=np.int64).astype(dtype)
+        want = cv2.createCLAHE(clip, (grid[1], grid[0])).apply(img)
+        assert_array_equal(clahe_ref.clahe(img, 8 * img.itemsize, clip, grid), want, f"case {k}")
+
+
+@pytest.mark.parametrize("dtype", [np.uint8, np.uint16])
+@pytest.mark.parametrize("clip", CLIPS)
+def test_gray_equals_opencv(tmp, dtype, clip):
+    imgs = gray_images(dtype, 11 if dtype == np.uint8 else 12)
+    inp = tmp / "in.h5"
+    with h5py.File(inp, "w") as f:
+        for name, im in imgs.items():
+            f.create_dataset(name, data=im)
+    for grid in GRIDS:
+        out = tmp / f"out_{grid[0]}x{grid[1]}.h5"
+        equalize(inp, out, "--method", "clahe", "--clahe-grid", f"{grid[0]}x{grid[1]}", "--clip-limit", str(clip))
+        with h5py.File(out, "r") as f:
+            for name, im in imgs.items():
+                want = cv2.createCLAHE(clip, (grid[1], grid[0])).apply(im)
+                assert_array_equal(f[name][()], want, f"{name} grid {grid} clip {clip} vs cv2.createCLAHE")
+
+
+def test_default_is_opencv_default(tmp):
+    """No grid, no clip: OpenCV's defaults, 8x8 and 40; a PNG in, a PNG out."""
+    im = ref.low_contrast(150, 203, 60, 110, np.uint8, 5)
+    pngio.write(tmp / "in.png", im, 8, pngio.GRAY)
+    equalize(tmp / "in.png", tmp / "out.png", "--method", "clahe")
+    got = read_png(tmp / "out.png").samples[:, :, 0]
+    assert_array_equal(got, cv2.createCLAHE().apply(im), "vs cv2.createCLAHE()")
+
+
+def test_stack_slices_each_their_own(tmp):
+    stack = ref.stack_of(4, 90, 77, 2000, 9000, np.uint16, seed=3)
+    with h5py.File(tmp / "in.h5", "w") as f:
+        f.create_dataset("s", data=stack)
+    equalize(tmp / "in.h5", tmp / "out.h5", "--method", "clahe", "--clahe-grid", "4x3", "--clip-limit", "2")
+    with h5py.File(tmp / "out.h5", "r") as f:
+        got = f["s"][()]
+    for i in range(len(stack)):
+        assert_array_equal(got[i], cv2.createCLAHE(2.0, (3, 4)).apply(stack[i]), f"slice {i}")
+
+
+@pytest.mark.parametrize("dtype,chunks", [(np.uint16, (48, 40)), (np.uint8, (33, 70))])
+def test_tiles_over_ranks(tmp, dtype, chunks):
+    """--clahe-tile on one image cut into 2-D tiles (chunk-aligned blocks far smaller than the image)
+    over 1-4 ranks: the 1-rank bytes every time, and OpenCV's with the grid the tile size gives."""
+    top = np.iinfo(dtype).max
+    im = ref.low_contrast(410, 389, top // 6, top // 2, dtype, 21)
+    inp = tmp / "in.h5"
+    with h5py.File(inp, "w") as f:
+        f.create_dataset("img", data=im, chunks=chunks)
+    gy, gx, _, _ = clahe_ref.geometry(410, 389, tile=100)
+    want = cv2.createCLAHE(3.0, (gx, gy)).apply(im)
+    first = None
+    for np_ in [1, 2, 3, 4]:
+        out = tmp / f"out{np_}.h5"
+        equalize(inp, out, "--method", "clahe", "--clahe-tile", "100", "--clip-limit", "3", "--block", "8K",
+                 np_=np_)
+        with h5py.File(out, "r") as f:
+            got = f["img"][()]
+        if first is None:
+            first = got
+        assert_array_equal(got, first, f"{np_} ranks vs 1 rank")
+        assert_array_equal(got, want, f"{np_} ranks vs cv2.createCLAHE with grid {gy}x{gx}")
+
+
+@pytest.mark.parametrize("color", ["luma", "channels", "value"])
+def test_rgb_modes(tmp, color):
+    rgb8 = ref.low_contrast_rgb(70, 93, 40, 150, np.uint8, 8)
+    rgba16 = ref.low_contrast_rgb(66, 50, 9000, 30000, np.uint16, 9, channels=4)
+    with h5py.File(tmp / "in.h5", "w") as f:
+        f.create_dataset("rgb8", data=rgb8)
+        f.create_dataset("rgba16", data=rgba16)
+    equalize(tmp / "in.h5", tmp / "out.h5", "--method", "clahe", "--clahe-grid", "3x4", "--clip-limit", "2.5",
+             "--color", color, np_=2)
+    with h5py.File(tmp / "out.h5", "r") as f:
+        assert_array_equal(f["rgb8"][()], clahe_ref.clahe(rgb8, 8, 2.5, (3, 4), color=color), "rgb8")
+        got = f["rgba16"][()]
+        assert_array_equal(got, clahe_ref.clahe(rgba16, 16, 2.5, (3, 4), color=color), "rgba16")
+        assert_array_equal(got[:, :, 3], rgba16[:, :, 3], "alpha untouched")
+
+
+def test_bits(tmp):
+    """12-bit data in uint16 with --bits 12: 4096 bins, stray high samples clamped to 4095."""
+    im = ref.low_contrast(81, 100, 1200, 2600, np.uint16, 30)
+    im[0, :5] = 60000
+    with h5py.File(tmp / "in.h5", "w") as f:
+        f.create_dataset("ct", data=im)
+    equalize(tmp / "in.h5", tmp / "out.h5", "--method", "clahe", "--bits", "12", "--clahe-grid", "5x6",
+             "--clip-limit", "4")
+    with h5py.File(tmp / "out.h5", "r") as f:
+        assert_array_equal(f["ct"][()], clahe_ref.clahe(im, 12, 4.0, (5, 6)), "12-bit CLAHE")
+
+
+@pytest.mark.parametrize("opts,words", [
+    (["--method", "clahe", "--clahe-grid", "30x4"], "more tiles than the image"),
+    (["--method", "clahe", "--clahe-tile", "0"], "--clahe-tile"),
+    (["--method", "clahe", "--clip-limit", "abc"], "--clip-limit: 'abc' is not a number"),
+    (["--method", "clahe", "--clip-limit", "nan"], "is not a number"),
+    (["--method", "clahe", "--scope", "global"], "no --scope global"),
+    (["--clahe-grid", "4x4"], "only applies to --method clahe"),
+    (["--method", "clahe", "--clahe-grid", "8x"], "ROWSxCOLS"),
+    (["--method", "clahe", "--clahe-grid", "0x8"], "ROWSxCOLS"),
+    (["--method", "clahe", "--clahe-grid", "2x2", "--clahe-tile", "16"], "contradict"),
+])
+def test_bad_options(tmp, opts, words):
+    im = np.zeros((20, 30), np.uint8)
+    with h5py.File(tmp / "in.h5", "w") as f:
+        f.create_dataset("img", data=im)
+    r = run(["-i", tmp / "in.h5", "-o", tmp / "out.h5"] + opts)
+    assert r.rc == 2, str(r)
+    assert len(r.hq_lines) == 1 and words in r.hq_lines[0], str(r)
+    assert not (tmp / "out.h5").exists()
