@@ -1,5 +1,7 @@
 #include "clahe.h"
 
+#include <stdlib.h>
+
 int hq_clahe_geom_make(const hq_clahe_cfg *cfg, uint64_t h, uint64_t w, hq_clahe_geom *g)
 {
     uint64_t gy = cfg->grid_y, gx = cfg->grid_x;
@@ -64,4 +66,40 @@ void hq_clahe_tile_lut(const uint64_t *hist, uint32_t bins, uint64_t area, int64
         const int64_t o = hq_clahe_round((float)sum * scale);
         lut[v] = (uint16_t)(o < 0 ? 0 : o > (int64_t)maxv ? maxv : o);
     }
+}
+
+void hq_clahe_side_free(hq_clahe_side *s)
+{
+    free(s->own_lo);
+    free(s->own_hi);
+    free(s->ext_at);
+    free(s->ext);
+}
+
+int hq_clahe_side_make(uint64_t n, uint64_t tiles, uint64_t tile, uint64_t b0, uint64_t b1, hq_clahe_side *s)
+{
+    const uint64_t padded = tiles * tile, pad = padded - n;
+    s->tiles = tiles;
+    s->own_lo = malloc(tiles * sizeof *s->own_lo);
+    s->own_hi = malloc(tiles * sizeof *s->own_hi);
+    s->ext_at = calloc(tiles + 1, sizeof *s->ext_at);
+    s->ext = malloc((pad ? pad : 1) * sizeof *s->ext);
+    if (!s->own_lo || !s->own_hi || !s->ext_at || !s->ext)
+        return -1;
+    uint64_t k = 0;
+    for (uint64_t t = 0; t < tiles; t++) {
+        const uint64_t lo = t * tile, hi = lo + tile, own_hi = hi < n ? hi : n > lo ? n : lo;
+        s->own_lo[t] = lo > b0 ? lo : b0;
+        s->own_hi[t] = own_hi < b1 ? own_hi : b1;
+        if (s->own_hi[t] < s->own_lo[t])
+            s->own_hi[t] = s->own_lo[t];
+        s->ext_at[t] = k;
+        for (uint64_t q = lo > n ? lo : n; q < hi; q++) {
+            const uint64_t src = hq_clahe_reflect(q, n);
+            if (src >= b0 && src < b1)
+                s->ext[k++] = src;
+        }
+    }
+    s->ext_at[tiles] = k;
+    return 0;
 }

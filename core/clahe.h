@@ -64,6 +64,24 @@ static inline uint64_t hq_clahe_area(const hq_clahe_geom *g)
 /* The clip limit in counts per bin; 0: no clipping. */
 int64_t hq_clahe_clip_limit(double clip, uint64_t area, uint32_t bins);
 
+/* The positions of one side (rows or columns) of the padded image that a piece of the image
+ * covering [b0, b1) of that side supplies, tile by tile: tile t takes the piece's own samples
+ * [own_lo[t], own_hi[t]) and the reflections listed in ext[ext_at[t] .. ext_at[t + 1]) (as source
+ * indexes, in padded order). Host only; both engines build their work from it. */
+typedef struct hq_clahe_side {
+    uint64_t tiles;
+    uint64_t *own_lo, *own_hi, *ext_at, *ext;
+} hq_clahe_side;
+
+/* n samples on the side, tiles of `tile` each; -1 when out of memory (free it all the same). */
+int hq_clahe_side_make(uint64_t n, uint64_t tiles, uint64_t tile, uint64_t b0, uint64_t b1, hq_clahe_side *s);
+void hq_clahe_side_free(hq_clahe_side *s);
+
+static inline uint64_t hq_clahe_side_count(const hq_clahe_side *s, uint64_t t)
+{
+    return s->own_hi[t] - s->own_lo[t] + s->ext_at[t + 1] - s->ext_at[t];
+}
+
 /* One tile's LUT from its histogram (bins counters summing to area). scratch: bins counters. */
 void hq_clahe_tile_lut(const uint64_t *hist, uint32_t bins, uint64_t area, int64_t limit, uint16_t *lut,
                        uint64_t *scratch);
@@ -144,16 +162,6 @@ HQ_HD uint32_t hq_clahe_blend(uint32_t l11, uint32_t l12, uint32_t l21, uint32_t
     const float res = HQ_FADD(HQ_FMUL(top, wy.w1), HQ_FMUL(bot, wy.w2));
     const int64_t o = hq_clahe_round(res);
     return o < 0 ? 0u : o > (int64_t)maxv ? maxv : (uint32_t)o;
-}
-
-/* The range of padded positions [*lo, *hi) of tile t along a side, and how many of them hold the
- * side's own samples (< n) rather than reflections. */
-static inline void hq_clahe_tile_span(uint64_t t, uint64_t tile, uint64_t n, uint64_t *lo, uint64_t *hi,
-                                      uint64_t *own_hi)
-{
-    *lo = t * tile;
-    *hi = *lo + tile;
-    *own_hi = *hi < n ? *hi : n > *lo ? n : *lo;
 }
 
 /* The level CLAHE equalizes in histogram h of a pixel (channels c[0..2], or c[0] for gray), as the

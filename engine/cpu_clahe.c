@@ -13,57 +13,6 @@
  * counters (up to 65,536 bins) into the tile's histogram stays a small part of the work. */
 #define ITEM_PIXELS ((uint64_t)1 << 18)
 
-/* The positions of one side (rows or columns) of the padded image that a piece supplies, tile by
- * tile: tile t takes the piece's own samples [own_lo[t], own_hi[t]) and the reflected ones listed in
- * ext[ext_at[t] .. ext_at[t + 1]) (source indexes). */
-typedef struct side {
-    uint64_t tiles;
-    uint64_t *own_lo, *own_hi, *ext_at, *ext;
-} side;
-
-static void side_free(side *s)
-{
-    free(s->own_lo);
-    free(s->own_hi);
-    free(s->ext_at);
-    free(s->ext);
-}
-
-/* n samples on this side, tiles of `tile`, the piece covering [b0, b1). */
-static int side_make(uint64_t n, uint64_t tiles, uint64_t tile, uint64_t b0, uint64_t b1, side *s)
-{
-    const uint64_t padded = tiles * tile, pad = padded - n;
-    s->tiles = tiles;
-    s->own_lo = malloc(tiles * sizeof *s->own_lo);
-    s->own_hi = malloc(tiles * sizeof *s->own_hi);
-    s->ext_at = calloc(tiles + 1, sizeof *s->ext_at);
-    s->ext = malloc((pad ? pad : 1) * sizeof *s->ext);
-    if (!s->own_lo || !s->own_hi || !s->ext_at || !s->ext)
-        return -1;
-    uint64_t k = 0;
-    for (uint64_t t = 0; t < tiles; t++) {
-        uint64_t lo, hi, own_hi;
-        hq_clahe_tile_span(t, tile, n, &lo, &hi, &own_hi);
-        s->own_lo[t] = lo > b0 ? lo : b0;
-        s->own_hi[t] = own_hi < b1 ? own_hi : b1;
-        if (s->own_hi[t] < s->own_lo[t])
-            s->own_hi[t] = s->own_lo[t];
-        s->ext_at[t] = k;
-        for (uint64_t q = lo > n ? lo : n; q < hi; q++) {
-            const uint64_t src = hq_clahe_reflect(q, n);
-            if (src >= b0 && src < b1)
-                s->ext[k++] = src;
-        }
-    }
-    s->ext_at[tiles] = k;
-    return 0;
-}
-
-static uint64_t side_count(const side *s, uint64_t t)
-{
-    return s->own_hi[t] - s->own_lo[t] + s->ext_at[t + 1] - s->ext_at[t];
-}
-
 /* ---------------------------------------------------------------- histogram */
 
 /* Counts n pixels of a row starting at pixel x (piece coordinates) into loc (nhist * bins). */
@@ -111,11 +60,11 @@ typedef struct item {
 int hq_cpu_clahe_histogram(int threads, const hq_clahe_piece *p, const hq_mode *m, const hq_clahe_geom *g,
                            uint64_t *hist, hq_err *err)
 {
-    side rs = {0}, cs = {0};
+    hq_clahe_side rs = {0}, cs = {0};
     item *items = NULL;
     int rc = 0;
-    if (side_make(g->height, g->tiles_y, g->tile_h, p->r0, p->r0 + p->rows, &rs) ||
-        side_make(g->width, g->tiles_x, g->tile_w, p->c0, p->c0 + p->cols, &cs)) {
+    if (hq_clahe_side_make(g->height, g->tiles_y, g->tile_h, p->r0, p->r0 + p->rows, &rs) ||
+        hq_clahe_side_make(g->width, g->tiles_x, g->tile_w, p->c0, p->c0 + p->cols, &cs)) {
         rc = hq_fail(err, HQ_EMEM, "cpu engine: out of memory for CLAHE tiles");
         goto done;
     }
@@ -130,10 +79,10 @@ int hq_cpu_clahe_histogram(int threads, const hq_clahe_piece *p, const hq_mode *
             }
         }
         for (uint64_t ty = 0; ty < g->tiles_y; ty++) {
-            if (!side_count(&rs, ty))
+            if (!hq_clahe_side_count(&rs, ty))
                 continue;
             for (uint64_t tx = 0; tx < g->tiles_x; tx++) {
-                const uint64_t w = side_count(&cs, tx);
+                const uint64_t w = hq_clahe_side_count(&cs, tx);
                 if (!w)
                     continue;
                 const uint64_t step = ITEM_PIXELS / w > 0 ? ITEM_PIXELS / w : 1;
@@ -169,7 +118,7 @@ int hq_cpu_clahe_histogram(int threads, const hq_clahe_piece *p, const hq_mode *
                 continue;
             const item *it = &items[k];
             uint64_t pending = 0;
-            const uint64_t w = side_count(&cs, it->tx);
+            const uint64_t w = hq_clahe_side_count(&cs, it->tx);
             const uint64_t nrows = it->ext_rows ? rs.ext_at[it->ty + 1] - rs.ext_at[it->ty] : it->row_hi - it->row_lo;
             uint64_t *dst = hist + (it->ty * g->tiles_x + it->tx) * hl;
             for (uint64_t j = 0; j < nrows; j++) {
@@ -192,8 +141,8 @@ int hq_cpu_clahe_histogram(int threads, const hq_clahe_piece *p, const hq_mode *
         rc = hq_fail(err, HQ_EMEM, "cpu engine: out of memory for CLAHE counters");
 done:
     free(items);
-    side_free(&rs);
-    side_free(&cs);
+    hq_clahe_side_free(&rs);
+    hq_clahe_side_free(&cs);
     return rc;
 }
 
