@@ -117,11 +117,16 @@ $(BUILD)/bench/cpu_bench: bench/cpu_bench.cpp $(BUILD)/core/error.o $(BUILD)/cor
                           $(BUILD)/engine/block_pool.o
 	@mkdir -p $(dir $@)
 	g++ -O2 -std=c++17 -fopenmp -I. -o $@ $^ $(OPENCV)
+$(BUILD)/bench/clahe_bench: bench/clahe_bench.cpp $(BUILD)/core/error.o $(BUILD)/core/lut.o $(BUILD)/core/clahe.o \
+                            $(BUILD)/engine/cpu_engine.o $(BUILD)/engine/cpu_clahe.o $(BUILD)/engine/block_pool.o
+	@mkdir -p $(dir $@)
+	g++ -O2 -std=c++17 -fopenmp -I. -o $@ $^ $(OPENCV)
 $(BUILD)/bench/png_bench: bench/png_bench.cpp $(BUILD)/io/png_codec.o $(BUILD)/core/error.o
 	@mkdir -p $(dir $@)
 	g++ -O2 -std=c++17 -I. -o $@ $^ $(OPENCV) $$(pkg-config --cflags --libs libpng zlib)
-bench: $(BUILD)/bench/cpu_bench $(BUILD)/bench/png_bench
+bench: $(BUILD)/bench/cpu_bench $(BUILD)/bench/png_bench $(BUILD)/bench/clahe_bench
 	$(BUILD)/bench/cpu_bench
+	$(BUILD)/bench/clahe_bench
 	$(BUILD)/bench/png_bench 5
 
 # Fuzzing (fuzz/README.md). `fuzz` builds the libFuzzer harnesses with clang and runs each for

@@ -3,6 +3,9 @@
 #include "cpu_clahe.h"
 
 #include <omp.h>
+#ifdef __SSE2__
+#include <emmintrin.h>
+#endif
 #include <stdlib.h>
 #include <string.h>
 
@@ -69,6 +72,8 @@ int hq_cpu_clahe_histogram(int threads, const hq_clahe_piece *p, const hq_mode *
         goto done;
     }
     /* Items: for each tile touched, runs of its own rows of about ITEM_PIXELS, and its reflected rows. */
+    const uint32_t bins = hq_mode_bins(m);
+    const size_t hl = (size_t)hq_mode_nhist(m) * bins;
     uint64_t nitems = 0, cap = 0;
     for (int pass = 0; pass < 2; pass++) {
         if (pass == 1) {
@@ -85,7 +90,8 @@ int hq_cpu_clahe_histogram(int threads, const hq_clahe_piece *p, const hq_mode *
                 const uint64_t w = hq_clahe_side_count(&cs, tx);
                 if (!w)
                     continue;
-                const uint64_t step = ITEM_PIXELS / w > 0 ? ITEM_PIXELS / w : 1;
+                const uint64_t want = ITEM_PIXELS > 16 * hl ? ITEM_PIXELS : 16 * hl; /* folds stay cheap */
+                const uint64_t step = want / w > 0 ? want / w : 1;
                 for (uint64_t y = rs.own_lo[ty]; y < rs.own_hi[ty]; y += step) {
                     if (pass)
                         items[nitems] = (item){ty, tx, y, y + step < rs.own_hi[ty] ? y + step : rs.own_hi[ty], 0};
@@ -101,8 +107,6 @@ int hq_cpu_clahe_histogram(int threads, const hq_clahe_piece *p, const hq_mode *
         cap = nitems;
         nitems = pass == 0 ? 0 : nitems;
     }
-    const uint32_t bins = hq_mode_bins(m);
-    const size_t hl = (size_t)hq_mode_nhist(m) * bins;
     const uint64_t row_len = p->cols * m->channels * m->sample_bytes;
     int failed = 0;
 #pragma omp parallel num_threads(threads)
@@ -148,77 +152,179 @@ done:
 
 /* ---------------------------------------------------------------- remap */
 
-/* Gray with every bin reachable: OpenCV's own loop shape, LUT offsets and weights per column. */
-#define DEFINE_GRAY_ROW(NAME, T)                                                                             \
-    static void NAME(T *px, uint64_t n, const uint16_t *l1, const uint16_t *l2, const uint64_t *i1,            \
-                     const uint64_t *i2, const hq_clahe_w *wx, hq_clahe_w wy, uint32_t maxv)                   \
-    {                                                                                                          \
-        for (uint64_t j = 0; j < n; j++) {                                                                     \
-            const uint32_t v = hq_bin(px[j], maxv);                                                            \
-            px[j] = (T)hq_clahe_blend(l1[i1[j] + v], l1[i2[j] + v], l2[i1[j] + v], l2[i2[j] + v], wx[j], wy,  \
-                                      maxv);                                                                   \
-        }                                                                                                      \
-    }
-DEFINE_GRAY_ROW(remap_row_u8, uint8_t)
-DEFINE_GRAY_ROW(remap_row_u16, uint16_t)
+/* Per column of a piece: its two tiles' LUT offsets and their weights (OpenCV's ind1_p, ind2_p,
+ * xa1_p, xa_p), computed once per piece by hq_clahe_weight. */
+typedef struct cols {
+    hq_clahe_w *wx;
+    uint32_t *o1, *o2; /* within the piece's tile columns: 32 bits (see STRIP_TILES) */
+    float *w1, *w2;
+} cols;
 
-static void remap_row_any(void *row, uint64_t n, const hq_mode *m, const uint16_t *l1, const uint16_t *l2,
-                          const uint64_t *i1, const uint64_t *i2, const hq_clahe_w *wx, hq_clahe_w wy)
+/* Columns are remapped in strips spanning at most this many tiles, so that offsets into a run of
+ * tile LUTs (3 x 65,536 entries each at most) fit 32 bits. */
+#define STRIP_TILES 16384
+
+#ifdef __SSE2__
+/* core/clahe.h's blend in four SSE lanes: the same single-precision operations in the same order
+ * (mulps and addps round each lane as mulss and addss do; no FMA in SSE2), and cvtps2dq rounds
+ * half to even under the default MXCSR, as cvtss2si does. */
+static inline __m128 blend4(__m128 a, __m128 b, __m128 c, __m128 d, __m128 x1, __m128 x2, __m128 y1, __m128 y2)
+{
+    const __m128 top = _mm_add_ps(_mm_mul_ps(a, x1), _mm_mul_ps(b, x2));
+    const __m128 bot = _mm_add_ps(_mm_mul_ps(c, x1), _mm_mul_ps(d, x2));
+    return _mm_add_ps(_mm_mul_ps(top, y1), _mm_mul_ps(bot, y2));
+}
+#endif
+
+/* 8-bit gray, 256 bins: LUTs narrowed to bytes (a quarter of the cache of 16-bit entries). */
+static void row_gray8(uint8_t *px, uint64_t n, const uint8_t *l1, const uint8_t *l2, const cols *c, hq_clahe_w wy)
+{
+    uint64_t j = 0;
+#ifdef __SSE2__
+    const __m128 y1 = _mm_set1_ps(wy.w1), y2 = _mm_set1_ps(wy.w2);
+    for (; j + 4 <= n; j += 4) {
+        float a[4], b[4], e[4], d[4];
+        for (int k = 0; k < 4; k++) {
+            const uint32_t v = px[j + k];
+            a[k] = l1[c->o1[j + k] + v];
+            b[k] = l1[c->o2[j + k] + v];
+            e[k] = l2[c->o1[j + k] + v];
+            d[k] = l2[c->o2[j + k] + v];
+        }
+        const __m128 r = blend4(_mm_loadu_ps(a), _mm_loadu_ps(b), _mm_loadu_ps(e), _mm_loadu_ps(d),
+                                _mm_loadu_ps(c->w1 + j), _mm_loadu_ps(c->w2 + j), y1, y2);
+        __m128i q = _mm_cvtps_epi32(r);
+        q = _mm_packs_epi32(q, q); /* saturating: clamp to [0, 255] */
+        q = _mm_packus_epi16(q, q);
+        const uint32_t four = (uint32_t)_mm_cvtsi128_si32(q);
+        memcpy(px + j, &four, 4);
+    }
+#endif
+    for (; j < n; j++) {
+        const uint32_t v = px[j];
+        px[j] = (uint8_t)hq_clahe_blend(l1[c->o1[j] + v], l1[c->o2[j] + v], l2[c->o1[j] + v], l2[c->o2[j] + v],
+                                        c->wx[j], wy, 255);
+    }
+}
+
+/* 16-bit gray, any number of significant bits. */
+static void row_gray16(uint16_t *px, uint64_t n, const uint16_t *l1, const uint16_t *l2, const cols *c, hq_clahe_w wy,
+                       uint32_t maxv)
+{
+    uint64_t j = 0;
+#ifdef __SSE2__
+    const __m128 y1 = _mm_set1_ps(wy.w1), y2 = _mm_set1_ps(wy.w2);
+    for (; j + 4 <= n; j += 4) {
+        float a[4], b[4], e[4], d[4];
+        for (int k = 0; k < 4; k++) {
+            const uint32_t v = hq_bin(px[j + k], maxv);
+            a[k] = l1[c->o1[j + k] + v];
+            b[k] = l1[c->o2[j + k] + v];
+            e[k] = l2[c->o1[j + k] + v];
+            d[k] = l2[c->o2[j + k] + v];
+        }
+        const __m128 r = blend4(_mm_loadu_ps(a), _mm_loadu_ps(b), _mm_loadu_ps(e), _mm_loadu_ps(d),
+                                _mm_loadu_ps(c->w1 + j), _mm_loadu_ps(c->w2 + j), y1, y2);
+        int32_t q[4];
+        _mm_storeu_si128((__m128i *)q, _mm_cvtps_epi32(r));
+        for (int k = 0; k < 4; k++)
+            px[j + k] = (uint16_t)(q[k] < 0 ? 0 : (uint32_t)q[k] > maxv ? maxv : (uint32_t)q[k]);
+    }
+#endif
+    for (; j < n; j++) {
+        const uint32_t v = hq_bin(px[j], maxv);
+        px[j] = (uint16_t)hq_clahe_blend(l1[c->o1[j] + v], l1[c->o2[j] + v], l2[c->o1[j] + v], l2[c->o2[j] + v],
+                                         c->wx[j], wy, maxv);
+    }
+}
+
+static void row_any(void *row, uint64_t n, const hq_mode *m, const uint16_t *l1, const uint16_t *l2, const cols *c,
+                    hq_clahe_w wy)
 {
     const uint32_t maxv = hq_mode_bins(m) - 1, ch = m->channels, nh = hq_mode_nhist(m), bins = maxv + 1;
     for (uint64_t j = 0; j < n; j++) {
-        uint32_t c[4] = {0, 0, 0, 0}, k2[3];
+        uint32_t px[4] = {0, 0, 0, 0}, k2[3];
         for (uint32_t k = 0; k < ch && k < 3; k++)
-            c[k] = m->sample_bytes == 1 ? ((uint8_t *)row)[j * ch + k] : ((uint16_t *)row)[j * ch + k];
+            px[k] = m->sample_bytes == 1 ? ((uint8_t *)row)[j * ch + k] : ((uint16_t *)row)[j * ch + k];
         for (uint32_t h = 0; h < nh; h++) {
-            const uint64_t v = (uint64_t)h * bins + hq_clahe_key(c, ch, m->color, h, maxv);
-            k2[h] = hq_clahe_blend(l1[i1[j] + v], l1[i2[j] + v], l2[i1[j] + v], l2[i2[j] + v], wx[j], wy, maxv);
+            const uint64_t v = (uint64_t)h * bins + hq_clahe_key(px, ch, m->color, h, maxv);
+            k2[h] = hq_clahe_blend(l1[c->o1[j] + v], l1[c->o2[j] + v], l2[c->o1[j] + v], l2[c->o2[j] + v], c->wx[j],
+                                   wy, maxv);
         }
-        hq_clahe_apply(c, ch, m->color, k2, maxv);
+        hq_clahe_apply(px, ch, m->color, k2, maxv);
         for (uint32_t k = 0; k < ch && k < 3; k++) {
             if (m->sample_bytes == 1)
-                ((uint8_t *)row)[j * ch + k] = (uint8_t)c[k];
+                ((uint8_t *)row)[j * ch + k] = (uint8_t)px[k];
             else
-                ((uint16_t *)row)[j * ch + k] = (uint16_t)c[k];
+                ((uint16_t *)row)[j * ch + k] = (uint16_t)px[k];
         }
     }
+}
+
+/* Columns [j0, j0 + n) of the piece. */
+static int remap_strip(int threads, hq_clahe_piece *p, uint64_t j0, uint64_t n, const hq_mode *m,
+                       const hq_clahe_geom *g, const uint16_t *lut, hq_err *err)
+{
+    const uint32_t bins = hq_mode_bins(m), maxv = bins - 1;
+    const uint64_t hl = (uint64_t)hq_mode_nhist(m) * bins;
+    const float inv_w = hq_clahe_inv(g->tile_w), inv_h = hq_clahe_inv(g->tile_h);
+    /* The tiles this strip blends: the blend's tiles grow with the position. */
+    const uint64_t ty0 = hq_clahe_weight(p->r0, inv_h, g->tiles_y).t1;
+    const uint64_t ty1 = hq_clahe_weight(p->r0 + p->rows - 1, inv_h, g->tiles_y).t2;
+    const uint64_t tx0 = hq_clahe_weight(p->c0 + j0, inv_w, g->tiles_x).t1;
+    const uint64_t tx1 = hq_clahe_weight(p->c0 + j0 + n - 1, inv_w, g->tiles_x).t2;
+    const uint64_t nty = ty1 - ty0 + 1, ntx = tx1 - tx0 + 1;
+    const int narrow = m->channels == 1 && m->sample_bytes == 1 && maxv == 255;
+    cols c = {malloc(n * sizeof *c.wx), malloc(n * sizeof *c.o1), malloc(n * sizeof *c.o2), malloc(n * sizeof *c.w1),
+              malloc(n * sizeof *c.w2)};
+    uint8_t *lut8 = narrow ? malloc(nty * ntx * 256) : NULL;
+    int rc = 0;
+    if (!c.wx || !c.o1 || !c.o2 || !c.w1 || !c.w2 || (narrow && !lut8)) {
+        rc = hq_fail(err, HQ_EMEM, "cpu engine: out of memory for CLAHE weights");
+        goto done;
+    }
+    /* Offsets into the LUTs of tiles [tx0, tx1] of a tile row (narrowed to bytes for 8-bit). */
+    for (uint64_t j = 0; j < n; j++) {
+        c.wx[j] = hq_clahe_weight(p->c0 + j0 + j, inv_w, g->tiles_x);
+        c.w1[j] = c.wx[j].w1;
+        c.w2[j] = c.wx[j].w2;
+        c.o1[j] = (uint32_t)((c.wx[j].t1 - tx0) * (narrow ? 256 : hl));
+        c.o2[j] = (uint32_t)((c.wx[j].t2 - tx0) * (narrow ? 256 : hl));
+    }
+    for (uint64_t ty = ty0; narrow && ty <= ty1; ty++)
+        for (uint64_t k = 0; k < ntx * 256; k++)
+            lut8[(ty - ty0) * ntx * 256 + k] = (uint8_t)lut[(ty * g->tiles_x + tx0) * 256 + k];
+    const uint64_t px_len = (uint64_t)m->channels * m->sample_bytes, row_len = p->cols * px_len;
+#pragma omp parallel for schedule(dynamic, 16) num_threads(threads)
+    for (int64_t i = 0; i < (int64_t)p->rows; i++) {
+        const hq_clahe_w wy = hq_clahe_weight(p->r0 + (uint64_t)i, inv_h, g->tiles_y);
+        void *row = (uint8_t *)p->data + (uint64_t)i * row_len + j0 * px_len;
+        if (narrow) {
+            row_gray8(row, n, lut8 + (wy.t1 - ty0) * ntx * 256, lut8 + (wy.t2 - ty0) * ntx * 256, &c, wy);
+            continue;
+        }
+        const uint16_t *l1 = lut + (wy.t1 * g->tiles_x + tx0) * hl, *l2 = lut + (wy.t2 * g->tiles_x + tx0) * hl;
+        if (m->channels == 1 && m->sample_bytes == 2)
+            row_gray16(row, n, l1, l2, &c, wy, maxv);
+        else
+            row_any(row, n, m, l1, l2, &c, wy);
+    }
+done:
+    free(c.wx);
+    free(c.o1);
+    free(c.o2);
+    free(c.w1);
+    free(c.w2);
+    free(lut8);
+    return rc;
 }
 
 int hq_cpu_clahe_remap(int threads, hq_clahe_piece *p, const hq_mode *m, const hq_clahe_geom *g, const uint16_t *lut,
                        hq_err *err)
 {
-    const uint32_t bins = hq_mode_bins(m), maxv = bins - 1;
-    const uint64_t hl = (uint64_t)hq_mode_nhist(m) * bins, n = p->cols;
-    hq_clahe_w *wx = malloc((n ? n : 1) * sizeof *wx);
-    uint64_t *i1 = malloc((n ? n : 1) * sizeof *i1), *i2 = malloc((n ? n : 1) * sizeof *i2);
-    if (!wx || !i1 || !i2) {
-        free(wx);
-        free(i1);
-        free(i2);
-        return hq_fail(err, HQ_EMEM, "cpu engine: out of memory for CLAHE weights");
-    }
-    const float inv_w = hq_clahe_inv(g->tile_w), inv_h = hq_clahe_inv(g->tile_h);
-    for (uint64_t j = 0; j < n; j++) {
-        wx[j] = hq_clahe_weight(p->c0 + j, inv_w, g->tiles_x);
-        i1[j] = wx[j].t1 * hl;
-        i2[j] = wx[j].t2 * hl;
-    }
-    const uint64_t row_len = n * m->channels * m->sample_bytes;
-    const int gray = m->channels == 1;
-#pragma omp parallel for schedule(dynamic, 16) num_threads(threads)
-    for (int64_t i = 0; i < (int64_t)p->rows; i++) {
-        const hq_clahe_w wy = hq_clahe_weight(p->r0 + (uint64_t)i, inv_h, g->tiles_y);
-        const uint16_t *l1 = lut + wy.t1 * g->tiles_x * hl, *l2 = lut + wy.t2 * g->tiles_x * hl;
-        void *row = (uint8_t *)p->data + (uint64_t)i * row_len;
-        if (gray && m->sample_bytes == 1)
-            remap_row_u8(row, n, l1, l2, i1, i2, wx, wy, maxv);
-        else if (gray)
-            remap_row_u16(row, n, l1, l2, i1, i2, wx, wy, maxv);
-        else
-            remap_row_any(row, n, m, l1, l2, i1, i2, wx, wy);
-    }
-    free(wx);
-    free(i1);
-    free(i2);
-    return 0;
+    const uint64_t strip = (STRIP_TILES - 2) * g->tile_w;
+    int rc = 0;
+    for (uint64_t j0 = 0; j0 < p->cols && p->rows && !rc; j0 += strip)
+        rc = remap_strip(threads, p, j0, p->cols - j0 < strip ? p->cols - j0 : strip, m, g, lut, err);
+    return rc;
 }
