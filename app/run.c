@@ -496,8 +496,12 @@ static int build_clahe_luts(const run *r, uint64_t item, const uint64_t *hist, u
 /* The group's LUTs from its complete histogram; -1 only when out of memory. */
 static int build_luts(const run *r, uint64_t item, uint64_t group, const uint64_t *hist, uint16_t *lut)
 {
-    if (is_clahe(r))
-        return build_clahe_luts(r, item, hist, lut);
+    if (is_clahe(r)) {
+        if (build_clahe_luts(r, item, hist, lut))
+            return -1;
+        hq_report_lut(r->rep, group, hist, lut);
+        return 0;
+    }
     const hq_mode mm = mode_of(r, item), *m = &mm;
     const uint32_t bins = hq_mode_bins(m);
     for (uint32_t h = 0; h < hq_mode_nhist(m); h++)
@@ -749,8 +753,11 @@ static int clahe_fused(run *r, const hq_block *b, void *data, hq_err *err)
         rc = r->eng->ops->clahe_histogram(r->eng, &pc, &m, &g, hist, err);
         r->t[PH_HIST] += hq_now() - t0;
         t0 = hq_now();
-        if (!rc && build_luts(r, b->item, image_of(r, b, b->s0 + s), hist, lut))
+        const uint64_t image = image_of(r, b, b->s0 + s);
+        if (!rc && build_luts(r, b->item, image, hist, lut))
             rc = hq_fail(err, HQ_EMEM, "%s: out of memory building CLAHE LUTs", r->inv.items[b->item].src);
+        if (!rc)
+            rc = journal_image(r, image, hist, lut, len, err);
         if (!rc)
             rc = r->eng->ops->clahe_remap(r->eng, &pc, &m, &g, lut, err);
         r->t[PH_REMAP] += hq_now() - t0;
@@ -1487,6 +1494,7 @@ int hq_run(const hq_options *o, const hq_comm *c, hq_err *err)
     hq_mode gm = {1, 1, 8, 0};
     const uint64_t *gh = rc ? NULL : global_hist(&r, &gm);
     hq_run_meta meta = {.version = HQ_VERSION, .method = o->method, .scope = r.scope, .color = o->color, .bits = o->bits,
+                        .clahe = is_clahe(&r) ? &o->clahe : NULL,
                         .global_hist = gh, .global_nhist = hq_mode_nhist(&gm), .global_bins = hq_mode_bins(&gm)};
     if (!rc)
         rc = hq_comm_agree(c, hq_report_meta(r.rep, &meta, err), err);

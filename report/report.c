@@ -10,6 +10,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "../core/clahe.h"
 #include "../core/lut.h"
 #include "page.h"
 #include "thumb.h"
@@ -354,9 +355,7 @@ int hq_report_open(const hq_report_cfg *cfg, hq_report **out, hq_err *err)
     int rc = r ? 0 : hq_fail(err, HQ_EMEM, "out of memory for the run's record");
     if (!rc) {
         r->cfg = *cfg;
-        /* CLAHE's LUTs are per tile: not the (slices, nhist, bins) record of the global methods. */
-        r->provenance = cfg->inv->format == HQ_FMT_HDF5 && cfg->scope == HQ_SCOPE_IMAGE &&
-                        cfg->o->method != HQ_METHOD_CLAHE;
+        r->provenance = cfg->inv->format == HQ_FMT_HDF5 && cfg->scope == HQ_SCOPE_IMAGE;
         r->options = options_line(r);
         r->command_line = command_line();
         if (cfg->o->report && cfg->c->rank == 0)
@@ -447,7 +446,7 @@ int hq_report_wants(hq_report *r, uint64_t image, int *lut, int *hist)
         return 0;
     *lut = r->provenance;
     const sample *s = first_sample_from(r, image);
-    *hist = s && s->image == image;
+    *hist = s && s->image == image && r->cfg.o->method != HQ_METHOD_CLAHE; /* no per-image plots yet */
     return *lut || *hist;
 }
 
@@ -457,6 +456,13 @@ void hq_report_lut(hq_report *r, uint64_t image, const uint64_t *hist, const uin
         return;
     const uint64_t item = item_of(r, image), slice = image - r->cfg.plan->item_image0[item];
     const hq_mode m = mode_of(r, item);
+    if (r->cfg.o->method == HQ_METHOD_CLAHE) { /* every tile's LUT; the page plots none of them yet */
+        const hq_item *it = &r->cfg.inv->items[item];
+        hq_clahe_geom g;
+        if (r->provenance && hq_clahe_geom_make(&r->cfg.o->clahe, it->height, it->width, &g) == 0)
+            record_provenance(r, item, slice, lut, (size_t)hq_clahe_ntiles(&g) * hist_len(&m));
+        return;
+    }
     const size_t n = hist_len(&m);
     if (r->provenance)
         record_provenance(r, item, slice, lut, n);

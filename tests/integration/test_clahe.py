@@ -10,7 +10,7 @@ import pytest
 import clahe_ref
 import pngio
 import reference as ref
-from helpers import assert_array_equal, equalize, read_png, run
+from helpers import assert_array_equal, assert_same_output, equalize, read_png, run, run_ok
 
 GRIDS = [(8, 8), (3, 5), (1, 1), (7, 9)]
 CLIPS = [0.0, 1.0, 2.0, 40.0]
@@ -152,3 +152,62 @@ def test_bad_options(tmp, opts, words):
     assert r.rc == 2, str(r)
     assert len(r.hq_lines) == 1 and words in r.hq_lines[0], str(r)
     assert not (tmp / "out.h5").exists()
+
+
+def make_mixed(path):
+    """A stack of whole slices and a compressed 16-bit image that --block cuts over ranks."""
+    rng = np.random.default_rng(17)
+    stack = ref.stack_of(5, 120, 100, 30, 200, np.uint8, seed=6)
+    big = rng.normal(1500, 300, (333, 250)).clip(0, 4095).astype(np.uint16)
+    with h5py.File(path, "w") as f:
+        f.create_dataset("stack", data=stack)
+        f.create_dataset("ct/big", data=big, chunks=(50, 125), compression="gzip", shuffle=True)
+    return {"stack": stack, "ct/big": big}
+
+
+def test_provenance(tmp):
+    """HDF5 outputs record the tile LUTs of every image, (slices, tiles_y, tiles_x, nhist, bins), with
+    the tiles, tile size and clip limit; a split image's LUTs too."""
+    imgs = make_mixed(tmp / "in.h5")
+    out = tmp / "out.h5"
+    equalize(tmp / "in.h5", out, "--method", "clahe", "--clahe-grid", "4x3", "--clip-limit", "3", "--block", "20K",
+             np_=3)
+    with h5py.File(out, "r") as f:
+        assert f.attrs["method"] == "clahe"
+        assert float(f.attrs["clip_limit"]) == 3.0
+        assert list(f.attrs["clahe_grid"]) == [4, 3]
+        assert "--clahe-grid 4x3 --clip-limit 3" in f.attrs["options"]
+        for name, data in imgs.items():
+            d = f[f"histeq_dist/lut/{name}"]
+            stack = data if data.ndim == 3 else data[None]
+            bits = 8 * data.itemsize
+            geo = clahe_ref.geometry(stack.shape[1], stack.shape[2], (4, 3))
+            assert d.shape == (len(stack), 4, 3, 1, 1 << bits), name
+            assert list(d.attrs["tiles"]) == [4, 3] and list(d.attrs["tile_size"]) == [geo[2], geo[3]]
+            assert float(d.attrs["clip_limit"]) == 3.0
+            assert int(d.attrs["clip_count"]) == max(1, int(3.0 * geo[2] * geo[3] / (1 << bits)))
+            for s in range(len(stack)):
+                want = clahe_ref.tile_luts(stack[s], 1 << bits, geo, 3.0).astype(np.uint16)
+                assert_array_equal(d[s, :, :, 0, :], want, f"{name} slice {s} tile LUTs")
+            got = f[name][()]
+            assert_array_equal(got if got.ndim == 3 else got[None],
+                               np.stack([cv2.createCLAHE(3.0, (3, 4)).apply(im) for im in stack]), name)
+
+
+@pytest.mark.parametrize("np_,kill", [(None, "0:2"), (2, "1:2"), (3, "0:3")])
+def test_kill_and_resume(tmp, np_, kill):
+    """A CLAHE run killed midway and resumed gives the uninterrupted run's bytes and LUTs."""
+    make_mixed(tmp / "in.h5")
+    opts = ["--method", "clahe", "--clahe-tile", "40", "--clip-limit", "2", "--block", "20K", "-q"]
+    run_ok(["--input", tmp / "in.h5", "--output", tmp / "want.h5"] + opts, np_)
+    flush = {"HQ_JOURNAL_FLUSH_S": "0"}
+    r = run(["--input", tmp / "in.h5", "--output", tmp / "out.h5"] + opts, np_, env=dict(flush, HQ_FAULT_KILL=kill))
+    assert r.rc != 0, f"the kill hook should have fired\n{r}"
+    other = ["--method", "clahe", "--clahe-tile", "40", "--clip-limit", "3", "--block", "20K"]
+    r = run(["--input", tmp / "in.h5", "--output", tmp / "out.h5", "--resume"] + other, np_, env=flush)
+    assert r.rc == 2 and "other options" in r.err, f"a resume under another clip limit must be refused\n{r}"
+    run_ok(["--input", tmp / "in.h5", "--output", tmp / "out.h5", "--resume"] + opts, np_, env=flush)
+    assert_same_output(str(tmp / "want.h5"), str(tmp / "out.h5"))
+    with h5py.File(tmp / "want.h5", "r") as fw, h5py.File(tmp / "out.h5", "r") as fo:
+        for name in ("stack", "ct/big"):
+            assert np.array_equal(fw[f"histeq_dist/lut/{name}"][()], fo[f"histeq_dist/lut/{name}"][()]), name
