@@ -302,9 +302,33 @@ static int fit_memory(run *r, const hq_plan_item *pi, uint64_t memory, uint64_t 
     return 0;
 }
 
+/* CLAHE keeps every tile histogram and LUT of an image it works on (8 + 2 bytes a counter): refused
+ * up front when one image's alone pass the memory budget, rather than failing midway. */
+static int check_clahe_memory(const run *r, uint64_t memory, hq_err *err)
+{
+    for (size_t i = 0; is_clahe(r) && i < r->inv.n; i++) {
+        const hq_item *it = &r->inv.items[i];
+        const uint64_t need = (uint64_t)group_len(r, i) * (sizeof(uint64_t) + sizeof(uint16_t));
+        if (it->bad || need <= memory)
+            continue;
+        char have[32], want[32];
+        size_text(memory, have, sizeof have);
+        size_text(need, want, sizeof want);
+        const hq_clahe_geom g = geom_of(r, i);
+        return hq_fail(err, HQ_EUSAGE, "%s%s%s: CLAHE holds the image's %llux%llu tile histograms (%s), more than "
+                       "--memory %s: use fewer tiles (--clahe-grid, --clahe-tile), fewer --bits or more --memory",
+                       it->src, r->inv.format == HQ_FMT_HDF5 ? ":" : "", r->inv.format == HQ_FMT_HDF5 ? it->name : "",
+                       (unsigned long long)g.tiles_y, (unsigned long long)g.tiles_x, want, have);
+    }
+    return 0;
+}
+
 static int make_plan(run *r, hq_err *err)
 {
     const uint64_t memory = agreed_memory(r);
+    int mrc = check_clahe_memory(r, memory, err);
+    if (mrc)
+        return mrc;
     hq_plan_item *pi = calloc(r->inv.n ? r->inv.n : 1, sizeof *pi);
     if (!pi)
         return hq_fail(err, HQ_EMEM, "plan: out of memory");

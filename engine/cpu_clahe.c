@@ -26,6 +26,10 @@ static void count_run(const void *row, uint64_t x, uint64_t n, const hq_mode *m,
         const uint8_t *p = (const uint8_t *)row + x;
         for (uint64_t i = 0; i < n; i++)
             loc[p[i]]++;
+    } else if (m->sample_bytes == 2 && ch == 1 && maxv == 0xffff) {
+        const uint16_t *p = (const uint16_t *)row + x;
+        for (uint64_t i = 0; i < n; i++)
+            loc[p[i]]++;
     } else if (m->sample_bytes == 2 && ch == 1) {
         const uint16_t *p = (const uint16_t *)row + x;
         for (uint64_t i = 0; i < n; i++)
@@ -207,8 +211,9 @@ static void row_gray8(uint8_t *px, uint64_t n, const uint8_t *l1, const uint8_t 
     }
 }
 
-/* 16-bit gray, any number of significant bits. */
-static void row_gray16(uint16_t *px, uint64_t n, const uint16_t *l1, const uint16_t *l2, const cols *c, hq_clahe_w wy,
+/* 16-bit gray, any number of significant bits (inlined twice: 16 bits, where hq_bin does nothing,
+ * and the others). */
+static inline __attribute__((always_inline)) void row_gray16_body(uint16_t *px, uint64_t n, const uint16_t *l1, const uint16_t *l2, const cols *c, hq_clahe_w wy,
                        uint32_t maxv)
 {
     uint64_t j = 0;
@@ -236,6 +241,15 @@ static void row_gray16(uint16_t *px, uint64_t n, const uint16_t *l1, const uint1
         px[j] = (uint16_t)hq_clahe_blend(l1[c->o1[j] + v], l1[c->o2[j] + v], l2[c->o1[j] + v], l2[c->o2[j] + v],
                                          c->wx[j], wy, maxv);
     }
+}
+
+static void row_gray16(uint16_t *px, uint64_t n, const uint16_t *l1, const uint16_t *l2, const cols *c, hq_clahe_w wy,
+                       uint32_t maxv)
+{
+    if (maxv == 0xffff)
+        row_gray16_body(px, n, l1, l2, c, wy, 0xffff);
+    else
+        row_gray16_body(px, n, l1, l2, c, wy, maxv);
 }
 
 static void row_any(void *row, uint64_t n, const hq_mode *m, const uint16_t *l1, const uint16_t *l2, const cols *c,

@@ -41,23 +41,28 @@ def tile_luts(key, bins, geo, clip):
     gy, gx, th, tw = geo
     padded = key[reflect101(np.arange(gy * th), h)][:, reflect101(np.arange(gx * tw), w)]
     area = th * tw
-    limit = max(1, int(clip * area / bins)) if clip > 0 else 0
-    scale = F32(bins - 1) / F32(area)
     luts = np.zeros((gy, gx, bins), np.int64)
     for ty in range(gy):
         for tx in range(gx):
-            hist = np.bincount(padded[ty * th:(ty + 1) * th, tx * tw:(tx + 1) * tw].ravel(),
-                               minlength=bins).astype(np.int64)
-            if limit:
-                clipped = int(np.maximum(hist - limit, 0).sum())
-                hist = np.minimum(hist, limit) + clipped // bins
-                residual = clipped % bins
-                if residual:
-                    # one each to bins 0, step, 2 step, ... while any is left and the bins last
-                    hist[np.arange(0, bins, max(bins // residual, 1))[:residual]] += 1
-            cum = np.cumsum(hist).astype(F32)
-            luts[ty, tx] = np.clip(np.rint(cum * scale), 0, bins - 1)
+            hist = np.bincount(padded[ty * th:(ty + 1) * th, tx * tw:(tx + 1) * tw].ravel(), minlength=bins)
+            luts[ty, tx] = lut_of(hist, bins, area, clip)
     return luts
+
+
+def lut_of(hist, bins, area, clip):
+    """One tile's LUT from its histogram (any integer counts; int64 holds 2^63)."""
+    hist = np.asarray(hist).astype(np.int64)
+    limit = max(1, int(clip * area / bins)) if clip > 0 else 0
+    scale = F32(bins - 1) / F32(area)
+    if limit:
+        clipped = int(np.maximum(hist - limit, 0).sum())
+        hist = np.minimum(hist, limit) + clipped // bins
+        residual = clipped % bins
+        if residual:
+            # one each to bins 0, step, 2 step, ... while any is left and the bins last
+            hist[np.arange(0, bins, max(bins // residual, 1))[:residual]] += 1
+    cum = np.cumsum(hist).astype(F32)
+    return np.clip(np.rint(cum * scale), 0, bins - 1).astype(np.int64)
 
 
 def _weights(n, size, tiles):
@@ -70,10 +75,15 @@ def _weights(n, size, tiles):
 def clahe_plane(key, bins, geo, clip):
     """The key plane after CLAHE, as int64."""
     h, w = key.shape
+    return blend(tile_luts(key, bins, geo, clip), key, 0, 0, h, w, geo)
+
+
+def blend(luts, key, y0, x0, h, w, geo):
+    """The output of the window of `key` whose top left pixel is (y0, x0) of an h x w image."""
     gy, gx, th, tw = geo
-    luts = tile_luts(key, bins, geo, clip)
-    x1, x2, xa1, xa = _weights(w, tw, gx)
-    y1, y2, ya1, ya = _weights(h, th, gy)
+    x1, x2, xa1, xa = (a[x0:x0 + key.shape[1]] for a in _weights(w, tw, gx))
+    y1, y2, ya1, ya = (a[y0:y0 + key.shape[0]] for a in _weights(h, th, gy))
+    bins = luts.shape[2]
     k = key.astype(np.int64)
 
     def lut(ty, tx):

@@ -211,3 +211,13 @@ def test_kill_and_resume(tmp, np_, kill):
     with h5py.File(tmp / "want.h5", "r") as fw, h5py.File(tmp / "out.h5", "r") as fo:
         for name in ("stack", "ct/big"):
             assert np.array_equal(fw[f"histeq_dist/lut/{name}"][()], fo[f"histeq_dist/lut/{name}"][()]), name
+
+
+def test_tile_histograms_beyond_memory_refused(tmp):
+    """2500 tiles of 65,536 bins (1.6 GB of counters) under --memory 64M: one line, exit 2, before any work."""
+    with h5py.File(tmp / "in.h5", "w") as f:
+        f.create_dataset("img", data=np.zeros((100, 100), np.uint16))
+    r = run(["-i", tmp / "in.h5", "-o", tmp / "out.h5", "--method", "clahe", "--clahe-tile", "2", "--memory", "64M"])
+    assert r.rc == 2, str(r)
+    assert len(r.hq_lines) == 1 and "50x50 tile histograms" in r.hq_lines[0] and "--memory" in r.hq_lines[0], str(r)
+    assert not (tmp / "out.h5").exists()
