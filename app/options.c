@@ -3,6 +3,7 @@
 
 #include <ctype.h>
 #include <getopt.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -35,8 +36,13 @@ static const char USAGE[] =
     "      --scope S         image: one CDF per image; dataset: one CDF per dataset (an N x H x W\n"
     "                        stack as one 3-D image; each PNG file is its own); global: one CDF over\n"
     "                        everything (default: image for a collection or stack, global for one image)\n"
-    "      --method M        equalize (default), stretch (linear [min,max] to the full range) or\n"
-    "                        match (each image's histogram mapped onto --reference's)\n"
+    "      --method M        equalize (default), stretch (linear [min,max] to the full range),\n"
+    "                        match (each image's histogram mapped onto --reference's) or\n"
+    "                        clahe (contrast-limited adaptive, per tile: OpenCV's createCLAHE;\n"
+    "                        scope image only, without --mask or --ignore)\n"
+    "      --clahe-grid RxC  clahe: ROWS x COLS tiles (default 8x8; OpenCV's tileGridSize(COLS, ROWS))\n"
+    "      --clahe-tile N    clahe: tiles of about N x N pixels (grid ceil(H/N) x ceil(W/N)) instead\n"
+    "      --clip-limit F    clahe: OpenCV's clipLimit (default 40; 0 or below: no clipping)\n"
     "      --reference REF   with --method match: the target histogram, an image (a PNG, or\n"
     "                        FILE.h5:/dset: one image or a stack, summed) or 'global' (the histogram\n"
     "                        of the whole input); lut[v] = the smallest w with\n"
@@ -86,7 +92,7 @@ const char *hq_options_usage(void)
 enum { OPT_SCOPE = 256, OPT_COLOR, OPT_METHOD, OPT_BITS, OPT_DEVICE, OPT_THREADS, OPT_MEMORY, OPT_BLOCK,
        OPT_PNG_LEVEL, OPT_ON_ERROR, OPT_FORCE, OPT_VERSION, OPT_PROGRESS, OPT_SUMMARY,
        OPT_RESUME, OPT_REPORT, OPT_REPORT_SAMPLE, OPT_REPORT_SCALE, OPT_IO_THREADS, OPT_IGNORE, OPT_MASK,
-       OPT_MASK_APPLY, OPT_REFERENCE };
+       OPT_MASK_APPLY, OPT_REFERENCE, OPT_CLAHE_GRID, OPT_CLAHE_TILE, OPT_CLIP_LIMIT };
 
 static const struct option LONG_OPTS[] = {
     {"input", required_argument, NULL, 'i'},      {"output", required_argument, NULL, 'o'},
@@ -103,7 +109,9 @@ static const struct option LONG_OPTS[] = {
     {"report", required_argument, NULL, OPT_REPORT}, {"report-sample", required_argument, NULL, OPT_REPORT_SAMPLE},
     {"report-scale", required_argument, NULL, OPT_REPORT_SCALE}, {"ignore", required_argument, NULL, OPT_IGNORE},
     {"mask", required_argument, NULL, OPT_MASK},   {"mask-apply", required_argument, NULL, OPT_MASK_APPLY},
-    {"reference", required_argument, NULL, OPT_REFERENCE}, {NULL, 0, NULL, 0},
+    {"reference", required_argument, NULL, OPT_REFERENCE}, {"clahe-grid", required_argument, NULL, OPT_CLAHE_GRID},
+    {"clahe-tile", required_argument, NULL, OPT_CLAHE_TILE}, {"clip-limit", required_argument, NULL, OPT_CLIP_LIMIT},
+    {NULL, 0, NULL, 0},
 };
 
 /* Picks s out of a NULL-terminated list of names; returns its index or -1. */
@@ -145,6 +153,37 @@ static int parse_range(const char *s, uint32_t *lo, uint32_t *hi)
     return 0;
 }
 
+/* "8x8", "3X5": ROWSxCOLS, each 1 .. 2^31 - 1. */
+static int parse_grid(const char *s, uint64_t *rows, uint64_t *cols)
+{
+    char *end;
+    if (!isdigit((unsigned char)s[0]))
+        return -1;
+    unsigned long long r = strtoull(s, &end, 10);
+    if (*end != 'x' && *end != 'X')
+        return -1;
+    const char *c = end + 1;
+    if (!isdigit((unsigned char)c[0]))
+        return -1;
+    unsigned long long k = strtoull(c, &end, 10);
+    if (*end || r == 0 || k == 0 || r > 0x7fffffffull || k > 0x7fffffffull)
+        return -1;
+    *rows = r;
+    *cols = k;
+    return 0;
+}
+
+/* A finite decimal number. */
+static int parse_double(const char *s, double *out)
+{
+    char *end;
+    double v = strtod(s, &end);
+    if (end == s || *end || !isfinite(v))
+        return -1;
+    *out = v;
+    return 0;
+}
+
 /* "512M", "4G", "1048576": bytes, binary multiples. */
 static int parse_size(const char *s, uint64_t *out)
 {
@@ -172,7 +211,8 @@ int hq_options_parse(int argc, char **argv, int print, hq_options *o, hq_err *er
 {
     static const char *const SCOPES[] = {"auto", "image", "global", "dataset", NULL};
     static const char *const COLORS[] = {"luma", "channels", "value", NULL};
-    static const char *const METHODS[] = {"equalize", "stretch", "match", NULL};
+    /* In hq_method's order (core/mode.h). */
+    static const char *const METHODS[] = {"equalize", "stretch", "match", "clahe", NULL};
     static const char *const APPLY[] = {"all", "inside", NULL};
     static const char *const DEVICES[] = {"auto", "cpu", "gpu", "copy", NULL};
     static const char *const ON_ERR[] = {"stop", "skip", NULL};
@@ -182,6 +222,9 @@ int hq_options_parse(int argc, char **argv, int print, hq_options *o, hq_err *er
     o->block_bytes = (uint64_t)256 << 20;
     o->progress = 10;
     o->report_sample = 4;
+    o->clahe = (hq_clahe_cfg){8, 8, 0, 40.0};
+    int clahe_set = 0, grid_set = 0;
+    const char *clahe_opt = NULL;
     opterr = 0;
     optind = 1;
     int c;
@@ -216,7 +259,7 @@ int hq_options_parse(int argc, char **argv, int print, hq_options *o, hq_err *er
             break;
         case OPT_METHOD:
             if ((k = pick(optarg, METHODS)) < 0)
-                return hq_fail(err, HQ_EUSAGE, "--method: '%s' is not one of equalize, stretch, match", optarg);
+                return hq_fail(err, HQ_EUSAGE, "--method: '%s' is not one of equalize, stretch, match, clahe", optarg);
             o->method = (hq_method)k;
             break;
         case OPT_DEVICE:
@@ -276,6 +319,24 @@ int hq_options_parse(int argc, char **argv, int print, hq_options *o, hq_err *er
             o->mask_inside = k;
             break;
         case OPT_REFERENCE: o->reference = optarg; break;
+        case OPT_CLAHE_GRID:
+            if (parse_grid(optarg, &o->clahe.grid_y, &o->clahe.grid_x))
+                return hq_fail(err, HQ_EUSAGE, "--clahe-grid: '%s' is not ROWSxCOLS such as 8x8", optarg);
+            clahe_set = grid_set = 1;
+            clahe_opt = "--clahe-grid";
+            break;
+        case OPT_CLAHE_TILE:
+            if (parse_size(optarg, &o->clahe.tile) || strpbrk(optarg, "KMGTkmgtBb"))
+                return hq_fail(err, HQ_EUSAGE, "--clahe-tile: '%s' is not a number of pixels of at least 1", optarg);
+            clahe_set = 1;
+            clahe_opt = "--clahe-tile";
+            break;
+        case OPT_CLIP_LIMIT:
+            if (parse_double(optarg, &o->clahe.clip))
+                return hq_fail(err, HQ_EUSAGE, "--clip-limit: '%s' is not a number", optarg);
+            clahe_set = 1;
+            clahe_opt = "--clip-limit";
+            break;
         case OPT_PROGRESS:
             if (parse_int(optarg, 0, 86400, &v))
                 return hq_fail(err, HQ_EUSAGE, "--progress: '%s' is not a number of seconds (0 turns it off)", optarg);
@@ -305,6 +366,18 @@ int hq_options_parse(int argc, char **argv, int print, hq_options *o, hq_err *er
         return hq_fail(err, HQ_EUSAGE, "--reference is only used with --method match");
     if (o->mask_inside && !o->mask && !o->ignore)
         return hq_fail(err, HQ_EUSAGE, "--mask-apply inside needs --mask or --ignore");
+    if (clahe_set && o->method != HQ_METHOD_CLAHE)
+        return hq_fail(err, HQ_EUSAGE, "%s only applies to --method clahe", clahe_opt);
+    if (grid_set && o->clahe.tile)
+        return hq_fail(err, HQ_EUSAGE, "--clahe-grid and --clahe-tile contradict each other (give one)");
+    /* CLAHE's tiles are 2-D and local: no histogram spans images, and its tile histograms count
+     * every (padded) position, which a mask or ignored levels would leave with no defined area. */
+    if (o->method == HQ_METHOD_CLAHE && o->scope == HQ_SCOPE_GLOBAL)
+        return hq_fail(err, HQ_EUSAGE, "--method clahe is local to each image: it has no --scope global");
+    if (o->method == HQ_METHOD_CLAHE && o->scope == HQ_SCOPE_DATASET)
+        return hq_fail(err, HQ_EUSAGE, "--method clahe is local to each image: it has no --scope dataset");
+    if (o->method == HQ_METHOD_CLAHE && (o->mask || o->ignore))
+        return hq_fail(err, HQ_EUSAGE, "--method clahe does not take %s", o->mask ? "--mask" : "--ignore");
     if (o->verbose && o->quiet)
         return hq_fail(err, HQ_EUSAGE, "--verbose and --quiet contradict each other");
     return 0;

@@ -7,6 +7,7 @@
 
 #include <stdint.h>
 
+#include "../core/clahe.h"
 #include "../core/error.h"
 #include "../core/mode.h"
 
@@ -18,6 +19,7 @@ typedef struct hq_options {
     hq_scope scope;
     hq_color color;
     hq_method method;
+    hq_clahe_cfg clahe;   /* --method clahe: grid (default 8x8) or tile side, clip limit (default 40) */
     uint32_t bits;        /* 0 = the data's own depth */
     hq_device device;
     int threads;          /* 0 = the rank's CPUs (app/placement.h) */

@@ -15,6 +15,7 @@
 #include "run.h"
 
 #include <fcntl.h>
+#include <omp.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -24,6 +25,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "../core/clahe.h"
 #include "../core/lut.h"
 #include "../engine/engine.h"
 #include "../io/io.h"
@@ -125,6 +127,29 @@ static size_t hist_len(const hq_mode *m)
     return (size_t)hq_mode_nhist(m) * hq_mode_bins(m);
 }
 
+static int is_clahe(const run *r)
+{
+    return r->o->method == HQ_METHOD_CLAHE;
+}
+
+/* The item's CLAHE tiles (check_modes has refused the items where the grid does not fit). */
+static hq_clahe_geom geom_of(const run *r, uint64_t item)
+{
+    hq_clahe_geom g = {0};
+    hq_clahe_geom_make(&r->o->clahe, r->inv.items[item].height, r->inv.items[item].width, &g);
+    return g;
+}
+
+/* Counters of one image's histogram group: one histogram per tile under CLAHE. */
+static size_t group_len(const run *r, uint64_t item)
+{
+    const hq_mode m = mode_of(r, item);
+    if (!is_clahe(r))
+        return hist_len(&m);
+    const hq_clahe_geom g = geom_of(r, item);
+    return (size_t)hq_clahe_ntiles(&g) * hist_len(&m);
+}
+
 static uint64_t block_bytes(const run *r, const hq_block *b)
 {
     const hq_item *it = &r->inv.items[b->item];
@@ -188,12 +213,24 @@ static int check_modes(run *r, hq_err *err)
             return hq_fail(err, HQ_EUSAGE, "%s%s%s: --bits %u exceeds the data's %u bits", it->src,
                            r->inv.format == HQ_FMT_HDF5 ? ":" : "", r->inv.format == HQ_FMT_HDF5 ? it->name : "",
                            r->o->bits, it->depth);
+        hq_clahe_geom g;
+        if (is_clahe(r) && hq_clahe_geom_make(&r->o->clahe, it->height, it->width, &g)) {
+            char grid[64];
+            if (r->o->clahe.tile)
+                snprintf(grid, sizeof grid, "--clahe-tile %llu", (unsigned long long)r->o->clahe.tile);
+            else
+                snprintf(grid, sizeof grid, "--clahe-grid %llux%llu", (unsigned long long)r->o->clahe.grid_y,
+                         (unsigned long long)r->o->clahe.grid_x);
+            return hq_fail(err, HQ_EUSAGE, "%s%s%s: %s has more tiles than the image's %llux%llu pixels", it->src,
+                           r->inv.format == HQ_FMT_HDF5 ? ":" : "", r->inv.format == HQ_FMT_HDF5 ? it->name : "",
+                           grid, (unsigned long long)it->height, (unsigned long long)it->width);
+        }
         if (first < 0)
             first = (int)i;
     }
     if (first < 0)
         return hq_fail(err, HQ_EINPUT, "%s: nothing to equalize (every input was left out)", r->o->input);
-    r->scope = r->o->scope != HQ_SCOPE_AUTO ? r->o->scope : images > 1 ? HQ_SCOPE_IMAGE : HQ_SCOPE_GLOBAL;
+    r->scope = r->o->scope != HQ_SCOPE_AUTO ? r->o->scope : images > 1 || is_clahe(r) ? HQ_SCOPE_IMAGE : HQ_SCOPE_GLOBAL;
     /* Match maps every image onto one target: every image must bin alike, as under scope global. */
     if (r->scope != HQ_SCOPE_GLOBAL && r->o->method != HQ_METHOD_MATCH)
         return 0;
@@ -368,12 +405,36 @@ static void choose_io_threads(run *r)
     r->pipe.io_threads = n;
 }
 
+/* CLAHE keeps every tile histogram and LUT of an image it works on (8 + 2 bytes a counter): refused
+ * up front when one image's alone pass the memory budget, rather than failing midway. */
+static int check_clahe_memory(const run *r, uint64_t memory, hq_err *err)
+{
+    for (size_t i = 0; is_clahe(r) && i < r->inv.n; i++) {
+        const hq_item *it = &r->inv.items[i];
+        const uint64_t need = (uint64_t)group_len(r, i) * (sizeof(uint64_t) + sizeof(uint16_t));
+        if (it->bad || need <= memory)
+            continue;
+        char have[32], want[32];
+        size_text(memory, have, sizeof have);
+        size_text(need, want, sizeof want);
+        const hq_clahe_geom g = geom_of(r, i);
+        return hq_fail(err, HQ_EUSAGE, "%s%s%s: CLAHE holds the image's %llux%llu tile histograms (%s), more than "
+                       "--memory %s: use fewer tiles (--clahe-grid, --clahe-tile), fewer --bits or more --memory",
+                       it->src, r->inv.format == HQ_FMT_HDF5 ? ":" : "", r->inv.format == HQ_FMT_HDF5 ? it->name : "",
+                       (unsigned long long)g.tiles_y, (unsigned long long)g.tiles_x, want, have);
+    }
+    return 0;
+}
+
 static int make_plan(run *r, hq_err *err)
 {
     const uint64_t memory = agreed_memory(r);
     /* The plan depends on the depth, so every rank takes the deepest any rank wants (their cores
      * may differ); a rank with fewer I/O threads merely reads further ahead. */
     const uint64_t want = hq_comm_max_u64(r->c, (uint64_t)hq_pipeline_depth_for(r->pipe.io_threads));
+    int mrc = check_clahe_memory(r, memory, err);
+    if (mrc)
+        return mrc;
     hq_plan_item *pi = calloc(r->inv.n ? r->inv.n : 1, sizeof *pi);
     if (!pi)
         return hq_fail(err, HQ_EMEM, "plan: out of memory");
@@ -499,12 +560,13 @@ static int classify_work(run *r, hq_err *err)
 
 /* ---- pending group histograms ---- */
 
-static group_hist *find_group(run *r, uint64_t g, const hq_mode *m, int create)
+/* len: the group's counters, for creating it (0: find only). */
+static group_hist *find_group(run *r, uint64_t g, size_t len)
 {
     for (size_t i = 0; i < r->ngroups; i++)
         if (r->groups[i].group == g)
             return &r->groups[i];
-    if (!create)
+    if (!len)
         return NULL;
     if (r->ngroups == r->cap_groups) {
         size_t cap = r->cap_groups ? r->cap_groups * 2 : 8;
@@ -518,9 +580,9 @@ static group_hist *find_group(run *r, uint64_t g, const hq_mode *m, int create)
     gh->group = g;
     gh->restored = 0;
     gh->empty = 0;
-    gh->len = hist_len(m);
-    gh->hist = calloc(hist_len(m), sizeof *gh->hist);
-    gh->lut = malloc(hist_len(m) * sizeof *gh->lut);
+    gh->len = len;
+    gh->hist = calloc(len, sizeof *gh->hist);
+    gh->lut = malloc(len * sizeof *gh->lut);
     if (!gh->hist || !gh->lut) {
         free(gh->hist);
         free(gh->lut);
@@ -584,30 +646,57 @@ static void note_nothing_counted(const run *r, uint64_t group)
             "unchanged\n", it->src, hdf5 ? ":" : "", hdf5 ? it->name : "", slice);
 }
 
+/* CLAHE: every tile's LUT, tiles in parallel (each is independent and exact). */
+static int build_clahe_luts(const run *r, uint64_t item, const uint64_t *hist, uint16_t *lut)
+{
+    const hq_mode m = mode_of(r, item);
+    const hq_clahe_geom g = geom_of(r, item);
+    const uint32_t bins = hq_mode_bins(&m);
+    const uint64_t n = hq_clahe_ntiles(&g) * hq_mode_nhist(&m), area = hq_clahe_area(&g);
+    const int64_t limit = hq_clahe_clip_limit(r->o->clahe.clip, area, bins);
+    const int threads = r->o->threads > 0 ? r->o->threads : r->cpus.cpus > 0 ? r->cpus.cpus : 1;
+    uint64_t *scratch = malloc((size_t)threads * bins * sizeof *scratch);
+    if (!scratch)
+        return -1;
+#pragma omp parallel for schedule(dynamic, 1) num_threads(threads)
+    for (int64_t k = 0; k < (int64_t)n; k++)
+        hq_clahe_tile_lut(hist + (uint64_t)k * bins, bins, area, limit, lut + (uint64_t)k * bins,
+                          scratch + (size_t)omp_get_thread_num() * bins);
+    free(scratch);
+    return 0;
+}
+
 /* The LUTs of one group from its complete histogram: --ignore's levels dropped first, then the
- * method's rule (match: onto r->target). With --ignore and --mask-apply inside, ignored levels map
- * to themselves, which leaves gray, value and channels pixels exactly as they were (luma pixels
- * are kept by the mask plane instead: app/mask.h). Each image of the group records the LUT.
- * Returns 1 when nothing was counted. */
+ * method's rule (match: onto r->target; clahe: every tile's, core/clahe.h, which takes neither
+ * --ignore nor --mask: app/options.c refuses them). With --ignore and --mask-apply inside, ignored
+ * levels map to themselves, which leaves gray, value and channels pixels exactly as they were
+ * (luma pixels are kept by the mask plane instead: app/mask.h). Each image of the group records
+ * the LUT. Returns 1 when nothing was counted, -1 when out of memory (CLAHE), else 0. */
 static int build_luts(const run *r, const hq_mode *m, uint64_t item, uint64_t group, uint64_t *hist, uint16_t *lut)
 {
     const uint32_t bins = hq_mode_bins(m), nh = hq_mode_nhist(m);
-    ignore_bins(r, m, hist);
-    for (uint32_t h = 0; h < nh; h++) {
-        if (r->o->method == HQ_METHOD_MATCH)
-            hq_lut_match(hist + (size_t)h * bins, r->target + (size_t)h * bins, bins, lut + (size_t)h * bins);
-        else
-            hq_lut_build(r->o->method, hist + (size_t)h * bins, bins, lut + (size_t)h * bins);
-        if (r->o->ignore && r->o->mask_inside)
-            for (uint32_t v = r->o->ignore_lo; v <= r->o->ignore_hi && v < bins; v++)
-                lut[(size_t)h * bins + v] = (uint16_t)v;
+    if (is_clahe(r)) {
+        if (build_clahe_luts(r, item, hist, lut))
+            return -1;
+    } else {
+        ignore_bins(r, m, hist);
+        for (uint32_t h = 0; h < nh; h++) {
+            if (r->o->method == HQ_METHOD_MATCH)
+                hq_lut_match(hist + (size_t)h * bins, r->target + (size_t)h * bins, bins, lut + (size_t)h * bins);
+            else
+                hq_lut_build(r->o->method, hist + (size_t)h * bins, bins, lut + (size_t)h * bins);
+            if (r->o->ignore && r->o->mask_inside)
+                for (uint32_t v = r->o->ignore_lo; v <= r->o->ignore_hi && v < bins; v++)
+                    lut[(size_t)h * bins + v] = (uint16_t)v;
+        }
     }
     if (r->scope == HQ_SCOPE_GLOBAL)
         hq_report_lut(r->rep, group, hist, lut); /* a no-op: the global LUT is recorded at close */
     else
         for (uint64_t s = 0; s < group_images(r, item); s++)
             hq_report_lut(r->rep, group + s, hist, lut);
-    const int empty = hq_hist_total(hist, nh * bins) == 0;
+    /* CLAHE counts every padded position of every tile: never empty. */
+    const int empty = !is_clahe(r) && hq_hist_total(hist, nh * bins) == 0;
     if (empty)
         note_nothing_counted(r, group);
     return empty;
@@ -759,17 +848,17 @@ static int apply_journal(run *r, uint64_t *done_pixels, uint64_t *done_bytes, hq
     for (uint64_t k = 0; k < st->nhists; k++) {
         const hq_journal_hist *h = &st->hists[k];
         hq_mode m;
-        int need = r->scope == HQ_SCOPE_GLOBAL && h->group == 0 && global_mode(r, &m);
-        for (uint64_t j = 0; !need && j < r->nmine; j++) {
+        size_t len = 0; /* the group's counters: one histogram, or one per tile under CLAHE */
+        if (r->scope == HQ_SCOPE_GLOBAL && h->group == 0 && global_mode(r, &m))
+            len = hist_len(&m);
+        for (uint64_t j = 0; !len && j < r->nmine; j++) {
             const hq_block *b = r->mine[j].b;
-            if (!r->mine[j].fused && group_of(r, b) == h->group) {
-                m = mode_of(r, b->item);
-                need = 1;
-            }
+            if (!r->mine[j].fused && group_of(r, b) == h->group)
+                len = group_len(r, b->item);
         }
-        if (!need)
+        if (!len)
             continue;
-        group_hist *gh = find_group(r, h->group, &m, 1);
+        group_hist *gh = find_group(r, h->group, len);
         if (!gh)
             return hq_fail(err, HQ_EMEM, "out of memory for a histogram");
         if (gh->len != h->n)
@@ -817,7 +906,7 @@ static int pass1_done(run *r, const my_block *mb)
 {
     if (mb->fused)
         return mb->done;
-    const group_hist *gh = find_group(r, group_of(r, mb->b), NULL, 0);
+    const group_hist *gh = find_group(r, group_of(r, mb->b), 0);
     return gh && gh->restored;
 }
 
@@ -862,9 +951,51 @@ static int timed_write(run *r, const hq_block *b, uint64_t item, int collective,
     return rc;
 }
 
+/* CLAHE, fused: each image of the block whole, one after the other (a 16-bit image's tile
+ * histograms alone take tens of MiB). */
+static int clahe_fused(run *r, const hq_block *b, void *data, hq_err *err)
+{
+    const hq_mode m = mode_of(r, b->item);
+    const hq_clahe_geom g = geom_of(r, b->item);
+    const size_t len = group_len(r, b->item);
+    const uint64_t nseg = b->s1 - b->s0, seg_px = hq_block_pixels(b) / nseg;
+    const uint64_t seg_bytes = seg_px * m.channels * m.sample_bytes;
+    uint64_t *hist = malloc(len * sizeof *hist);
+    uint16_t *lut = malloc(len * sizeof *lut);
+    int rc = 0;
+    if (!hist || !lut)
+        rc = hq_fail(err, HQ_EMEM, "%s: out of memory for %zu CLAHE counters", r->inv.items[b->item].src, len);
+    hq_report_pixels(r->rep, b, data, 0);
+    for (uint64_t s = 0; s < nseg && !rc; s++) {
+        hq_clahe_piece pc = {(uint8_t *)data + s * seg_bytes, 0, 0, g.height, g.width};
+        memset(hist, 0, len * sizeof *hist);
+        double t0 = hq_now();
+        rc = r->eng->ops->clahe_histogram(r->eng, &pc, &m, &g, hist, err);
+        r->t[PH_HIST] += hq_now() - t0;
+        t0 = hq_now();
+        const uint64_t image = image_of(r, b, b->s0 + s);
+        if (!rc && build_luts(r, &m, b->item, image, hist, lut) < 0)
+            rc = hq_fail(err, HQ_EMEM, "%s: out of memory building CLAHE LUTs", r->inv.items[b->item].src);
+        if (!rc)
+            rc = journal_image(r, image, hist, lut, len, err);
+        if (!rc)
+            rc = r->eng->ops->clahe_remap(r->eng, &pc, &m, &g, lut, err);
+        r->t[PH_REMAP] += hq_now() - t0;
+    }
+    if (!rc) {
+        __atomic_add_fetch(&r->bytes_histogrammed, block_bytes(r, b), __ATOMIC_RELAXED);
+        hq_report_pixels(r->rep, b, data, 1);
+    }
+    free(hist);
+    free(lut);
+    return rc;
+}
+
 /* Fused: every image of the block is complete here, so histogram, LUT and remap happen at once. */
 static int equalize_fused(run *r, const hq_block *b, void *data, hq_err *err)
 {
+    if (is_clahe(r))
+        return clahe_fused(r, b, data, err);
     const hq_mode m = mode_of(r, b->item);
     /* One histogram per image, or one for the whole dataset (scope dataset: the block is all of it). */
     hq_block_data d = block_view(r, b, data, r->scope != HQ_SCOPE_DATASET, 0);
@@ -894,7 +1025,12 @@ static int equalize_fused(run *r, const hq_block *b, void *data, hq_err *err)
     uint64_t empties = 0;
     for (uint64_t s = 0; s < d.nseg && !rc; s++) {
         const uint64_t group = image_of(r, b, b->s0 + s);
-        if (build_luts(r, &m, b->item, group, hp[s], lut + s * hl)) {
+        const int e = build_luts(r, &m, b->item, group, hp[s], lut + s * hl);
+        if (e < 0) {
+            rc = hq_fail(err, HQ_EMEM, "%s: out of memory building LUTs", r->inv.items[b->item].src);
+            break;
+        }
+        if (e) {
             hp[s] = NULL; /* marks a segment left as it is */
             empties++;
         }
@@ -936,12 +1072,19 @@ static int histogram_pending(run *r, const hq_block *b, void *data, hq_err *err)
 {
     const hq_mode m = mode_of(r, b->item);
     hq_block_data d = block_view(r, b, data, 0, 0);
-    group_hist *gh = find_group(r, group_of(r, b), &m, 1);
+    group_hist *gh = find_group(r, group_of(r, b), group_len(r, b->item));
     if (!gh)
         return hq_fail(err, HQ_EMEM, "%s: out of memory for a histogram", r->inv.items[b->item].src);
     double t0 = hq_now();
     uint64_t *hp[1] = {gh->hist};
-    int rc = r->eng->ops->histogram(r->eng, &d, &m, hp, err);
+    int rc;
+    if (is_clahe(r)) {
+        const hq_clahe_geom g = geom_of(r, b->item);
+        hq_clahe_piece pc = {data, b->r0, b->c0, b->r1 - b->r0, b->c1 - b->c0};
+        rc = r->eng->ops->clahe_histogram(r->eng, &pc, &m, &g, gh->hist, err);
+    } else {
+        rc = r->eng->ops->histogram(r->eng, &d, &m, hp, err);
+    }
     r->t[PH_HIST] += hq_now() - t0;
     if (!rc) {
         __atomic_add_fetch(&r->bytes_histogrammed, block_bytes(r, b), __ATOMIC_RELAXED);
@@ -954,12 +1097,21 @@ static int remap_pending(run *r, const hq_block *b, void *data, hq_err *err)
 {
     const hq_mode m = mode_of(r, b->item);
     hq_block_data d = block_view(r, b, data, 0, 1);
-    group_hist *gh = find_group(r, group_of(r, b), &m, 0);
+    group_hist *gh = find_group(r, group_of(r, b), 0);
     if (!gh)
         return hq_fail(err, HQ_EIO, "%s: internal error: no histogram for a pending block", r->inv.items[b->item].src);
     double t0 = hq_now();
     const uint16_t *lp[1] = {gh->lut};
-    int rc = gh->empty ? 0 : r->eng->ops->remap(r->eng, &d, &m, lp, err);
+    int rc = 0;
+    if (gh->empty) {
+        rc = 0;
+    } else if (is_clahe(r)) {
+        const hq_clahe_geom g = geom_of(r, b->item);
+        hq_clahe_piece pc = {data, b->r0, b->c0, b->r1 - b->r0, b->c1 - b->c0};
+        rc = r->eng->ops->clahe_remap(r->eng, &pc, &m, &g, gh->lut, err);
+    } else {
+        rc = r->eng->ops->remap(r->eng, &d, &m, lp, err);
+    }
     r->t[PH_REMAP] += hq_now() - t0;
     if (!rc)
         hq_report_pixels(r->rep, b, data, 1);
@@ -1104,7 +1256,7 @@ static int pass1_shared(run *r, hq_err *err)
 static int equalize_local_image(run *r, my_block *first, uint64_t n, hq_err *err)
 {
     int rc = 0;
-    const group_hist *g0 = find_group(r, group_of(r, first->b), NULL, 0);
+    const group_hist *g0 = find_group(r, group_of(r, first->b), 0);
     const int restored = g0 && g0->restored;
     for (uint64_t j = 0; j < n && !rc && !restored; j++) {
         void *data;
@@ -1116,11 +1268,16 @@ static int equalize_local_image(run *r, my_block *first, uint64_t n, hq_err *err
     }
     const hq_mode m = mode_of(r, first->b->item);
     const uint64_t g = group_of(r, first->b);
-    group_hist *gh = find_group(r, g, &m, 0);
+    group_hist *gh = find_group(r, g, 0);
     if (!rc && gh && !restored)
         rc = hq_journal_note_hist(r->journal, g, gh->hist, gh->len, err);
-    if (!rc && gh)
-        gh->empty = build_luts(r, &m, first->b->item, g, gh->hist, gh->lut);
+    if (!rc && gh) {
+        const int e = build_luts(r, &m, first->b->item, g, gh->hist, gh->lut);
+        if (e < 0)
+            rc = hq_fail(err, HQ_EMEM, "%s: out of memory building LUTs", r->inv.items[first->b->item].src);
+        else
+            gh->empty = e;
+    }
     for (uint64_t j = 0; j < n && !rc; j++) {
         if (first[j].done)
             continue;
@@ -1396,11 +1553,9 @@ static int reduce_shared(run *r, hq_err *err)
     /* All shared groups bin alike: under scope image they are images of the inventory, whose modes
      * may differ, so size each slot by the largest mode. */
     size_t slot = 0;
-    for (size_t i = 0; i < r->inv.n; i++) {
-        hq_mode m = mode_of(r, i);
-        if (!r->inv.items[i].bad && hist_len(&m) > slot)
-            slot = hist_len(&m);
-    }
+    for (size_t i = 0; i < r->inv.n; i++)
+        if (!r->inv.items[i].bad && group_len(r, i) > slot)
+            slot = group_len(r, i);
     uint64_t *buf = calloc(r->nshared * slot, sizeof *buf);
     int ok = buf != NULL, all_ok = 0;
     MPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, r->c->world);
@@ -1413,14 +1568,14 @@ static int reduce_shared(run *r, hq_err *err)
         /* Ranks without work still need the global histogram: the output's metadata is written
          * collectively, with the same values everywhere. */
         hq_mode m;
-        if (!global_mode(r, &m) || !find_group(r, 0, &m, 1)) {
+        if (!global_mode(r, &m) || !find_group(r, 0, hist_len(&m))) {
             free(buf);
             return hq_fail(err, HQ_EMEM, "allreduce: out of memory for the global histogram");
         }
     }
     /* A histogram restored from the journal is complete on every rank that holds it already. */
     for (uint64_t k = 0; k < r->nshared; k++) {
-        group_hist *gh = find_group(r, r->shared[k], NULL, 0);
+        group_hist *gh = find_group(r, r->shared[k], 0);
         if (gh && !gh->restored)
             memcpy(buf + k * slot, gh->hist, gh->len * sizeof *buf);
     }
@@ -1428,7 +1583,7 @@ static int reduce_shared(run *r, hq_err *err)
     int rc = hq_comm_sum_u64(r->c, buf, r->nshared * slot);
     r->t[PH_REDUCE] += hq_now() - t0;
     for (uint64_t k = 0; k < r->nshared && !rc; k++) {
-        group_hist *gh = find_group(r, r->shared[k], NULL, 0);
+        group_hist *gh = find_group(r, r->shared[k], 0);
         if (gh && !gh->restored)
             memcpy(gh->hist, buf + k * slot, gh->len * sizeof *buf);
     }
@@ -1447,7 +1602,8 @@ static int journal_histograms(run *r, hq_err *err)
     return rc ? rc : hq_journal_flush(r->journal, err);
 }
 
-static void build_pending_luts(run *r)
+/* -1 (err set) only when out of memory. */
+static int build_pending_luts(run *r, hq_err *err)
 {
     for (size_t i = 0; i < r->ngroups; i++) {
         /* A pending group's mode is the mode of any of its blocks; the global group's LUT is built
@@ -1463,9 +1619,12 @@ static void build_pending_luts(run *r)
             item = b->item;
             found = 1;
         }
-        if (found)
-            r->groups[i].empty = build_luts(r, &m, item, r->groups[i].group, r->groups[i].hist, r->groups[i].lut);
+        const int e = found ? build_luts(r, &m, item, r->groups[i].group, r->groups[i].hist, r->groups[i].lut) : 0;
+        if (e < 0)
+            return hq_fail(err, HQ_EMEM, "out of memory building LUTs");
+        r->groups[i].empty = e;
     }
+    return 0;
 }
 
 static int pass2(run *r, hq_err *err)
@@ -1541,6 +1700,9 @@ static int make_engine(run *r, hq_err *err)
             fprintf(stderr, "histeq_dist: note: no GPU visible, using the CPU engine\n");
         rc = hq_cpu_engine_create(&cfg, &r->eng, err);
     }
+    if (!rc && is_clahe(r) && (!r->eng->ops->clahe_histogram || !r->eng->ops->clahe_remap))
+        rc = hq_fail(err, HQ_EDEVICE, "%s: the %s engine has no CLAHE (use --device cpu)", r->o->input,
+                     r->eng->ops->name);
     return hq_comm_agree(r->c, rc, err);
 }
 
@@ -1689,7 +1851,7 @@ static const group_hist *global_group(run *r, hq_mode *m)
 {
     if (r->scope != HQ_SCOPE_GLOBAL || !global_mode(r, m))
         return NULL;
-    return find_group(r, 0, m, 0);
+    return find_group(r, 0, 0);
 }
 
 /* Without --output, rank 0 names the output beside the input (app/outname.h) and says so. */
@@ -1758,10 +1920,13 @@ int hq_run(const hq_options *given, const hq_comm *c, hq_err *err)
     }
     if (!rc)
         rc = hq_mask_open(o, &r.inv, c, &r.mask, err);
-    /* A mask file is read in row-major order, so the image must be too. */
+    /* Blocks may travel in storage order unless something looks at where a pixel lies: the report's
+     * thumbnails, a mask file (read in row-major order), and CLAHE, whose tiles and weights follow
+     * the pixel's position. */
     if (!rc)
-        rc = r.io_ops->open_input(&r.inv, c->world, !hq_report_wants_pixels(r.rep) && !hq_mask_has_file(r.mask),
-                                  &r.io, err);
+        rc = r.io_ops->open_input(&r.inv, c->world,
+                                  !hq_report_wants_pixels(r.rep) && !hq_mask_has_file(r.mask) && !is_clahe(&r), &r.io,
+                                  err);
     if (rc) {
         free_run(&r);
         return rc;
@@ -1806,8 +1971,9 @@ int hq_run(const hq_options *given, const hq_comm *c, hq_err *err)
         if (!rc)
             rc = hq_comm_agree(c, journal_histograms(&r, err), err);
         if (!rc) {
-            build_pending_luts(&r);
-            rc = hq_comm_agree(c, pass2(&r, err), err);
+            rc = hq_comm_agree(c, build_pending_luts(&r, err), err);
+            if (!rc)
+                rc = hq_comm_agree(c, pass2(&r, err), err);
         }
         hq_progress_finish(&r.prog);
     }
@@ -1816,6 +1982,7 @@ int hq_run(const hq_options *given, const hq_comm *c, hq_err *err)
     hq_mode gm = {1, 1, 8, 0};
     const group_hist *gg = rc ? NULL : global_group(&r, &gm);
     hq_run_meta meta = {.version = HQ_VERSION, .method = o->method, .scope = r.scope, .color = o->color, .bits = o->bits,
+                        .clahe = is_clahe(&r) ? &o->clahe : NULL,
                         .global_hist = gg ? gg->hist : NULL, .global_nhist = hq_mode_nhist(&gm),
                         .global_bins = hq_mode_bins(&gm), .global_lut = gg ? gg->lut : NULL,
                         .reference = o->reference, .mask = o->mask,

@@ -14,6 +14,7 @@
 
 #include "../core/pixel.h"
 #include "block_pool.h"
+#include "cpu_clahe.h"
 #include "engine.h"
 
 typedef struct cpu_impl {
@@ -782,8 +783,20 @@ static void cpu_block_free(hq_engine *e, void *p)
     hq_pool_free(&((cpu_impl *)e->impl)->pool, p);
 }
 
+static int cpu_clahe_histogram(hq_engine *e, const hq_clahe_piece *p, const hq_mode *m, const hq_clahe_geom *g,
+                               uint64_t *hist, hq_err *err)
+{
+    return hq_cpu_clahe_histogram(((cpu_impl *)e->impl)->threads, p, m, g, hist, err);
+}
+
+static int cpu_clahe_remap(hq_engine *e, hq_clahe_piece *p, const hq_mode *m, const hq_clahe_geom *g,
+                           const uint16_t *lut, hq_err *err)
+{
+    return hq_cpu_clahe_remap(((cpu_impl *)e->impl)->threads, p, m, g, lut, err);
+}
+
 static const hq_engine_ops cpu_ops = {"cpu", cpu_histogram, cpu_remap, cpu_destroy, cpu_describe, cpu_block_alloc,
-                                      cpu_block_free, NULL};
+                                      cpu_block_free, NULL, cpu_clahe_histogram, cpu_clahe_remap};
 
 int hq_cpu_engine_create(const hq_engine_cfg *cfg, hq_engine **out, hq_err *err)
 {

@@ -12,6 +12,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 
+#include "../core/clahe.h"
 #include "../core/error.h"
 #include "../core/mode.h"
 
@@ -28,6 +29,13 @@ typedef struct hq_block_data {
                             is zero exactly as they are (the driver hands remap a mask only for
                             --mask-apply inside). */
 } hq_block_data;
+
+/* CLAHE (core/clahe.h): a rectangle of one image, rows [r0, r0 + rows) x columns [c0, c0 + cols),
+ * stored densely row by row, channels interleaved. */
+typedef struct hq_clahe_piece {
+    void *data;
+    uint64_t r0, c0, rows, cols;
+} hq_clahe_piece;
 
 typedef struct hq_engine hq_engine;
 
@@ -47,6 +55,14 @@ typedef struct hq_engine_ops {
     void (*block_free)(hq_engine *e, void *p);
     /* Optional (NULL: none): the most device memory this engine has held at once, in bytes. */
     uint64_t (*device_peak)(hq_engine *e);
+    /* CLAHE. hist: ntiles * nhist * bins counters, tile-major (tile ty * tiles_x + tx), to which the
+     * piece adds each padded position it supplies (a source pixel counts once for itself and once for
+     * each reflection of it in the padding). */
+    int (*clahe_histogram)(hq_engine *e, const hq_clahe_piece *p, const hq_mode *m, const hq_clahe_geom *g,
+                           uint64_t *hist, hq_err *err);
+    /* lut: ntiles * nhist * bins entries laid out as hist; the piece is remapped in place. */
+    int (*clahe_remap)(hq_engine *e, hq_clahe_piece *p, const hq_mode *m, const hq_clahe_geom *g,
+                       const uint16_t *lut, hq_err *err);
 } hq_engine_ops;
 
 struct hq_engine {

@@ -36,6 +36,7 @@
 extern "C" {
 #include "../engine/engine.h"
 }
+#include "gpu_clahe.h"
 #include "gpu_launch.h"
 
 namespace {
@@ -70,6 +71,7 @@ struct gpu_impl {
      * driver's pipeline keeps three blocks alive, plus any held between the passes. */
     struct pinned { void *p; size_t size; bool used; } pool[kPool];
     std::mutex pool_mu;
+    hq_gpu_clahe *clahe;      /* CLAHE's own device buffers (gpu_clahe.h), made on first use */
 };
 
 int gpu_fail(hq_err *err, cudaError_t e, const char *call, const char *file, int line)
@@ -476,6 +478,7 @@ void gpu_release(gpu_impl *g)
     cudaFree(g->d_mask);
     cudaFreeHost(g->h_hist);
     cudaFreeHost(g->h_lut);
+    hq_gpu_clahe_free(g->clahe);
 }
 
 void gpu_destroy(hq_engine *e)
@@ -548,13 +551,35 @@ void gpu_block_free(hq_engine *e, void *p)
     free(p);
 }
 
+/* CLAHE's buffers are counted beside the others': a bound on what was held at once. */
 uint64_t gpu_device_peak(hq_engine *e)
 {
-    return static_cast<const gpu_impl *>(e->impl)->dev_peak;
+    const gpu_impl *g = static_cast<const gpu_impl *>(e->impl);
+    return g->dev_peak + hq_gpu_clahe_peak(g->clahe);
+}
+
+/* CLAHE calls leave d_data alone, but a later remap must not take it for this piece's pixels. */
+int gpu_clahe_histogram(hq_engine *e, const hq_clahe_piece *p, const hq_mode *m, const hq_clahe_geom *geo,
+                        uint64_t *hist, hq_err *err)
+{
+    gpu_impl *g = static_cast<gpu_impl *>(e->impl);
+    g->res_ptr = NULL;
+    GPU_CHECK(cudaSetDevice(g->dev));
+    return hq_gpu_clahe_histogram(&g->clahe, p, m, geo, hist, err);
+}
+
+int gpu_clahe_remap(hq_engine *e, hq_clahe_piece *p, const hq_mode *m, const hq_clahe_geom *geo, const uint16_t *lut,
+                    hq_err *err)
+{
+    gpu_impl *g = static_cast<gpu_impl *>(e->impl);
+    g->res_ptr = NULL;
+    GPU_CHECK(cudaSetDevice(g->dev));
+    return hq_gpu_clahe_remap(&g->clahe, p, m, geo, lut, err);
 }
 
 const hq_engine_ops gpu_ops = {"gpu",           gpu_histogram,  gpu_remap,     gpu_destroy,
-                               gpu_describe,    gpu_block_alloc, gpu_block_free, gpu_device_peak};
+                               gpu_describe,    gpu_block_alloc, gpu_block_free, gpu_device_peak,
+                               gpu_clahe_histogram, gpu_clahe_remap};
 
 int gpu_open(gpu_impl *g, const hq_engine_cfg *cfg, hq_err *err)
 {

@@ -22,13 +22,14 @@
 #include <mpi.h>
 #include <stdint.h>
 
+#include "../core/clahe.h"
 #include "../core/error.h"
 #include "../core/mode.h"
 #include "../jobs/plan.h"
 #include "inventory.h"
 
 /* One image's LUT, for the output's provenance: nhist * bins entries of the item's mode
- * (bins = 2^(bits or the item's depth)). */
+ * (bins = 2^(bits or the item's depth)); under CLAHE, tiles_y * tiles_x of those, tile-major. */
 typedef struct hq_lut_rec {
     uint64_t item, slice;
     const uint16_t *lut;
@@ -51,6 +52,7 @@ typedef struct hq_run_meta {
     const char *reference, *ignore, *mask, *mask_apply;
     const hq_lut_rec *luts;      /* scope image: the LUTs this rank recorded; each image's LUT is */
     uint64_t nluts;              /* recorded by exactly one rank */
+    const hq_clahe_cfg *clahe;   /* --method clahe: its settings (each item's tiles follow), else NULL */
 } hq_run_meta;
 
 typedef struct hq_out_opts {

@@ -10,6 +10,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "../core/clahe.h"
 #include "../core/lut.h"
 #include "page.h"
 #include "thumb.h"
@@ -348,6 +349,20 @@ static char *options_line(const hq_report *r)
         add_arg(&s, &len, &cap, "--mask-apply");
         add_arg(&s, &len, &cap, o->mask_inside ? "inside" : "all");
     }
+    if (o->method == HQ_METHOD_CLAHE) {
+        if (o->clahe.tile) {
+            snprintf(num, sizeof num, "%llu", (unsigned long long)o->clahe.tile);
+            add_arg(&s, &len, &cap, "--clahe-tile");
+        } else {
+            snprintf(num, sizeof num, "%llux%llu", (unsigned long long)o->clahe.grid_y,
+                     (unsigned long long)o->clahe.grid_x);
+            add_arg(&s, &len, &cap, "--clahe-grid");
+        }
+        add_arg(&s, &len, &cap, num);
+        snprintf(num, sizeof num, "%.17g", o->clahe.clip);
+        add_arg(&s, &len, &cap, "--clip-limit");
+        add_arg(&s, &len, &cap, num);
+    }
     return s;
 }
 
@@ -451,7 +466,7 @@ int hq_report_wants(hq_report *r, uint64_t image, int *lut, int *hist)
         return 0;
     *lut = r->provenance;
     const sample *s = first_sample_from(r, image);
-    *hist = s && s->image == image;
+    *hist = s && s->image == image && r->cfg.o->method != HQ_METHOD_CLAHE; /* no per-image plots yet */
     return *lut || *hist;
 }
 
@@ -461,6 +476,13 @@ void hq_report_lut(hq_report *r, uint64_t image, const uint64_t *hist, const uin
         return;
     const uint64_t item = item_of(r, image), slice = image - r->cfg.plan->item_image0[item];
     const hq_mode m = mode_of(r, item);
+    if (r->cfg.o->method == HQ_METHOD_CLAHE) { /* every tile's LUT; the page plots none of them yet */
+        const hq_item *it = &r->cfg.inv->items[item];
+        hq_clahe_geom g;
+        if (r->provenance && hq_clahe_geom_make(&r->cfg.o->clahe, it->height, it->width, &g) == 0)
+            record_provenance(r, item, slice, lut, (size_t)hq_clahe_ntiles(&g) * hist_len(&m));
+        return;
+    }
     const size_t n = hist_len(&m);
     if (r->provenance)
         record_provenance(r, item, slice, lut, n);

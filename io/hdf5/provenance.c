@@ -129,14 +129,95 @@ static int write_global(hq_io *io, const hq_run_meta *m, hq_err *err)
     return rc;
 }
 
-/* The shape of an item's LUT dataset: (slices, nhist, bins) of its mode. */
-static void lut_dims(const hq_io *io, const hq_run_meta *m, uint64_t i, hsize_t dims[3])
+/* The shape of an item's LUT dataset: (slices, nhist, bins) of its mode, or under CLAHE
+ * (slices, tiles_y, tiles_x, nhist, bins); returns the rank, 3 or 5. */
+static int lut_dims(const hq_io *io, const hq_run_meta *m, uint64_t i, hsize_t dims[5])
 {
     const hq_item *it = &io->inv.items[i];
     const hq_mode mode = {it->channels, it->sample_bytes, m->bits ? m->bits : it->depth, m->color};
+    hq_clahe_geom g = {0};
     dims[0] = it->slices;
+    if (m->clahe && !it->bad && hq_clahe_geom_make(m->clahe, it->height, it->width, &g) == 0) {
+        dims[1] = g.tiles_y;
+        dims[2] = g.tiles_x;
+        dims[3] = hq_mode_nhist(&mode);
+        dims[4] = hq_mode_bins(&mode);
+        return 5;
+    }
     dims[1] = hq_mode_nhist(&mode);
     dims[2] = hq_mode_bins(&mode);
+    return 3;
+}
+
+static hsize_t dims_product(const hsize_t *dims, int rank)
+{
+    hsize_t n = 1;
+    for (int k = 0; k < rank; k++)
+        n *= dims[k];
+    return n;
+}
+
+static int write_u64_pair_attr(hid_t obj, const char *aname, uint64_t a0, uint64_t a1)
+{
+    const hsize_t two = 2;
+    const uint64_t v[2] = {a0, a1};
+    hid_t s = H5Screate_simple(1, &two, NULL);
+    hid_t a = H5I_INVALID_HID;
+    int ok = s >= 0;
+    if (ok && H5Aexists(obj, aname) > 0)
+        ok = H5Adelete(obj, aname) >= 0;
+    if (ok)
+        a = H5Acreate2(obj, aname, H5T_STD_U64LE, s, H5P_DEFAULT, H5P_DEFAULT);
+    ok = ok && a >= 0 && H5Awrite(a, H5T_NATIVE_UINT64, v) >= 0;
+    if (a >= 0)
+        H5Aclose(a);
+    if (s >= 0)
+        H5Sclose(s);
+    return ok ? 0 : -1;
+}
+
+static int write_f64_attr(hid_t obj, const char *aname, double value)
+{
+    hid_t s = H5Screate(H5S_SCALAR);
+    hid_t a = H5I_INVALID_HID;
+    int ok = s >= 0;
+    if (ok && H5Aexists(obj, aname) > 0)
+        ok = H5Adelete(obj, aname) >= 0;
+    if (ok)
+        a = H5Acreate2(obj, aname, H5T_IEEE_F64LE, s, H5P_DEFAULT, H5P_DEFAULT);
+    ok = ok && a >= 0 && H5Awrite(a, H5T_NATIVE_DOUBLE, &value) >= 0;
+    if (a >= 0)
+        H5Aclose(a);
+    if (s >= 0)
+        H5Sclose(s);
+    return ok ? 0 : -1;
+}
+
+/* CLAHE: what an item's tile LUTs were made with, on its LUT dataset (collective, like all
+ * attribute writes): tiles (tiles_y, tiles_x), tile_size (rows, columns, in the padded image),
+ * clip_limit (--clip-limit) and clip_count (the per-bin limit it gives: 0 none). */
+static int write_clahe_attrs(hid_t d, const hq_io *io, const hq_run_meta *m, uint64_t i)
+{
+    const hq_item *it = &io->inv.items[i];
+    hq_clahe_geom g;
+    if (hq_clahe_geom_make(m->clahe, it->height, it->width, &g))
+        return -1;
+    const hq_mode mode = {it->channels, it->sample_bytes, m->bits ? m->bits : it->depth, m->color};
+    const int64_t limit = hq_clahe_clip_limit(m->clahe->clip, hq_clahe_area(&g), hq_mode_bins(&mode));
+    hid_t s = H5Screate(H5S_SCALAR), a = H5I_INVALID_HID;
+    int ok = s >= 0 && write_u64_pair_attr(d, "tiles", g.tiles_y, g.tiles_x) == 0 &&
+             write_u64_pair_attr(d, "tile_size", g.tile_h, g.tile_w) == 0 &&
+             write_f64_attr(d, "clip_limit", m->clahe->clip) == 0;
+    if (ok && H5Aexists(d, "clip_count") > 0)
+        ok = H5Adelete(d, "clip_count") >= 0;
+    if (ok)
+        a = H5Acreate2(d, "clip_count", H5T_STD_I64LE, s, H5P_DEFAULT, H5P_DEFAULT);
+    ok = ok && a >= 0 && H5Awrite(a, H5T_NATIVE_INT64, &limit) >= 0;
+    if (a >= 0)
+        H5Aclose(a);
+    if (s >= 0)
+        H5Sclose(s);
+    return ok ? 0 : -1;
 }
 
 /* Creates /histeq_dist/lut/<dataset> for every good item, on every rank in the same order
@@ -153,11 +234,11 @@ static int create_lut_datasets(hq_io *io, const hq_run_meta *m, hid_t *d, hq_err
     for (size_t i = 0; ok && i < io->inv.n; i++) {
         if (io->inv.items[i].bad)
             continue;
-        hsize_t dims[3];
-        lut_dims(io, m, i, dims);
+        hsize_t dims[5];
+        const int rank = lut_dims(io, m, i, dims);
         const size_t len = strlen(OWN_LUTS) + strlen(io->inv.items[i].name) + 2;
         char *path = malloc(len);
-        hid_t s = H5Screate_simple(3, dims, NULL);
+        hid_t s = H5Screate_simple(rank, dims, NULL);
         if (path) {
             snprintf(path, len, "%s%s%s", OWN_LUTS, io->inv.items[i].name[0] == '/' ? "" : "/", io->inv.items[i].name);
             d[i] = s >= 0 && drop_if_there(io, path) == 0
@@ -166,6 +247,8 @@ static int create_lut_datasets(hq_io *io, const hq_run_meta *m, hid_t *d, hq_err
         }
         if (s >= 0)
             H5Sclose(s);
+        if (path && d[i] >= 0 && m->clahe && write_clahe_attrs(d[i], io, m, i) < 0)
+            d[i] = (H5Dclose(d[i]), H5I_INVALID_HID);
         if (!path || d[i] < 0) {
             char det[512];
             hdf5_detail(det, sizeof det);
@@ -189,9 +272,10 @@ static int write_my_luts(hq_io *io, const hq_run_meta *m, const hid_t *d, hq_err
 {
     for (uint64_t k = 0; k < m->nluts; k++) {
         const hq_lut_rec *rec = &m->luts[k];
-        hsize_t dims[3];
-        lut_dims(io, m, rec->item, dims);
-        const hsize_t start[3] = {rec->slice, 0, 0}, count[3] = {1, dims[1], dims[2]}, n = dims[1] * dims[2];
+        hsize_t dims[5];
+        const int rank = lut_dims(io, m, rec->item, dims);
+        hsize_t start[5] = {rec->slice, 0, 0, 0, 0}, count[5] = {1, dims[1], dims[2], dims[3], dims[4]};
+        const hsize_t n = dims_product(dims + 1, rank - 1);
         hid_t fs = H5Dget_space(d[rec->item]), ms = H5Screate_simple(1, &n, NULL);
         int ok = fs >= 0 && ms >= 0 && rec->slice < dims[0] &&
                  H5Sselect_hyperslab(fs, H5S_SELECT_SET, start, NULL, count, NULL) >= 0 &&
@@ -217,9 +301,9 @@ static int write_item_luts(hq_io *io, const hq_run_meta *m, hq_err *err)
 {
     uint64_t bytes = 0;
     for (size_t i = 0; i < io->inv.n; i++) {
-        hsize_t dims[3];
-        lut_dims(io, m, i, dims);
-        bytes += io->inv.items[i].bad ? 0 : dims[0] * dims[1] * dims[2] * sizeof(uint16_t);
+        hsize_t dims[5];
+        const int rank = lut_dims(io, m, i, dims);
+        bytes += io->inv.items[i].bad ? 0 : dims_product(dims, rank) * sizeof(uint16_t);
     }
     int rc = hdf5_agree(io->comm, hdf5_reserve_more(io, bytes, OWN_LUTS, err), err);
     hid_t *d = NULL;
@@ -257,7 +341,10 @@ int hdf5_record_meta(hq_io *io, const hq_run_meta *m, hq_err *err)
              (!m->reference || write_string_attr(root, "reference", m->reference) == 0) &&
              (!m->ignore || write_string_attr(root, "ignore", m->ignore) == 0) &&
              (!m->mask || write_string_attr(root, "mask", m->mask) == 0) &&
-             (!m->mask_apply || write_string_attr(root, "mask_apply", m->mask_apply) == 0);
+             (!m->mask_apply || write_string_attr(root, "mask_apply", m->mask_apply) == 0) &&
+             (!m->clahe || write_f64_attr(root, "clip_limit", m->clahe->clip) == 0) &&
+             (!m->clahe || m->clahe->tile || write_u64_pair_attr(root, "clahe_grid", m->clahe->grid_y, m->clahe->grid_x) == 0) &&
+             (!m->clahe || !m->clahe->tile || write_u64_pair_attr(root, "clahe_tile", m->clahe->tile, m->clahe->tile) == 0);
     char det[512] = "";
     if (!ok)
         hdf5_detail(det, sizeof det);

@@ -14,6 +14,9 @@
  * Every other pair of cases carries a mask plane (hq_block_data.mask: random bytes, a third zero,
  * runs of zeros, one segment wholly masked out) for both the histogram and the remap: only pixels
  * with a non-zero byte may count, and the others must come back exactly as they were.
+ * CLAHE (--method clahe): images of several sizes and grids (padding, reflections of reflections),
+ * cut into four uneven pieces as blocks of several ranks are, every layout and colour mode: each
+ * piece's tile histograms and its remap through tile LUTs built by core/clahe.c, GPU = CPU.
  * Prints "N passed, N failed"; exits 1 on any difference. --small keeps blocks tiny and --every N
  * runs every Nth case only (for the sanitizers, which are slow). */
 #include <stdint.h>
@@ -21,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../../core/clahe.h"
 #include "../../core/lut.h"
 #include "../../engine/engine.h"
 
@@ -205,6 +209,121 @@ out:
     return ok;
 }
 
+/* Rows [r0, r1) x columns [c0, c1) of an image w pixels wide, px bytes a pixel, copied densely. */
+static void *crop(const uint8_t *img, uint64_t w, uint64_t px, uint64_t r0, uint64_t r1, uint64_t c0, uint64_t c1)
+{
+    uint8_t *out = malloc((r1 - r0) * (c1 - c0) * px);
+    for (uint64_t y = r0; out && y < r1; y++)
+        memcpy(out + (y - r0) * (c1 - c0) * px, img + (y * w + c0) * px, (c1 - c0) * px);
+    return out;
+}
+
+/* One CLAHE case: the image in 2x2 uneven pieces (whole when split is 0) through both engines. */
+static int clahe_case(hq_engine *cpu, hq_engine *gpu, const hq_mode *m, uint64_t h, uint64_t w, uint64_t gy,
+                      uint64_t gx, double clip, int split, int pat, char *why, size_t whylen)
+{
+    hq_clahe_cfg cfg = {gy, gx, 0, clip};
+    hq_clahe_geom g;
+    if (hq_clahe_geom_make(&cfg, h, w, &g)) {
+        snprintf(why, whylen, "bad geometry");
+        return 0;
+    }
+    const uint64_t px = (uint64_t)m->channels * m->sample_bytes, bins = hq_mode_bins(m);
+    const uint64_t len = hq_clahe_ntiles(&g) * hq_mode_nhist(m) * bins;
+    uint8_t *img = malloc(h * w * px);
+    uint64_t *hc = malloc(len * sizeof *hc), *hg = malloc(len * sizeof *hg), *scratch = malloc(bins * sizeof *scratch);
+    uint16_t *lut = malloc(len * sizeof *lut);
+    int ok = img && hc && hg && scratch && lut;
+    if (ok)
+        fill(img, h * w, m, pat);
+    for (uint64_t i = 0; ok && i < len; i++)
+        hc[i] = hg[i] = i * 7919; /* poisoned: the engines must add (+=) */
+    const uint64_t rs[3] = {0, split ? h / 3 + 1 : h, h}, cs[3] = {0, split ? w / 2 - 1 : w, w};
+    hq_err err = {{0}};
+    for (int pass = 0; ok && pass < 2; pass++) {
+        for (int a = 0; ok && a < 2; a++)
+            for (int b = 0; ok && b < 2; b++) {
+                if (rs[a + 1] == rs[a] || cs[b + 1] == cs[b])
+                    continue;
+                uint8_t *dc = crop(img, w, px, rs[a], rs[a + 1], cs[b], cs[b + 1]);
+                uint8_t *dg = crop(img, w, px, rs[a], rs[a + 1], cs[b], cs[b + 1]);
+                hq_clahe_piece pc = {dc, rs[a], cs[b], rs[a + 1] - rs[a], cs[b + 1] - cs[b]}, pg = pc;
+                pg.data = dg;
+                const size_t bytes = pc.rows * pc.cols * px;
+                if (!dc || !dg) {
+                    ok = 0;
+                } else if (pass == 0) {
+                    ok = !cpu->ops->clahe_histogram(cpu, &pc, m, &g, hc, &err) &&
+                         !gpu->ops->clahe_histogram(gpu, &pg, m, &g, hg, &err);
+                } else {
+                    ok = !cpu->ops->clahe_remap(cpu, &pc, m, &g, lut, &err) &&
+                         !gpu->ops->clahe_remap(gpu, &pg, m, &g, lut, &err);
+                    if (ok && memcmp(dc, dg, bytes)) {
+                        snprintf(why, whylen, "remap of piece (%d,%d) differs", a, b);
+                        ok = 0;
+                    }
+                }
+                free(dc);
+                free(dg);
+                if (!ok && !why[0])
+                    snprintf(why, whylen, "%s", err.msg[0] ? err.msg : "out of memory");
+            }
+        if (ok && pass == 0) {
+            if (memcmp(hc, hg, len * sizeof *hc)) {
+                snprintf(why, whylen, "tile histograms differ");
+                ok = 0;
+            }
+            const int64_t limit = hq_clahe_clip_limit(clip, hq_clahe_area(&g), (uint32_t)bins);
+            for (uint64_t t = 0; ok && t < len / bins; t++) {
+                for (uint64_t v = 0; v < bins; v++)
+                    hc[t * bins + v] -= (t * bins + v) * 7919;
+                hq_clahe_tile_lut(hc + t * bins, (uint32_t)bins, hq_clahe_area(&g), limit, lut + t * bins, scratch);
+            }
+        }
+    }
+    free(img);
+    free(hc);
+    free(hg);
+    free(scratch);
+    free(lut);
+    return ok;
+}
+
+static void clahe_cases(hq_engine *cpu, hq_engine *gpu, int small, tally *t)
+{
+    static const uint64_t geo[][4] = {{97, 131, 8, 8}, {9, 11, 8, 8}, {64, 40, 3, 5}, {33, 21, 1, 1},
+                                      {1080, 1920, 8, 8}, {517, 1203, 7, 13}};
+    static const uint32_t bitsv[] = {4, 8, 12, 16};
+    static const double clips[] = {0.0, 1.0, 2.0, 40.0};
+    int caseno = 0;
+    for (uint32_t bytes = 1; bytes <= 2; bytes++)
+        for (int bi = 0; bi < 4; bi++) {
+            if (bitsv[bi] > 8 * bytes)
+                continue;
+            for (uint32_t ch = 1; ch <= 4; ch++)
+                for (int color = 0; color < (ch >= 3 ? 3 : 1); color++)
+                    for (int gi = 0; gi < (small ? 4 : 6); gi++) {
+                        hq_mode m = {ch, bytes, bitsv[bi], (hq_color)color};
+                        const int pat = caseno % NPAT, split = caseno % 4 != 3;
+                        const double clip = clips[caseno % 4];
+                        caseno++;
+                        char why[1200] = "";
+                        if (clahe_case(cpu, gpu, &m, geo[gi][0], geo[gi][1], geo[gi][2], geo[gi][3], clip, split, pat,
+                                       why, sizeof why)) {
+                            t->passed++;
+                        } else {
+                            t->failed++;
+                            printf("FAIL clahe ch=%u bytes=%u bits=%u color=%s %llux%llu grid %llux%llu clip %g %s "
+                                   "data=%s: %s\n",
+                                   ch, bytes, bitsv[bi], hq_color_name((hq_color)color),
+                                   (unsigned long long)geo[gi][0], (unsigned long long)geo[gi][1],
+                                   (unsigned long long)geo[gi][2], (unsigned long long)geo[gi][3], clip,
+                                   split ? "in 4 pieces" : "whole", pat_name[pat], why);
+                        }
+                    }
+        }
+}
+
 int main(int argc, char **argv)
 {
     int small = 0, every = 1;
@@ -313,6 +432,9 @@ int main(int argc, char **argv)
         hq_engine_destroy(plain);
         hq_engine_destroy(capped);
     }
+    const int before = t.failed;
+    clahe_cases(cpu, gpu, small, &t);
+    printf("clahe: %s\n", t.failed == before ? "GPU = CPU on every case" : "differences (above)");
     hq_engine_destroy(cpu);
     hq_engine_destroy(gpu);
     hq_engine_destroy(gpu_res);
