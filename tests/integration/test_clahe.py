@@ -81,21 +81,24 @@ def test_stack_slices_each_their_own(tmp):
         assert_array_equal(got[i], cv2.createCLAHE(2.0, (3, 4)).apply(stack[i]), f"slice {i}")
 
 
-@pytest.mark.parametrize("dtype,chunks", [(np.uint16, (48, 40)), (np.uint8, (33, 70))])
-def test_tiles_over_ranks(tmp, dtype, chunks):
+@pytest.mark.parametrize("dtype,chunks,shape,tile", [(np.uint16, (48, 40), (410, 389), 100),
+                                                     (np.uint8, (33, 70), (410, 389), 100),
+                                                     (np.uint8, (50, 70), (1003, 777), 30)])
+def test_tiles_over_ranks(tmp, dtype, chunks, shape, tile):
     """--clahe-tile on one image cut into 2-D tiles (chunk-aligned blocks far smaller than the image)
-    over 1-4 ranks: the 1-rank bytes every time, and OpenCV's with the grid the tile size gives."""
+    over 1-4 ranks: the 1-rank bytes every time, and OpenCV's with the grid the tile size gives. The
+    last case has 34 tile rows, each summed by its own ranks (mpi/tile_rows.h)."""
     top = np.iinfo(dtype).max
-    im = ref.low_contrast(410, 389, top // 6, top // 2, dtype, 21)
+    im = ref.low_contrast(shape[0], shape[1], top // 6, top // 2, dtype, 21)
     inp = tmp / "in.h5"
     with h5py.File(inp, "w") as f:
         f.create_dataset("img", data=im, chunks=chunks)
-    gy, gx, _, _ = clahe_ref.geometry(410, 389, tile=100)
+    gy, gx, _, _ = clahe_ref.geometry(shape[0], shape[1], tile=tile)
     want = cv2.createCLAHE(3.0, (gx, gy)).apply(im)
     first = None
     for np_ in [1, 2, 3, 4]:
         out = tmp / f"out{np_}.h5"
-        equalize(inp, out, "--method", "clahe", "--clahe-tile", "100", "--clip-limit", "3", "--block", "8K",
+        equalize(inp, out, "--method", "clahe", "--clahe-tile", str(tile), "--clip-limit", "3", "--block", "8K",
                  np_=np_)
         with h5py.File(out, "r") as f:
             got = f["img"][()]
