@@ -1555,7 +1555,7 @@ int hq_run(const hq_options *o, const hq_comm *c, hq_err *err)
         free_run(&r);
         return rc;
     }
-    hq_out_opts oo = {o->output, o->force, o->png_level, o->verbose, r.res.action == HQ_RESUME_CONTINUE};
+    hq_out_opts oo = {o->output, o->force, o->png_level, o->verbose, r.res.action == HQ_RESUME_CONTINUE, is_clahe(&r)};
     double t_phase = hq_now();
     rc = r.io_ops->create_output(r.io, &oo, c->world, err);
     r.t[PH_CREATE] = hq_now() - t_phase;

@@ -224,3 +224,25 @@ def test_tile_histograms_beyond_memory_refused(tmp):
     assert r.rc == 2, str(r)
     assert len(r.hq_lines) == 1 and "50x50 tile histograms" in r.hq_lines[0] and "--memory" in r.hq_lines[0], str(r)
     assert not (tmp / "out.h5").exists()
+
+
+def test_png_kinds(tmp):
+    """A directory of PNGs of every kind: each its own CLAHE. Palette images come out as RGB(A) (one
+    palette entry per index cannot hold colours that now depend on position); the others keep
+    their colour type and depth, 1-4-bit gray included (2^depth bins)."""
+    from test_png import make_pngs
+    make_pngs(tmp / "in")
+    equalize(tmp / "in", tmp / "out", "--method", "clahe", "--clahe-grid", "3x3", "--clip-limit", "2",
+             "--color", "value")
+    for name in sorted(p.name for p in (tmp / "in").iterdir()):
+        src, got = read_png(tmp / "in" / name), read_png(tmp / "out" / name)
+        if src.color_type == pngio.PALETTE:
+            rgb = src.rgb().astype(np.uint8)
+            assert got.color_type == (pngio.RGBA if rgb.shape[2] == 4 else pngio.RGB) and got.depth == 8, name
+            assert_array_equal(got.samples, clahe_ref.clahe(rgb, 8, 2.0, (3, 3), color="value"), name)
+        else:
+            assert (got.color_type, got.depth) == (src.color_type, src.depth), name
+            img = src.samples if src.samples.shape[2] > 1 else src.samples[:, :, 0]
+            want = clahe_ref.clahe(img, src.depth, 2.0, (3, 3), color="value")
+            assert_array_equal(got.samples, (want if want.ndim == 3 else want[:, :, None]).astype(got.samples.dtype),
+                               name)
