@@ -246,3 +246,17 @@ def test_png_kinds(tmp):
             want = clahe_ref.clahe(img, src.depth, 2.0, (3, 3), color="value")
             assert_array_equal(got.samples, (want if want.ndim == 3 else want[:, :, None]).astype(got.samples.dtype),
                                name)
+
+
+def test_report_shows_thumbnails(tmp):
+    """--report with CLAHE: every sampled image's thumbnails before and after (its tile LUTs are in
+    the HDF5 output, not plotted), no image reported as skipped."""
+    stack = ref.stack_of(3, 60, 80, 20, 90, np.uint8, seed=2)
+    with h5py.File(tmp / "in.h5", "w") as f:
+        f.create_dataset("s", data=stack)
+    equalize(tmp / "in.h5", tmp / "out.h5", "--method", "clahe", "--report", tmp / "rep", "--report-sample", "3")
+    page = (tmp / "rep" / "index.html").read_text()
+    assert "no pixels" not in page
+    for i in range(3):
+        for when in ("before", "after"):
+            assert f"thumb-{i}-{when}.png" in page and (tmp / "rep" / f"thumb-{i}-{when}.png").exists()
