@@ -32,6 +32,7 @@
 #include "../jobs/journal.h"
 #include "../jobs/plan.h"
 #include "../mpi/progress.h"
+#include "../mpi/tile_rows.h"
 #include "../report/report.h"
 #include "outname.h"
 #include "mask.h"
@@ -759,6 +760,7 @@ static void io_leave(run *r, int k)
 
 static int global_mode(const run *r, hq_mode *m);
 static void replay_images(run *r);
+static int is_shared_group(const run *r, uint64_t g);
 
 /* Writes of this item change the file's metadata (chunk indexes) that only a collective flush
  * makes durable; with one rank any flush is collective. */
@@ -856,7 +858,9 @@ static int apply_journal(run *r, uint64_t *done_pixels, uint64_t *done_bytes, hq
             if (!r->mine[j].fused && group_of(r, b) == h->group)
                 len = group_len(r, b->item);
         }
-        if (!len)
+        /* A shared CLAHE image's journaled tile histograms are complete only in the rows that rank
+         * needed under the interrupted run's plan: its pass 1 is done again. */
+        if (!len || (is_clahe(r) && is_shared_group(r, h->group)))
             continue;
         group_hist *gh = find_group(r, h->group, len);
         if (!gh)
@@ -1545,11 +1549,89 @@ static int global_mode(const run *r, hq_mode *m)
     return 0;
 }
 
+static int is_shared_group(const run *r, uint64_t g)
+{
+    for (uint64_t k = 0; k < r->nshared; k++)
+        if (r->shared[k] == g)
+            return 1;
+    return 0;
+}
+
+/* Rank k's part in a shared CLAHE image, from the plan: the tile rows its blocks count into (their
+ * own rows, and the padded rows that reflect them) and the tile rows its blocks blend. The rank that
+ * speaks for an HDF5 image needs them all: it records every tile's LUT in the output. */
+static void clahe_rows_of(const run *r, uint64_t image, int k, hq_row_range *contrib, hq_row_range *need)
+{
+    const hq_plan *p = &r->plan;
+    uint64_t clo = UINT64_MAX, chi = 0, nlo = UINT64_MAX, nhi = 0;
+    for (uint64_t j = p->first[k]; j < p->first[k + 1]; j++) {
+        const hq_block *b = &p->blocks[j];
+        if (image_of(r, b, b->s0) != image)
+            continue;
+        const hq_clahe_geom g = geom_of(r, b->item);
+        const float inv = hq_clahe_inv(g.tile_h);
+        uint64_t lo = b->r0 / g.tile_h, hi = (b->r1 - 1) / g.tile_h + 1;
+        for (uint64_t q = g.height; q < g.tiles_y * g.tile_h; q++) {
+            const uint64_t src = hq_clahe_reflect(q, g.height);
+            if (src >= b->r0 && src < b->r1) {
+                lo = q / g.tile_h < lo ? q / g.tile_h : lo;
+                hi = q / g.tile_h + 1 > hi ? q / g.tile_h + 1 : hi;
+            }
+        }
+        clo = lo < clo ? lo : clo;
+        chi = hi > chi ? hi : chi;
+        const uint64_t t1 = hq_clahe_weight(b->r0, inv, g.tiles_y).t1, t2 = hq_clahe_weight(b->r1 - 1, inv, g.tiles_y).t2;
+        nlo = t1 < nlo ? t1 : nlo;
+        nhi = t2 + 1 > nhi ? t2 + 1 : nhi;
+        if (r->inv.format == HQ_FMT_HDF5 && hq_plan_image_owner(p, image) == k) { /* provenance */
+            nlo = 0;
+            nhi = g.tiles_y;
+        }
+    }
+    *contrib = clo < chi ? (hq_row_range){clo, chi} : (hq_row_range){0, 0};
+    *need = nlo < nhi ? (hq_row_range){nlo, nhi} : (hq_row_range){0, 0};
+}
+
+/* CLAHE: each shared image's tile rows summed between the ranks that count into them and sent to
+ * those that blend them (mpi/tile_rows.h), not an Allreduce of every tile over every rank. */
+static int reduce_clahe_shared(run *r, hq_err *err)
+{
+    const int n = r->c->size;
+    hq_row_range *contrib = malloc((size_t)n * sizeof *contrib), *need = malloc((size_t)n * sizeof *need);
+    int rc = contrib && need ? 0 : hq_fail(err, HQ_EMEM, "out of memory planning the CLAHE exchange");
+    uint64_t moved = 0;
+    const double t0 = hq_now();
+    for (uint64_t s = 0; s < r->nshared && !rc; s++) {
+        const uint64_t image = r->shared[s];
+        uint64_t item = 0;
+        while (item + 1 < r->inv.n && r->plan.item_image0[item + 1] <= image)
+            item++;
+        const hq_clahe_geom g = geom_of(r, item);
+        const hq_mode m = mode_of(r, item);
+        for (int k = 0; k < n; k++)
+            clahe_rows_of(r, image, k, &contrib[k], &need[k]);
+        group_hist *gh = find_group(r, image, 0);
+        uint64_t sent = 0;
+        rc = hq_tile_rows_reduce(r->c->world, g.tiles_y, g.tiles_x * hist_len(&m), contrib, need,
+                                 gh ? gh->hist : NULL, &sent, err);
+        moved += sent;
+    }
+    r->t[PH_REDUCE] += hq_now() - t0;
+    if (r->o->verbose && !rc)
+        fprintf(stderr, "histeq_dist: rank %d: CLAHE tile rows exchanged: %llu bytes sent\n", r->c->rank,
+                (unsigned long long)moved);
+    free(contrib);
+    free(need);
+    return rc;
+}
+
 /* Sums the shared groups' histograms over ranks: one buffer, one (chunked) MPI_Allreduce. */
 static int reduce_shared(run *r, hq_err *err)
 {
     if (!r->nshared)
         return 0;
+    if (is_clahe(r))
+        return reduce_clahe_shared(r, err);
     /* All shared groups bin alike: under scope image they are images of the inventory, whose modes
      * may differ, so size each slot by the largest mode. */
     size_t slot = 0;
@@ -1931,7 +2013,10 @@ int hq_run(const hq_options *given, const hq_comm *c, hq_err *err)
         free_run(&r);
         return rc;
     }
-    hq_out_opts oo = {o->output, o->force, o->png_level, o->verbose, r.res.action == HQ_RESUME_CONTINUE};
+    /* Per pixel, not per colour: CLAHE's tiles, and a --mask that leaves some pixels of a colour as
+     * they were (--mask-apply inside). */
+    hq_out_opts oo = {o->output, o->force, o->png_level, o->verbose, r.res.action == HQ_RESUME_CONTINUE,
+                      is_clahe(&r) || (o->mask && o->mask_inside)};
     double t_phase = hq_now();
     rc = r.io_ops->create_output(r.io, &oo, c->world, err);
     r.t[PH_CREATE] = hq_now() - t_phase;

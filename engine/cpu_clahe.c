@@ -178,6 +178,12 @@ static inline __m128 blend4(__m128 a, __m128 b, __m128 c, __m128 d, __m128 x1, _
     const __m128 bot = _mm_add_ps(_mm_mul_ps(c, x1), _mm_mul_ps(d, x2));
     return _mm_add_ps(_mm_mul_ps(top, y1), _mm_mul_ps(bot, y2));
 }
+
+/* Four LUT entries (pixels j .. j + 3, values v0 .. v3) as floats, built in registers: four scalar
+ * stores read back as one vector would stall on store forwarding. The conversions are exact. */
+#define GATHER4(L, O)                                                                                   \
+    _mm_cvtepi32_ps(_mm_set_epi32((int)(L)[(O)[j + 3] + v3], (int)(L)[(O)[j + 2] + v2], (int)(L)[(O)[j + 1] + v1], \
+                                  (int)(L)[(O)[j] + v0]))
 #endif
 
 /* 8-bit gray, 256 bins: LUTs narrowed to bytes (a quarter of the cache of 16-bit entries). */
@@ -187,15 +193,8 @@ static void row_gray8(uint8_t *px, uint64_t n, const uint8_t *l1, const uint8_t 
 #ifdef __SSE2__
     const __m128 y1 = _mm_set1_ps(wy.w1), y2 = _mm_set1_ps(wy.w2);
     for (; j + 4 <= n; j += 4) {
-        float a[4], b[4], e[4], d[4];
-        for (int k = 0; k < 4; k++) {
-            const uint32_t v = px[j + k];
-            a[k] = l1[c->o1[j + k] + v];
-            b[k] = l1[c->o2[j + k] + v];
-            e[k] = l2[c->o1[j + k] + v];
-            d[k] = l2[c->o2[j + k] + v];
-        }
-        const __m128 r = blend4(_mm_loadu_ps(a), _mm_loadu_ps(b), _mm_loadu_ps(e), _mm_loadu_ps(d),
+        const uint32_t v0 = px[j], v1 = px[j + 1], v2 = px[j + 2], v3 = px[j + 3];
+        const __m128 r = blend4(GATHER4(l1, c->o1), GATHER4(l1, c->o2), GATHER4(l2, c->o1), GATHER4(l2, c->o2),
                                 _mm_loadu_ps(c->w1 + j), _mm_loadu_ps(c->w2 + j), y1, y2);
         __m128i q = _mm_cvtps_epi32(r);
         q = _mm_packs_epi32(q, q); /* saturating: clamp to [0, 255] */
@@ -220,15 +219,9 @@ static inline __attribute__((always_inline)) void row_gray16_body(uint16_t *px, 
 #ifdef __SSE2__
     const __m128 y1 = _mm_set1_ps(wy.w1), y2 = _mm_set1_ps(wy.w2);
     for (; j + 4 <= n; j += 4) {
-        float a[4], b[4], e[4], d[4];
-        for (int k = 0; k < 4; k++) {
-            const uint32_t v = hq_bin(px[j + k], maxv);
-            a[k] = l1[c->o1[j + k] + v];
-            b[k] = l1[c->o2[j + k] + v];
-            e[k] = l2[c->o1[j + k] + v];
-            d[k] = l2[c->o2[j + k] + v];
-        }
-        const __m128 r = blend4(_mm_loadu_ps(a), _mm_loadu_ps(b), _mm_loadu_ps(e), _mm_loadu_ps(d),
+        const uint32_t v0 = hq_bin(px[j], maxv), v1 = hq_bin(px[j + 1], maxv), v2 = hq_bin(px[j + 2], maxv),
+                       v3 = hq_bin(px[j + 3], maxv);
+        const __m128 r = blend4(GATHER4(l1, c->o1), GATHER4(l1, c->o2), GATHER4(l2, c->o1), GATHER4(l2, c->o2),
                                 _mm_loadu_ps(c->w1 + j), _mm_loadu_ps(c->w2 + j), y1, y2);
         int32_t q[4];
         _mm_storeu_si128((__m128i *)q, _mm_cvtps_epi32(r));

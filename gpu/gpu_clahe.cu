@@ -99,8 +99,11 @@ __global__ void __launch_bounds__(kThreads)
             sh[v] = 0;
         __syncthreads();
     }
-    const uint64_t cb = cat[it.tx], nc = cat[it.tx + 1] - cb, n = (it.i_hi - it.i_lo) * nc;
-    for (uint64_t k = threadIdx.x; k < n; k += blockDim.x) {
+    /* An item holds at most max(kItemPixels, one row of its tile) pixels: 32-bit indexes (64-bit
+     * division is slow on the device). */
+    const uint64_t cb = cat[it.tx];
+    const uint32_t nc = (uint32_t)(cat[it.tx + 1] - cb), n = (uint32_t)(it.i_hi - it.i_lo) * nc;
+    for (uint32_t k = threadIdx.x; k < n; k += blockDim.x) {
         const uint64_t i = it.i_lo + k / nc, j = cb + k % nc;
         uint32_t c[3];
         load_px(d + ((rsrc[i] - r0) * cols + (csrc[j] - c0)) * ch, ch, c);
@@ -127,25 +130,28 @@ __global__ void __launch_bounds__(kThreads)
                   uint64_t tiles_y, uint64_t tiles_x, const uint16_t *__restrict__ lut, uint32_t ty0, uint32_t tx0,
                   uint32_t ntx, uint32_t bins, uint32_t nh, int color, uint32_t maxv)
 {
-    const uint64_t n = rows * cols, hl = (uint64_t)nh * bins;
-    for (uint64_t k = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x; k < n; k += (uint64_t)gridDim.x * blockDim.x) {
-        const uint64_t i = k / cols, j = k % cols;
+    /* Rows over grid y, columns over grid x and the threads: no division per pixel. */
+    const uint64_t hl = (uint64_t)nh * bins;
+    for (uint64_t i = blockIdx.y; i < rows; i += gridDim.y) {
         const hq_clahe_w wy = hq_clahe_weight(r0 + i, inv_h, tiles_y);
-        const hq_clahe_w wx = hq_clahe_weight(c0 + j, inv_w, tiles_x);
         const uint16_t *l1 = lut + (uint64_t)(wy.t1 - ty0) * ntx * hl, *l2 = lut + (uint64_t)(wy.t2 - ty0) * ntx * hl;
-        const uint64_t x1 = (uint64_t)(wx.t1 - tx0) * hl, x2 = (uint64_t)(wx.t2 - tx0) * hl;
-        T *px = d + k * ch;
-        uint32_t c[3], k2[3] = {0, 0, 0};
-        load_px(px, ch, c);
-        for (uint32_t h = 0; h < nh; h++) {
-            const uint64_t v = (uint64_t)h * bins + hq_clahe_key(c, ch, (hq_color)color, h, maxv);
-            k2[h] = hq_clahe_blend(l1[x1 + v], l1[x2 + v], l2[x1 + v], l2[x2 + v], wx, wy, maxv);
-        }
-        hq_clahe_apply(c, ch, (hq_color)color, k2, maxv);
-        px[0] = (T)c[0];
-        if (ch >= 3) {
-            px[1] = (T)c[1];
-            px[2] = (T)c[2];
+        const uint64_t stride = (uint64_t)gridDim.x * blockDim.x;
+        for (uint64_t j = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x; j < cols; j += stride) {
+            const hq_clahe_w wx = hq_clahe_weight(c0 + j, inv_w, tiles_x);
+            const uint64_t x1 = (uint64_t)(wx.t1 - tx0) * hl, x2 = (uint64_t)(wx.t2 - tx0) * hl;
+            T *px = d + (i * cols + j) * ch;
+            uint32_t c[3], k2[3] = {0, 0, 0};
+            load_px(px, ch, c);
+            for (uint32_t h = 0; h < nh; h++) {
+                const uint64_t v = (uint64_t)h * bins + hq_clahe_key(c, ch, (hq_color)color, h, maxv);
+                k2[h] = hq_clahe_blend(l1[x1 + v], l1[x2 + v], l2[x1 + v], l2[x2 + v], wx, wy, maxv);
+            }
+            hq_clahe_apply(c, ch, (hq_color)color, k2, maxv);
+            px[0] = (T)c[0];
+            if (ch >= 3) {
+                px[1] = (T)c[1];
+                px[2] = (T)c[2];
+            }
         }
     }
 }
@@ -180,10 +186,11 @@ bool touched(const std::vector<uint64_t> &at, uint64_t *lo, uint64_t *hi)
     return true;
 }
 
-uint32_t grid_for(uint64_t n)
+/* Grid x covers a row's columns (capped), grid y the rows (capped at CUDA's 65535); both stride. */
+dim3 grid_for(uint64_t rows, uint64_t cols)
 {
-    const uint64_t b = (n + kThreads - 1) / kThreads;
-    return (uint32_t)(b < ((uint64_t)1 << 20) ? (b ? b : 1) : ((uint64_t)1 << 20));
+    const uint64_t bx = (cols + kThreads - 1) / kThreads;
+    return dim3((unsigned)(bx < 1024 ? bx : 1024), (unsigned)(rows < 65535 ? rows : 65535), 1);
 }
 
 } /* namespace */
@@ -305,15 +312,15 @@ int hq_gpu_clahe_remap(hq_gpu_clahe **stp, hq_clahe_piece *p, const hq_mode *m, 
         CL_CHECK(cudaMemcpy(static_cast<uint16_t *>(s->d_lut) + (ty - ty0) * ntx * hl,
                             lut + (ty * g->tiles_x + tx0) * hl, ntx * hl * sizeof(uint16_t), cudaMemcpyHostToDevice));
     CL_CHECK(cudaMemcpy(s->d_px, p->data, px_bytes, cudaMemcpyHostToDevice));
-    const uint64_t n = p->rows * p->cols;
+    const dim3 grid = grid_for(p->rows, p->cols);
     const uint16_t *d_l = static_cast<const uint16_t *>(s->d_lut);
     if (m->sample_bytes == 1)
-        k_clahe_remap<uint8_t><<<grid_for(n), kThreads>>>(static_cast<uint8_t *>(s->d_px), p->rows, p->cols,
+        k_clahe_remap<uint8_t><<<grid, kThreads>>>(static_cast<uint8_t *>(s->d_px), p->rows, p->cols,
                                                            m->channels, p->r0, p->c0, inv_h, inv_w, g->tiles_y,
                                                            g->tiles_x, d_l, ty0, tx0, (uint32_t)ntx, bins, nh,
                                                            (int)m->color, bins - 1);
     else
-        k_clahe_remap<uint16_t><<<grid_for(n), kThreads>>>(static_cast<uint16_t *>(s->d_px), p->rows, p->cols,
+        k_clahe_remap<uint16_t><<<grid, kThreads>>>(static_cast<uint16_t *>(s->d_px), p->rows, p->cols,
                                                             m->channels, p->r0, p->c0, inv_h, inv_w, g->tiles_y,
                                                             g->tiles_x, d_l, ty0, tx0, (uint32_t)ntx, bins, nh,
                                                             (int)m->color, bins - 1);

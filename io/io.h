@@ -61,6 +61,9 @@ typedef struct hq_out_opts {
     int png_level;    /* zlib level for PNG output, -1 = our fast default */
     int verbose;
     int resume;       /* continue an interrupted run's output (HDF5: OUT.part; PNG directory: OUT) */
+    int per_pixel;    /* the remap may give two pixels of one colour different colours (CLAHE, a
+                         --mask with --mask-apply inside): a palette PNG is then written as RGB(A),
+                         its colour type cannot hold them */
 } hq_out_opts;
 
 typedef struct hq_io hq_io; /* one open input and (after create_output) its output */

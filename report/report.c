@@ -668,10 +668,17 @@ typedef struct packed {
     size_t hl, tl, n;
 } packed;
 
+/* Counters of a sampled image's histogram section: scope image or dataset, and not under CLAHE,
+ * whose per-tile histograms and LUTs the page does not plot (yet): its samples show thumbnails. */
+static size_t sample_hist_len(const hq_report *r, const hq_mode *m)
+{
+    return r->cfg.scope != HQ_SCOPE_GLOBAL && r->cfg.o->method != HQ_METHOD_CLAHE ? hist_len(m) : 0;
+}
+
 static void pack_sample(const hq_report *r, const sample *s, packed *p)
 {
     const hq_mode m = mode_of(r, s->item);
-    p->hl = r->cfg.scope != HQ_SCOPE_GLOBAL ? hist_len(&m) : 0;
+    p->hl = sample_hist_len(r, &m);
     p->tl = hq_thumb_len(&s->g);
     p->n = 3 + 2 * p->hl + 2 * p->tl;
     memset(p->buf, 0, p->n * sizeof *p->buf);
@@ -811,7 +818,7 @@ int hq_report_finish(hq_report *r, const hq_report_end *e, hq_err *err)
     size_t most = 3;
     for (size_t k = 0; k < r->nsamples; k++) {
         const hq_mode m = mode_of(r, r->samples[k].item);
-        const size_t n = 3 + 2 * (r->cfg.scope != HQ_SCOPE_GLOBAL ? hist_len(&m) : 0) + 2 * hq_thumb_len(&r->samples[k].g);
+        const size_t n = 3 + 2 * sample_hist_len(r, &m) + 2 * hq_thumb_len(&r->samples[k].g);
         most = n > most ? n : most;
     }
     packed p = {malloc(most * sizeof *p.buf), c->rank == 0 ? malloc(most * sizeof *p.sum) : NULL, 0, 0, 0};

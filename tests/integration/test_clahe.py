@@ -81,21 +81,24 @@ def test_stack_slices_each_their_own(tmp):
         assert_array_equal(got[i], cv2.createCLAHE(2.0, (3, 4)).apply(stack[i]), f"slice {i}")
 
 
-@pytest.mark.parametrize("dtype,chunks", [(np.uint16, (48, 40)), (np.uint8, (33, 70))])
-def test_tiles_over_ranks(tmp, dtype, chunks):
+@pytest.mark.parametrize("dtype,chunks,shape,tile", [(np.uint16, (48, 40), (410, 389), 100),
+                                                     (np.uint8, (33, 70), (410, 389), 100),
+                                                     (np.uint8, (50, 70), (1003, 777), 30)])
+def test_tiles_over_ranks(tmp, dtype, chunks, shape, tile):
     """--clahe-tile on one image cut into 2-D tiles (chunk-aligned blocks far smaller than the image)
-    over 1-4 ranks: the 1-rank bytes every time, and OpenCV's with the grid the tile size gives."""
+    over 1-4 ranks: the 1-rank bytes every time, and OpenCV's with the grid the tile size gives. The
+    last case has 34 tile rows, each summed by its own ranks (mpi/tile_rows.h)."""
     top = np.iinfo(dtype).max
-    im = ref.low_contrast(410, 389, top // 6, top // 2, dtype, 21)
+    im = ref.low_contrast(shape[0], shape[1], top // 6, top // 2, dtype, 21)
     inp = tmp / "in.h5"
     with h5py.File(inp, "w") as f:
         f.create_dataset("img", data=im, chunks=chunks)
-    gy, gx, _, _ = clahe_ref.geometry(410, 389, tile=100)
+    gy, gx, _, _ = clahe_ref.geometry(shape[0], shape[1], tile=tile)
     want = cv2.createCLAHE(3.0, (gx, gy)).apply(im)
     first = None
     for np_ in [1, 2, 3, 4]:
         out = tmp / f"out{np_}.h5"
-        equalize(inp, out, "--method", "clahe", "--clahe-tile", "100", "--clip-limit", "3", "--block", "8K",
+        equalize(inp, out, "--method", "clahe", "--clahe-tile", str(tile), "--clip-limit", "3", "--block", "8K",
                  np_=np_)
         with h5py.File(out, "r") as f:
             got = f["img"][()]
@@ -257,3 +260,39 @@ def test_png_collection_io_threads(tmp, np_):
         want = cv2.createCLAHE(2.0, (5, 3)).apply(im)
         for out in outs:
             assert_array_equal(read_png(out / name).samples[:, :, 0], want, f"{out.name}/{name} vs cv2.createCLAHE")
+
+
+def test_png_kinds(tmp):
+    """A directory of PNGs of every kind: each its own CLAHE. Palette images come out as RGB(A) (one
+    palette entry per index cannot hold colours that now depend on position); the others keep
+    their colour type and depth, 1-4-bit gray included (2^depth bins)."""
+    from test_png import make_pngs
+    make_pngs(tmp / "in")
+    equalize(tmp / "in", tmp / "out", "--method", "clahe", "--clahe-grid", "3x3", "--clip-limit", "2",
+             "--color", "value")
+    for name in sorted(p.name for p in (tmp / "in").iterdir()):
+        src, got = read_png(tmp / "in" / name), read_png(tmp / "out" / name)
+        if src.color_type == pngio.PALETTE:
+            rgb = src.rgb().astype(np.uint8)
+            assert got.color_type == (pngio.RGBA if rgb.shape[2] == 4 else pngio.RGB) and got.depth == 8, name
+            assert_array_equal(got.samples, clahe_ref.clahe(rgb, 8, 2.0, (3, 3), color="value"), name)
+        else:
+            assert (got.color_type, got.depth) == (src.color_type, src.depth), name
+            img = src.samples if src.samples.shape[2] > 1 else src.samples[:, :, 0]
+            want = clahe_ref.clahe(img, src.depth, 2.0, (3, 3), color="value")
+            assert_array_equal(got.samples, (want if want.ndim == 3 else want[:, :, None]).astype(got.samples.dtype),
+                               name)
+
+
+def test_report_shows_thumbnails(tmp):
+    """--report with CLAHE: every sampled image's thumbnails before and after (its tile LUTs are in
+    the HDF5 output, not plotted), no image reported as skipped."""
+    stack = ref.stack_of(3, 60, 80, 20, 90, np.uint8, seed=2)
+    with h5py.File(tmp / "in.h5", "w") as f:
+        f.create_dataset("s", data=stack)
+    equalize(tmp / "in.h5", tmp / "out.h5", "--method", "clahe", "--report", tmp / "rep", "--report-sample", "3")
+    page = (tmp / "rep" / "index.html").read_text()
+    assert "no pixels" not in page
+    for i in range(3):
+        for when in ("before", "after"):
+            assert f"thumb-{i}-{when}.png" in page and (tmp / "rep" / f"thumb-{i}-{when}.png").exists()
