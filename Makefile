@@ -18,7 +18,9 @@ PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null || echo -lhdf5 -lpng16)
 OPT       ?= -O3
 CFLAGS    ?= $(OPT) -g
-CFLAGS    += -std=c11 -Wall -Wextra -Wshadow -Wno-unknown-pragmas -D_POSIX_C_SOURCE=200809L -fopenmp \
+# -ffp-contract=off: no fused multiply-add anywhere on the host, so float arithmetic that the GPU
+# repeats (core/fbin.h) rounds each operation as written, whatever -march allows.
+CFLAGS    += -ffp-contract=off -std=c11 -Wall -Wextra -Wshadow -Wno-unknown-pragmas -D_POSIX_C_SOURCE=200809L -fopenmp \
              -DHQ_VERSION=\"$(VERSION)\" $(PKG_CFLAGS) $(SAN)
 LDLIBS    += $(PKG_LIBS) -lm
 LDFLAGS   += -fopenmp $(SAN)
@@ -58,6 +60,10 @@ $(BUILD)/%.o: %.c
 $(BUILD)/gpu/%.o: gpu/%.cu
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVCCFLAGS) -MMD -MP -c $< -o $@
+
+# The float path spells its roundings out (__dsub_rn, __dmul_rn, __ddiv_rn: core/fbin.h); no
+# contraction anywhere else in it either, so it matches the host's -ffp-contract=off.
+$(BUILD)/gpu/gpu_float.o: NVCCFLAGS += -fmad=false
 
 $(BUILD)/tests/%: tests/unit/%.c $(LIB_OBJ)
 	@mkdir -p $(dir $@)
@@ -101,6 +107,7 @@ deps:
 
 # GPU engine against the CPU engine, every mode, on random data (needs a GPU).
 $(BUILD)/tests/gpu_equal: tests/gpu/gpu_equal.c $(BUILD)/core/error.o $(BUILD)/core/lut.o $(BUILD)/engine/cpu_engine.o \
+                          $(BUILD)/engine/cpu_float.o \
                           $(BUILD)/engine/block_pool.o $(GPU_OBJ)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -o $@ $^ $(LDFLAGS) $(LDLIBS)
@@ -111,6 +118,7 @@ gpu-check: $(BUILD)/tests/gpu_equal
 # GPU machine through bench/device_run.sh and bench/device_full.sh.
 OPENCV = $$(pkg-config --cflags --libs opencv4)
 $(BUILD)/bench/cpu_bench: bench/cpu_bench.cpp $(BUILD)/core/error.o $(BUILD)/core/lut.o $(BUILD)/engine/cpu_engine.o \
+                          $(BUILD)/engine/cpu_float.o \
                           $(BUILD)/engine/block_pool.o
 	@mkdir -p $(dir $@)
 	g++ -O2 -std=c++17 -fopenmp -I. -o $@ $^ $(OPENCV)

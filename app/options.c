@@ -3,6 +3,7 @@
 
 #include <ctype.h>
 #include <getopt.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -35,6 +36,11 @@ static const char USAGE[] =
     "      --color C         RGB: luma (default; BT.601 Y, chroma kept), channels (R, G, B\n"
     "                        independently) or value (V = max(R,G,B); hue and saturation kept)\n"
     "      --bits N          significant bits, 1-16 (default: 8 for uint8, 16 for uint16; e.g. 12 for CT)\n"
+    "      --bins N          float data: N bins of equal width, 2-65536 (default 65536), between the\n"
+    "                        minimum and maximum of each histogram's finite samples; b(x) =\n"
+    "                        min(N-1, floor((x-min)*N/(max-min))); output lut[b]/(N-1), in [0, 1]\n"
+    "      --range LO:HI     float data: bin over [LO, HI] instead of the data's minimum and maximum\n"
+    "                        (no pass over the data to find them; values outside go to the end bins)\n"
     "\n"
     "Resources:\n"
     "      --device D        auto (default: GPU if one is visible, else CPU), gpu or cpu;\n"
@@ -60,7 +66,7 @@ static const char USAGE[] =
 
 enum { OPT_SCOPE = 256, OPT_COLOR, OPT_METHOD, OPT_BITS, OPT_DEVICE, OPT_THREADS, OPT_MEMORY, OPT_BLOCK,
        OPT_PNG_LEVEL, OPT_ON_ERROR, OPT_FORCE, OPT_VERSION, OPT_PROGRESS, OPT_SUMMARY,
-       OPT_RESUME, OPT_REPORT, OPT_REPORT_SAMPLE, OPT_REPORT_SCALE };
+       OPT_RESUME, OPT_REPORT, OPT_REPORT_SAMPLE, OPT_REPORT_SCALE, OPT_BINS, OPT_RANGE };
 
 static const struct option LONG_OPTS[] = {
     {"input", required_argument, NULL, 'i'},      {"output", required_argument, NULL, 'o'},
@@ -74,7 +80,8 @@ static const struct option LONG_OPTS[] = {
     {"quiet", no_argument, NULL, 'q'},            {"help", no_argument, NULL, 'h'},
     {"version", no_argument, NULL, OPT_VERSION},  {"resume", no_argument, NULL, OPT_RESUME},
     {"report", required_argument, NULL, OPT_REPORT}, {"report-sample", required_argument, NULL, OPT_REPORT_SAMPLE},
-    {"report-scale", required_argument, NULL, OPT_REPORT_SCALE}, {NULL, 0, NULL, 0},
+    {"report-scale", required_argument, NULL, OPT_REPORT_SCALE}, {"bins", required_argument, NULL, OPT_BINS},
+    {"range", required_argument, NULL, OPT_RANGE}, {NULL, 0, NULL, 0},
 };
 
 /* Picks s out of a NULL-terminated list of names; returns its index or -1. */
@@ -94,6 +101,20 @@ static int parse_int(const char *s, long lo, long hi, long *out)
         return -1;
     *out = v;
     return 0;
+}
+
+/* "LO:HI", two finite numbers with LO < HI (strtod's syntax, e.g. -1024:3071 or 0:1e-3). */
+static int parse_range(const char *s, double *lo, double *hi)
+{
+    char *end;
+    *lo = strtod(s, &end);
+    if (end == s || *end != ':')
+        return -1;
+    const char *t = end + 1;
+    *hi = strtod(t, &end);
+    if (end == t || *end)
+        return -1;
+    return isfinite(*lo) && isfinite(*hi) && *lo < *hi ? 0 : -1;
 }
 
 /* "512M", "4G", "1048576": bytes, binary multiples. */
@@ -132,6 +153,7 @@ int hq_options_parse(int argc, char **argv, int print, hq_options *o, hq_err *er
     o->block_bytes = (uint64_t)256 << 20;
     o->progress = 10;
     o->report_sample = 4;
+    o->fbins = 65536;
     opterr = 0;
     optind = 1;
     int c;
@@ -183,6 +205,16 @@ int hq_options_parse(int argc, char **argv, int print, hq_options *o, hq_err *er
             if (parse_int(optarg, 1, 16, &v))
                 return hq_fail(err, HQ_EUSAGE, "--bits: '%s' is not a number from 1 to 16", optarg);
             o->bits = (uint32_t)v;
+            break;
+        case OPT_BINS:
+            if (parse_int(optarg, 2, 65536, &v))
+                return hq_fail(err, HQ_EUSAGE, "--bins: '%s' is not a number from 2 to 65536", optarg);
+            o->fbins = (uint32_t)v;
+            break;
+        case OPT_RANGE:
+            if (parse_range(optarg, &o->range_lo, &o->range_hi))
+                return hq_fail(err, HQ_EUSAGE, "--range: '%s' is not LO:HI with finite LO < HI", optarg);
+            o->range_set = 1;
             break;
         case OPT_THREADS:
             if (parse_int(optarg, 1, 4096, &v))

@@ -19,6 +19,9 @@ typedef struct hq_options {
     hq_color color;
     hq_method method;
     uint32_t bits;        /* 0 = the data's own depth */
+    uint32_t fbins;       /* --bins: bins of float data, 2..65536 (default 65536) */
+    int range_set;        /* --range LO:HI given: float data binned over [range_lo, range_hi], no pass 0 */
+    double range_lo, range_hi;
     hq_device device;
     int threads;          /* 0 = all cores */
     int verbose, quiet, force;

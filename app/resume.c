@@ -10,9 +10,13 @@
 /* The options that shape the output; a resume under other ones would mix two results. */
 static void options_text(const hq_options *o, char *buf, size_t len)
 {
-    snprintf(buf, len, "scope=%s method=%s color=%s bits=%u png-level=%d on-error=%s", hq_scope_name(o->scope),
-             hq_method_name(o->method), hq_color_name(o->color), o->bits, o->png_level,
-             o->on_error == HQ_ONERR_SKIP ? "skip" : "stop");
+    int n = snprintf(buf, len, "scope=%s method=%s color=%s bits=%u png-level=%d on-error=%s", hq_scope_name(o->scope),
+                     hq_method_name(o->method), hq_color_name(o->color), o->bits, o->png_level,
+                     o->on_error == HQ_ONERR_SKIP ? "skip" : "stop");
+    /* Float data: appended only when not the defaults, so journals of integer runs keep their id. */
+    if (n > 0 && (size_t)n < len && (o->fbins != 65536 || o->range_set))
+        snprintf(buf + n, len - (size_t)n, " bins=%u range=%s%.17g:%.17g", o->fbins, o->range_set ? "" : "data:",
+                 o->range_lo, o->range_hi);
 }
 
 /* Rank 0. What is at OUT (an unfinished or a finished output) the format says (io.h). */

@@ -14,6 +14,8 @@
 #include "run.h"
 
 #include <fcntl.h>
+#include <float.h>
+#include <math.h>
 #include <omp.h>
 #include <signal.h>
 #include <stdio.h>
@@ -22,7 +24,9 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include "../core/fbin.h"
 #include "../core/lut.h"
+#include "../core/sample.h"
 #include "../engine/engine.h"
 #include "../io/io.h"
 #include "../jobs/journal.h"
@@ -92,15 +96,19 @@ typedef struct run {
     uint64_t writes;      /* blocks written, for the HQ_FAULT_KILL test hook */
     long kill_after;      /* HQ_FAULT_KILL=RANK:N: this rank kills itself after N writes (tests) */
     hq_report *rep;       /* what the run records: --report and the output's provenance (report/report.h) */
+    /* Float data (core/fbin.h): each group's binning, from pass 0's reduced extremes or --range;
+     * indexed by group (the image, or 0 under scope global). NULL when no item is float. */
+    hq_fbin *fbin;
+    uint64_t nfgroups;
+    hq_frange *facc;      /* pass 0 only: each group's extremes so far */
+    uint64_t *finf;       /* pass 0 only: infinite samples met per item */
 } run;
 
 /* ---- small facts derived from the inventory and options ---- */
 
 static hq_mode mode_of(const run *r, uint64_t item)
 {
-    const hq_item *it = &r->inv.items[item];
-    hq_mode m = {it->channels, it->sample_bytes, r->o->bits ? r->o->bits : it->depth, r->o->color};
-    return m;
+    return hq_item_mode(&r->inv.items[item], r->o->bits, r->o->color, r->o->fbins);
 }
 
 static size_t hist_len(const hq_mode *m)
@@ -144,7 +152,11 @@ static int check_modes(run *r, hq_err *err)
         if (it->bad)
             continue;
         images += it->slices;
-        if (r->o->bits && r->o->bits > it->depth)
+        /* Signed samples are equalized offset to unsigned (core/sample.h): every bit is significant. */
+        if (r->o->bits && it->sample == HQ_SAMPLE_INT && r->o->bits != it->depth)
+            return hq_fail(err, HQ_EUSAGE, "%s:%s: --bits does not apply to signed data (int%u: all %u bits are "
+                           "equalized)", it->src, it->name, it->depth, it->depth);
+        if (r->o->bits && it->sample != HQ_SAMPLE_FLOAT && r->o->bits > it->depth)
             return hq_fail(err, HQ_EUSAGE, "%s%s%s: --bits %u exceeds the data's %u bits", it->src,
                            r->inv.format == HQ_FMT_HDF5 ? ":" : "", r->inv.format == HQ_FMT_HDF5 ? it->name : "",
                            r->o->bits, it->depth);
@@ -448,13 +460,15 @@ static void build_luts(const run *r, const hq_mode *m, uint64_t group, const uin
 
 static hq_block_data block_view(const run *r, const hq_block *b, void *data, int per_image)
 {
-    (void)r; /* the block alone says how many pixels and images it holds */
     const uint64_t px = hq_block_pixels(b);
-    hq_block_data d = {data, 1, px, 0};
+    hq_block_data d = {data, 1, px, 0, NULL};
     if (per_image && b->s1 - b->s0 > 1) {
         d.nseg = b->s1 - b->s0;
         d.seg_pixels = px / d.nseg;
     }
+    /* Segments are consecutive images, hence consecutive groups (or the one global group). */
+    if (r->fbin && r->inv.items[b->item].sample == HQ_SAMPLE_FLOAT)
+        d.fbin = &r->fbin[group_of(r, image_of(r, b, b->s0))];
     return d;
 }
 
@@ -632,6 +646,8 @@ static int timed_read(run *r, const hq_block *b, uint64_t item, int collective, 
                            r->inv.items[item].src, (unsigned long long)block_bytes(r, b));
     }
     int rc = r->io_ops->read_block(r->io, item, b, collective, *data, err);
+    if (!rc && *data && r->inv.items[item].sample == HQ_SAMPLE_INT)
+        hq_sample_flip(*data, hq_block_pixels(b) * r->inv.items[item].channels, r->inv.items[item].sample_bytes);
     r->t[PH_READ] += hq_now() - t0;
     if (rc) {
         hq_block_free(r->eng, *data);
@@ -643,7 +659,15 @@ static int timed_read(run *r, const hq_block *b, uint64_t item, int collective, 
 static int timed_write(run *r, const hq_block *b, uint64_t item, int collective, const void *data, hq_err *err)
 {
     double t0 = hq_now();
+    /* Signed data back from the offset form for the file, and again after: the caller's pixels are
+     * const here (and the block is this thread's alone while it is written). */
+    const int flip = b && data && r->inv.items[item].sample == HQ_SAMPLE_INT;
+    const uint64_t nflip = flip ? hq_block_pixels(b) * r->inv.items[item].channels : 0;
+    if (flip)
+        hq_sample_flip((void *)data, nflip, r->inv.items[item].sample_bytes);
     int rc = r->io_ops->write_block(r->io, item, b, collective, data, err);
+    if (flip)
+        hq_sample_flip((void *)data, nflip, r->inv.items[item].sample_bytes);
     if (!rc && b) {
         __atomic_add_fetch(&r->pixels_done, hq_block_pixels(b), __ATOMIC_RELAXED);
         __atomic_add_fetch(&r->bytes_done, block_bytes(r, b), __ATOMIC_RELAXED);
@@ -655,6 +679,16 @@ static int timed_write(run *r, const hq_block *b, uint64_t item, int collective,
     r->t[PH_WRITE] += hq_now() - t0;
     tick(r);
     return rc;
+}
+
+/* An engine refuses infinite float samples without knowing the file: name it. */
+static int name_float_failure(const run *r, uint64_t item, int rc, hq_err *err)
+{
+    if (rc != HQ_EINPUT || r->inv.items[item].sample != HQ_SAMPLE_FLOAT)
+        return rc;
+    hq_err e = *err;
+    return hq_fail(err, rc, "%s:%s: %s; float data must be finite or NaN", r->inv.items[item].src,
+                   r->inv.items[item].name, e.msg);
 }
 
 /* Fused: every image of the block is complete here, so histogram, LUT and remap happen at once. */
@@ -678,7 +712,7 @@ static int equalize_fused(run *r, const hq_block *b, void *data, hq_err *err)
         lp[s] = lut + s * hl;
     }
     double t0 = hq_now();
-    rc = r->eng->ops->histogram(r->eng, &d, &m, hp, err);
+    rc = name_float_failure(r, b->item, r->eng->ops->histogram(r->eng, &d, &m, hp, err), err);
     r->t[PH_HIST] += hq_now() - t0;
     if (rc)
         goto done;
@@ -716,7 +750,7 @@ static int histogram_pending(run *r, const hq_block *b, void *data, hq_err *err)
         return hq_fail(err, HQ_EMEM, "%s: out of memory for a histogram", r->inv.items[b->item].src);
     double t0 = hq_now();
     uint64_t *hp[1] = {gh->hist};
-    int rc = r->eng->ops->histogram(r->eng, &d, &m, hp, err);
+    int rc = name_float_failure(r, b->item, r->eng->ops->histogram(r->eng, &d, &m, hp, err), err);
     r->t[PH_HIST] += hq_now() - t0;
     if (!rc) {
         __atomic_add_fetch(&r->bytes_histogrammed, block_bytes(r, b), __ATOMIC_RELAXED);
@@ -894,7 +928,9 @@ static int equalize_local_image(run *r, my_block *first, uint64_t n, hq_err *err
 
 /* Blocks of this rank's own items stream through the I/O pipeline: the I/O thread reads the
  * next block and writes the previous one while this thread computes. */
-typedef enum { STREAM_FUSED, STREAM_HIST, STREAM_REMAP } stream_kind;
+typedef enum { STREAM_FUSED, STREAM_HIST, STREAM_REMAP, STREAM_RANGE } stream_kind;
+
+static int range_block(run *r, const hq_block *b, void *data, hq_err *err);
 
 typedef struct stream {
     run *r;
@@ -921,6 +957,8 @@ static int stream_compute(void *ctx, uint64_t i, void *data, hq_err *err)
     const hq_block *b = st->list[i]->b;
     if (!data)
         return 0;
+    if (st->kind == STREAM_RANGE)
+        return range_block(st->r, b, data, err);
     if (st->kind == STREAM_FUSED)
         return equalize_fused(st->r, b, data, err);
     if (st->kind == STREAM_HIST)
@@ -938,6 +976,10 @@ static void stream_finish(void *ctx, uint64_t i, void *data, int ok)
 {
     stream *st = ctx;
     my_block *mb = st->list[i];
+    if (st->kind == STREAM_RANGE) { /* pass 0 only looks */
+        hq_block_free(st->r->eng, data);
+        return;
+    }
     if (st->kind == STREAM_HIST && ok && data) {
         hold_or_drop(st->r, mb, data);
         return;
@@ -952,7 +994,7 @@ static int run_stream(run *r, stream_kind kind, my_block **list, uint64_t n, hq_
     static const hq_pipeline_ops with_write = {stream_read, stream_compute, stream_write, stream_finish};
     static const hq_pipeline_ops hist_only = {stream_read, stream_compute, NULL, stream_finish};
     stream st = {r, kind, list};
-    return hq_pipeline_run(kind == STREAM_HIST ? &hist_only : &with_write, &st, n, r->threaded_io, err);
+    return hq_pipeline_run(kind == STREAM_HIST || kind == STREAM_RANGE ? &hist_only : &with_write, &st, n, r->threaded_io, err);
 }
 
 /* Pass 1 over this rank's own items: independent I/O, no waiting on anyone. Consecutive blocks of
@@ -990,6 +1032,125 @@ static int pass1_own(run *r, hq_err *err)
     }
     free(list);
     return rc;
+}
+
+/* ---- pass 0: the extremes of float data ---- */
+
+static int is_float(const run *r, uint64_t item)
+{
+    return !r->inv.items[item].bad && r->inv.items[item].sample == HQ_SAMPLE_FLOAT;
+}
+
+/* Adds a block's finite extremes into its groups' accumulators, its infinite samples to its item. */
+static int range_block(run *r, const hq_block *b, void *data, hq_err *err)
+{
+    if (!r->eng->ops->minmax)
+        return 0; /* the copy engine: nothing is binned */
+    const hq_mode m = mode_of(r, b->item);
+    const hq_block_data d = block_view(r, b, data, r->scope == HQ_SCOPE_IMAGE);
+    hq_frange one, *mm = d.nseg == 1 ? &one : malloc(d.nseg * sizeof *mm);
+    if (!mm)
+        return hq_fail(err, HQ_EMEM, "%s: out of memory for %llu ranges", r->inv.items[b->item].src,
+                       (unsigned long long)d.nseg);
+    for (uint64_t s = 0; s < d.nseg; s++)
+        mm[s] = hq_frange_empty();
+    const double t0 = hq_now();
+    int rc = r->eng->ops->minmax(r->eng, &d, &m, mm, err);
+    r->t[PH_HIST] += hq_now() - t0;
+    for (uint64_t s = 0; s < d.nseg && !rc; s++) {
+        hq_frange *g = &r->facc[group_of(r, image_of(r, b, b->s0 + s))];
+        g->lo = mm[s].lo < g->lo ? mm[s].lo : g->lo;
+        g->hi = mm[s].hi > g->hi ? mm[s].hi : g->hi;
+        r->finf[b->item] += mm[s].inf;
+    }
+    if (mm != &one)
+        free(mm);
+    return rc;
+}
+
+/* This rank's part of pass 0: every block of a float item read once (all of them, also those an
+ * interrupted run wrote: the extremes need every sample), shared items in lockstep. */
+static int range_mine(run *r, hq_err *err)
+{
+    int rc = 0;
+    for (uint64_t i = 0; i < r->inv.n; i++) {
+        if (!r->item_shared[i] || !is_float(r, i))
+            continue;
+        const uint64_t rounds = rounds_for(r, i, 0);
+        for (uint64_t k = 0; k < rounds; k++) {
+            my_block *mb = rc ? NULL : nth_mine(r, i, k, 0);
+            hq_err scratch, *e = rc ? &scratch : err;
+            void *data = NULL;
+            int rc2 = timed_read(r, mb ? mb->b : NULL, i, 1, &data, e);
+            if (!rc2 && mb)
+                rc2 = range_block(r, mb->b, data, e);
+            rc = rc ? rc : rc2;
+            hq_block_free(r->eng, data);
+        }
+    }
+    if (rc)
+        return rc;
+    my_block **list = malloc((r->nmine ? r->nmine : 1) * sizeof *list);
+    if (!list)
+        return hq_fail(err, HQ_EMEM, "out of memory listing blocks");
+    uint64_t n = 0;
+    for (uint64_t j = 0; j < r->nmine; j++)
+        if (!r->item_shared[r->mine[j].b->item] && is_float(r, r->mine[j].b->item))
+            list[n++] = &r->mine[j];
+    rc = run_stream(r, STREAM_RANGE, list, n, err);
+    free(list);
+    return rc;
+}
+
+/* Pass 0, collective: each float group's binning (core/fbin.h), from the minimum and maximum of
+ * its finite samples over all ranks, or from --range without reading anything. Infinite samples
+ * are refused here, naming the first item that has them. Returns the agreed status. */
+static int pass0_ranges(run *r, hq_err *err)
+{
+    int any = 0;
+    for (uint64_t i = 0; i < r->inv.n; i++)
+        any |= is_float(r, i);
+    if (!any)
+        return 0;
+    r->nfgroups = r->scope == HQ_SCOPE_GLOBAL ? 1 : r->plan.nimages;
+    r->fbin = calloc(r->nfgroups ? r->nfgroups : 1, sizeof *r->fbin);
+    r->facc = malloc((r->nfgroups ? r->nfgroups : 1) * sizeof *r->facc);
+    r->finf = calloc(r->inv.n ? r->inv.n : 1, sizeof *r->finf);
+    double *lo = malloc((r->nfgroups ? r->nfgroups : 1) * sizeof *lo), *hi = malloc((r->nfgroups ? r->nfgroups : 1) * sizeof *hi);
+    int rc = r->fbin && r->facc && r->finf && lo && hi ? 0 : hq_fail(err, HQ_EMEM, "out of memory for the float ranges");
+    for (uint64_t g = 0; g < r->nfgroups && !rc; g++)
+        r->facc[g] = hq_frange_empty();
+    if (!rc && !r->o->range_set)
+        rc = range_mine(r, err);
+    rc = hq_comm_agree(r->c, rc, err);
+    if (!rc && !r->o->range_set) {
+        for (uint64_t g = 0; g < r->nfgroups; g++) {
+            lo[g] = r->facc[g].lo;
+            hi[g] = r->facc[g].hi;
+        }
+        if (hq_comm_minmax_f64(r->c, lo, hi, r->nfgroups) || hq_comm_sum_u64(r->c, r->finf, r->inv.n))
+            rc = hq_fail(err, HQ_EIO, "MPI_Allreduce of the float ranges failed");
+        for (uint64_t i = 0; i < r->inv.n && !rc; i++)
+            if (r->finf[i])
+                rc = hq_fail(err, HQ_EINPUT, "%s:%s: %llu infinite sample%s (+inf or -inf); float data must be "
+                             "finite or NaN", r->inv.items[i].src, r->inv.items[i].name,
+                             (unsigned long long)r->finf[i], r->finf[i] == 1 ? "" : "s");
+    }
+    for (uint64_t g = 0; g < r->nfgroups && !rc; g++) {
+        if (r->o->range_set)
+            r->fbin[g] = hq_fbin_make(r->o->range_lo, r->o->range_hi, r->o->fbins);
+        else if (lo[g] <= hi[g])
+            r->fbin[g] = hq_fbin_make(lo[g], hi[g], r->o->fbins);
+        else /* no finite sample: nothing to bin; recorded as NaN */
+            r->fbin[g] = hq_fbin_make(NAN, NAN, r->o->fbins);
+    }
+    free(lo);
+    free(hi);
+    free(r->facc);
+    free(r->finf);
+    r->facc = NULL;
+    r->finf = NULL;
+    return hq_comm_agree(r->c, rc, err);
 }
 
 /* Under scope global every image bins alike (check_modes): the mode of the first usable item. */
@@ -1259,6 +1420,7 @@ static void free_run(run *r)
         free(r->groups[i].lut);
     }
     free(r->groups);
+    free(r->fbin);
     free(r->mine);
     free(r->shared);
     free(r->item_shared);
@@ -1343,7 +1505,9 @@ int hq_run(const hq_options *o, const hq_comm *c, hq_err *err)
                           2 * total_bytes - done[1]);
         /* The passes. Each rank carries its own status through the collective parts and the ranks
          * agree on it only where they next meet, so a failure never strands a rank in a call. */
-        int mine = pass1_shared(&r, err);
+        int mine = pass0_ranges(&r, err); /* float data only; agreed */
+        if (!mine)
+            mine = pass1_shared(&r, err);
         if (!mine)
             mine = pass1_own(&r, err);
         rc = hq_comm_agree(c, mine, err);
@@ -1357,10 +1521,11 @@ int hq_run(const hq_options *o, const hq_comm *c, hq_err *err)
         }
         hq_progress_finish(&r.prog);
     }
-    hq_mode gm = {1, 1, 8, 0};
+    hq_mode gm = {1, 1, 8, 0, 0};
     const uint64_t *gh = rc ? NULL : global_hist(&r, &gm);
     hq_run_meta meta = {.version = HQ_VERSION, .method = o->method, .scope = r.scope, .color = o->color, .bits = o->bits,
-                        .global_hist = gh, .global_nhist = hq_mode_nhist(&gm), .global_bins = hq_mode_bins(&gm)};
+                        .global_hist = gh, .global_nhist = hq_mode_nhist(&gm), .global_bins = hq_mode_bins(&gm),
+                        .fbins = r.fbin ? o->fbins : 0, .frange_given = o->range_set, .fbin = r.fbin};
     if (!rc)
         rc = hq_comm_agree(c, hq_report_meta(r.rep, &meta, err), err);
     hq_err close_err = {{0}};

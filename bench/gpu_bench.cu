@@ -370,7 +370,7 @@ static void run_case(const Case &c, bool constant, hq_engine *cpu, hq_engine *gp
         lp[s] = lut.data() + s * nf;
     }
     memcpy(ref.data(), img.data(), bytes);
-    hq_block_data bref = {ref.data(), c.nseg, seg_px, 0};
+    hq_block_data bref = {ref.data(), c.nseg, seg_px, 0, NULL};
     hq_err err = {{0}};
     auto t0 = std::chrono::steady_clock::now();
     if (cpu->ops->histogram(cpu, &bref, &m, hp.data(), &err)) {
@@ -587,7 +587,7 @@ static void run_case(const Case &c, bool constant, hq_engine *cpu, hq_engine *gp
         std::vector<uint64_t *> hp2(c.nseg);
         for (uint64_t s = 0; s < c.nseg; s++)
             hp2[s] = h2.data() + s * nf;
-        hq_block_data bd = {hostimg.data(), c.nseg, seg_px, 0};
+        hq_block_data bd = {hostimg.data(), c.nseg, seg_px, 0, NULL};
         std::vector<double> t;
         for (int rep = 0; rep < 3; rep++) {
             memcpy(hostimg.data(), img.data(), bytes);
@@ -691,7 +691,7 @@ static int fused_sweep(hq_engine *cpu, bool small)
                     std::vector<uint16_t> lut(nf);
                     uint64_t *hp = hc.data();
                     const uint16_t *lp = lut.data();
-                    hq_block_data bd = {ref.data(), 1, n, 0};
+                    hq_block_data bd = {ref.data(), 1, n, 0, NULL};
                     hq_err err = {{0}};
                     if (cpu->ops->histogram(cpu, &bd, &m, &hp, &err)) {
                         printf("  sweep: cpu histogram failed: %s\n", err.msg);

@@ -4,7 +4,12 @@
  * files, ranks or scopes. A block holds nseg equal segments back to back (seg_pixels pixels each,
  * e.g. the slices of a stack), each with its own histogram and LUT, so that many small images go
  * through in one call. Histograms are accumulated (+=), never overwritten: the caller zeroes them.
- * Results are bit-identical across engines and thread counts. */
+ * Results are bit-identical across engines and thread counts.
+ *
+ * Float data (hq_mode.fbins, core/fbin.h): minmax reduces each segment's finite extremes (pass 0),
+ * histogram bins each sample by its segment's hq_fbin and fails with HQ_EINPUT on an infinite
+ * sample (the caller names the file), and remap writes lut[bin] / (bins - 1) in the samples' own
+ * float type, leaving NaN as it is. */
 #ifndef HQ_ENGINE_H
 #define HQ_ENGINE_H
 
@@ -13,6 +18,7 @@
 #include <stdlib.h>
 
 #include "../core/error.h"
+#include "../core/fbin.h"
 #include "../core/mode.h"
 
 typedef struct hq_block_data {
@@ -23,6 +29,7 @@ typedef struct hq_block_data {
                               unchanged, so an engine may use the copy it kept (the GPU skips an
                               upload). A pointer alone cannot say it: a freed block's address can
                               come back holding another block. */
+    const hq_fbin *fbin;   /* float modes (m->fbins): nseg binnings, one per segment; else NULL */
 } hq_block_data;
 
 typedef struct hq_engine hq_engine;
@@ -43,6 +50,9 @@ typedef struct hq_engine_ops {
     void (*block_free)(hq_engine *e, void *p);
     /* Optional (NULL: none): the most device memory this engine has held at once, in bytes. */
     uint64_t (*device_peak)(hq_engine *e);
+    /* Float modes: accumulates each segment's finite minimum and maximum and its counts of finite
+     * and infinite samples into mm[0..nseg-1]. NULL: leaves mm alone (the copy engine). */
+    int (*minmax)(hq_engine *e, const hq_block_data *b, const hq_mode *m, hq_frange *mm, hq_err *err);
 } hq_engine_ops;
 
 struct hq_engine {

@@ -23,6 +23,7 @@
 #include <stdint.h>
 
 #include "../core/error.h"
+#include "../core/fbin.h"
 #include "../core/mode.h"
 #include "../jobs/plan.h"
 #include "inventory.h"
@@ -48,6 +49,11 @@ typedef struct hq_run_meta {
     const char *options, *command_line;
     const hq_lut_rec *luts;      /* scope image: the LUTs this rank recorded; each image's LUT is */
     uint64_t nluts;              /* recorded by exactly one rank */
+    /* Float data (core/fbin.h); fbin NULL when no item is float: */
+    uint32_t fbins;              /* bins (--bins) */
+    int frange_given;            /* 1: --range set every binning; 0: each group's own extremes */
+    const hq_fbin *fbin;         /* each group's binning (lo, hi): scope image by image index, global [0],
+                                    the same on every rank */
 } hq_run_meta;
 
 typedef struct hq_out_opts {
