@@ -10,3 +10,10 @@ if ! echo '#include <png.h>' | cc -E - > /dev/null 2>&1; then
 fi
 # Containers forbid the cross-process memory attach Open MPI's shared-memory transport tries first.
 export OMPI_MCA_btl_vader_single_copy_mechanism=none
+# libdeflate (the HDF5 direct-chunk path inflates and deflates with it), where the machine lacks it:
+# .devdeps/deflate holds Debian's libdeflate0 and libdeflate-dev unpacked (dpkg -x).
+if [ -d .devdeps/deflate/usr ] && ! echo '#include <libdeflate.h>' | cc -E - > /dev/null 2>&1; then
+    export CPATH="$PWD/.devdeps/deflate/usr/include:$CPATH"
+    export LIBRARY_PATH="$PWD/.devdeps/deflate/usr/lib/x86_64-linux-gnu:$LIBRARY_PATH"
+    export LD_LIBRARY_PATH="$PWD/.devdeps/deflate/usr/lib/x86_64-linux-gnu:$LD_LIBRARY_PATH"
+fi
