@@ -32,7 +32,7 @@ CUDA_HOME ?= $(patsubst %/bin/nvcc,%,$(NVCC))
 CUDA_ARCH ?= -arch=sm_90
 NVCCFLAGS ?= -O3 -std=c++17 $(CUDA_ARCH) -lineinfo -Xcompiler -Wall,-Wextra,-fPIC,-fopenmp
 
-HOST_SRC  := $(wildcard core/*.c engine/*.c io/*.c jobs/*.c mpi/*.c app/*.c report/*.c)
+HOST_SRC  := $(wildcard core/*.c engine/*.c io/*.c io/hdf5/*.c jobs/*.c mpi/*.c app/*.c report/*.c)
 ifeq ($(CUDA),1)
 GPU_SRC   := $(wildcard gpu/*.cu)
 GPU_OBJ   := $(GPU_SRC:%.cu=$(BUILD)/%.o)
@@ -140,7 +140,7 @@ FUZZ_PYTHON  ?= /usr/bin/python3
 FUZZ_CC      ?= clang-14
 FUZZ_BUILD   := build-fuzz
 FUZZ_TARGETS := png hdf5
-FUZZ_LIB_SRC := $(wildcard io/*.c) core/error.c jobs/plan.c
+FUZZ_LIB_SRC := $(wildcard io/*.c io/hdf5/*.c) core/error.c jobs/plan.c
 FUZZ_OBJ     := $(FUZZ_LIB_SRC:%.c=$(FUZZ_BUILD)/obj/%.o) $(FUZZ_BUILD)/obj/fuzz/harness.o
 FUZZ_CFLAGS  := -O1 -g -std=c11 -Wall -Wextra -D_POSIX_C_SOURCE=200809L -DHQ_VERSION=\"$(VERSION)\" \
                 -fno-omit-frame-pointer -fsanitize=fuzzer-no-link,address,undefined \

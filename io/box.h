@@ -1,7 +1,7 @@
 /* box.h — copy an n-dimensional box of fixed-size elements between two row-major arrays.
  *
  * Each side is an array of extent ext[0..k-1] (elements, slowest dimension first); the box of size
- * n[] sits at off[] in it. hdf5_io.c packs a block's part of each chunk into a dense buffer with it
+ * n[] sits at off[] in it. io/hdf5/blocks.c packs a block's part of each chunk into a dense buffer with it
  * (by_chunk, for writes in row order). Trailing dimensions the box spans whole on both sides are
  * merged into one memcpy run. No allocation, no failure: the caller keeps the box inside both
  * arrays. */

@@ -1,5 +1,5 @@
 """Chunked transfers: an uncompressed chunked dataset is read and written one chunk at a time
-(io/hdf5_io.c by_chunk; HDF5 would issue one pwrite per chunk row), its blocks in chunk order
+(io/hdf5/blocks.c by_chunk; HDF5 would issue one pwrite per chunk row), its blocks in chunk order
 (io/io.h), or with HQ_BLOCK_ORDER=row in row order, packed through a dense buffer. The bytes must
 equal the reference on 1 and 3 ranks for stacks with partial edge chunks cut into 2-D tiles,
 chunks that cut the colour channels, contiguous images cut into pieces of rows, 16-bit samples,

@@ -1,0 +1,263 @@
+/* blocks.c — hq_hdf5_ops.read_block / write_block: one block of one item moved between memory
+ * and the file.
+ *
+ * Contract:
+ *  - Collective only when asked and needed (hdf5_needs_collective: writes of filtered datasets, or
+ *    HQ_HDF5_COLLECTIVE=1); a rank with no block then still takes part with an empty selection,
+ *    and every rank ends with the same result.
+ *  - What HDF5 would refuse on some ranks only (a chunk past the end of the input, a full disk) is
+ *    checked and agreed before a collective transfer: parallel HDF5 1.10 hangs otherwise.
+ *  - Independent transfers of unfiltered chunked data go chunk by chunk (by_chunk): one call per
+ *    whole chunk, straight into the block in chunk order (CHUNK_ORDER), or through a one-chunk
+ *    stage for writes in row order.
+ *  - A block that fails names the dataset and where the block lies ("FILE:/dset [rows 0-255, cols
+ *    512-767]: ..."); a chunk that does not decompress is bad input (HQ_EINPUT). */
+#include <stdlib.h>
+#include <string.h>
+
+#include "../box.h"
+#include "hdf5_internal.h"
+
+/* Collective reads only: HDF5 refuses a chunk that lies past the end of allocated space on the
+ * rank that reads it, after the other ranks entered the MPI collective, and the job hangs. So the
+ * chunks of the block are looked up first, and the ranks agree before reading. (A file cut short
+ * fails at open; this catches one whose chunk index points past its recorded end.) */
+static int check_block_chunks(hq_io *io, uint64_t item, const hq_block *b, hq_err *err)
+{
+    const hq_item *it = &io->inv.items[item];
+    chunk_walk w;
+    if (!b || !io->in_eoa || !hdf5_walk_begin(&w, io, item, b))
+        return 0;
+    do {
+        unsigned mask = 0;
+        haddr_t addr = HADDR_UNDEF;
+        hsize_t size = 0, off[MAX_RANK];
+        for (int d = 0; d < w.k; d++)
+            off[d] = w.idx[d] * w.cd[d];
+        if (H5Dget_chunk_info_by_coord(io->in_dset[item], off, &mask, &addr, &size) < 0) {
+            char det[512], where[160];
+            hdf5_detail(det, sizeof det);
+            return hq_fail(err, HQ_EINPUT, "%s:%s [%s]: cannot read the chunk index%s", io->inv.root, it->name,
+                           hdf5_block_text(it, b, where, sizeof where), det);
+        }
+        if (addr != HADDR_UNDEF && hdf5_ends_past(addr, size, io->in_eoa)) {
+            char where[160];
+            return hq_fail(err, HQ_EINPUT, "%s:%s [%s]: a chunk lies past the end of the file (truncated?)",
+                           io->inv.root, it->name, hdf5_block_text(it, b, where, sizeof where));
+        }
+    } while (hdf5_walk_next(&w));
+    return 0;
+}
+
+/* Selects the block in the file space and makes the matching contiguous memory space; with
+ * b == NULL both select nothing, for a rank that only joins a collective transfer. */
+static int select_block(hid_t fspace, const hq_item *it, int frank, const hq_block *b, hid_t *mspace)
+{
+    if (!b) {
+        const hsize_t one = 1;
+        *mspace = H5Screate_simple(1, &one, NULL);
+        if (*mspace < 0 || H5Sselect_none(*mspace) < 0 || H5Sselect_none(fspace) < 0)
+            return -1;
+        return 0;
+    }
+    hsize_t start[MAX_RANK], count[MAX_RANK];
+    const int k = hdf5_block_extent(it, frank, b, start, count);
+    *mspace = H5Screate_simple(k, count, NULL);
+    if (*mspace < 0 || H5Sselect_hyperslab(fspace, H5S_SELECT_SET, start, NULL, count, NULL) < 0)
+        return -1;
+    return 0;
+}
+
+/* Whether a transfer the driver asks to be collective must be. Only writes of compressed datasets
+ * must (parallel HDF5 compresses chunks in collective writes only); elsewhere each rank's blocks
+ * are large, disjoint and chunk-aligned, and independent MPI-IO beats two-phase collective I/O:
+ * on one host with 4 ranks, a 30 GiB chunked image read collectively ran at a quarter of the
+ * speed of independent reads (bench/results/scaling.txt). HQ_HDF5_COLLECTIVE=1 keeps every such
+ * transfer collective, for parallel file systems where aggregation pays. Depends only on the item
+ * and the direction, so every rank decides alike. */
+int hdf5_needs_collective(const hq_io *io, uint64_t item, int writing)
+{
+    static int forced = -1;
+    if (forced < 0) {
+        const char *s = getenv("HQ_HDF5_COLLECTIVE");
+        forced = s && *s && strcmp(s, "0") != 0;
+    }
+    return forced || (writing && item < io->inv.n && (io->flags[item] & OUT_FILTERED));
+}
+
+/* Largest chunk staged by by_chunk; bigger ones go through HDF5 as they are. */
+#define STAGE_MAX (64 * MiB)
+
+/* A buffer for one chunk, kept for the next; 0 when it cannot be had (then go without). */
+static int have_stage(hq_io *io, size_t bytes)
+{
+    if (bytes > STAGE_MAX)
+        return 0;
+    if (io->stage_bytes < bytes) {
+        unsigned char *p = realloc(io->stage, bytes);
+        if (!p)
+            return 0;
+        io->stage = p;
+        io->stage_bytes = bytes;
+    }
+    return 1;
+}
+
+/* A block's independent transfer chunk by chunk, for unfiltered chunked datasets. Handed a whole
+ * block in row order, HDF5's independent path cuts the transfer into pieces contiguous in both file
+ * and memory: a row of a chunk each (1 KiB for 1024 x 1024 chunks), one pread or pwrite per piece;
+ * 2 GiB took 2.1 million pwrites and went out at 0.45 GiB/s on tmpfs. Chunk by chunk, a whole
+ * chunk is one call (2,177 pwrites for the same 2 GiB, at 2.2 GiB/s).
+ *  - Reads in chunk order (CHUNK_ORDER) go straight into the block, each chunk's part dense. In
+ *    row order they are left to HDF5, which reads a chunk that fits its cache whole and copies it
+ *    out: a copy more.
+ *  - Writes go through a one-chunk buffer either way, packed there (row order) or copied (chunk
+ *    order). A write into a file's page cache holds the file's lock (tmpfs; ext4 and xfs
+ *    buffered), and the copy from a buffer still in the CPU's cache is the shorter one to hold it
+ *    for. Measured: with 4 ranks writing one file, 6.1 s of write phase straight from the block
+ *    against 3.4-5.2 s staged; at 1 rank no difference (bench/results/scaling.txt). The spread
+ *    between runs is as large, so this is a lead, not a proof.
+ * Returns 1 when HDF5 should move the block as it is (row order and: a read, one chunk, or chunks
+ * too large for the buffer), 0 when done, -1 on a failure (HDF5's stack kept). */
+static int by_chunk(hq_io *io, uint64_t item, const hq_block *b, hid_t d, hid_t fspace, hid_t mtype, void *buf,
+                    int writing)
+{
+    chunk_walk w;
+    const int dense = (io->flags[item] & CHUNK_ORDER) != 0;
+    if (!dense && (!writing || (io->flags[item] & OUT_FILTERED)))
+        return 1;
+    if (!hdf5_walk_begin(&w, io, item, b))
+        return 1;
+    const int staged = writing && have_stage(io, w.chunk_bytes);
+    if (!dense && (!staged || w.chunks < 2))
+        return 1;
+    static const uint64_t zero[MAX_RANK];
+    const size_t elem = io->inv.items[item].sample_bytes;
+    unsigned char *at = buf;
+    do {
+        hsize_t s[MAX_RANK], n[MAX_RANK], len = elem;
+        for (int i = 0; i < w.k; i++) {
+            s[i] = w.s[i];
+            n[i] = w.n[i];
+            len *= w.n[i];
+        }
+        if (staged && dense)
+            memcpy(io->stage, at, len);
+        else if (staged)
+            hq_box_copy((hq_box_side){io->stage, w.n, zero}, (hq_box_side){buf, w.count, w.in_block}, w.n, w.k, elem);
+        void *p = staged ? io->stage : at;
+        const hid_t m = H5Screate_simple(w.k, n, NULL);
+        herr_t st = m < 0 ? -1 : H5Sselect_hyperslab(fspace, H5S_SELECT_SET, s, NULL, n, NULL);
+        if (st >= 0)
+            st = writing ? H5Dwrite(d, mtype, m, fspace, io->dxpl_ind, p)
+                         : H5Dread(d, mtype, m, fspace, io->dxpl_ind, p);
+        if (m >= 0)
+            H5Sclose(m);
+        if (st < 0)
+            return -1;
+        at += len;
+    } while (hdf5_walk_next(&w));
+    return 0;
+}
+
+static int transfer(hq_io *io, uint64_t item, const hq_block *b, int collective, void *buf, int writing, hq_err *err)
+{
+    if (collective && !hdf5_needs_collective(io, item, writing))
+        collective = 0;
+    if (!b && !collective)
+        return 0;
+    const char *file = writing ? io->out_path : io->inv.root;
+    if (item >= io->inv.n)
+        return hq_fail(err, HQ_EIO, "%s: item %llu out of range", file ? file : "HDF5", (unsigned long long)item);
+    const hq_item *it = &io->inv.items[item];
+    hid_t d = writing ? (io->out_dset ? io->out_dset[item] : H5I_INVALID_HID) : io->in_dset[item];
+    if (d < 0)
+        return hq_fail(err, HQ_EIO, "%s:%s: not open for %s", file ? file : "HDF5 output", it->name,
+                       writing ? "writing" : "reading");
+    const char *verb = writing ? "write" : "read";
+    char where[160] = "";
+    int rc = 0;
+    if (b && !hdf5_block_fits(it, io->frank[item], b)) {
+        rc = hq_fail(err, HQ_EIO, "%s:%s [slices %llu-%llu, rows %llu-%llu, cols %llu-%llu]: %s failed: outside the "
+                     "dataset", file, it->name, (unsigned long long)b->s0, (unsigned long long)b->s1 - 1,
+                     (unsigned long long)b->r0, (unsigned long long)b->r1 - 1, (unsigned long long)b->c0,
+                     (unsigned long long)b->c1 - 1, verb);
+        if (!collective)
+            return rc;
+        b = NULL; /* still take part, so that the other ranks do not hang */
+    }
+    if (b)
+        hdf5_block_text(it, b, where, sizeof where);
+    if (writing && (io->flags[item] & OUT_FILTERED) && !collective) {
+        if (io->nranks > 1)
+            return hq_fail(err, HQ_EIO, "%s:%s [%s]: write failed: a compressed dataset can only be written "
+                           "collectively", file, it->name, where);
+        collective = 1; /* alone in the communicator, a collective write is just a write */
+    }
+    /* Checks agreed before the transfer, so that all ranks skip it together. */
+    if (!writing && collective) {
+        rc = hdf5_agree(io->comm, rc ? rc : check_block_chunks(io, item, b, err), err);
+        if (rc)
+            return rc;
+    } else if (!writing && b && (rc = check_block_chunks(io, item, b, err)) != 0) {
+        return rc; /* MPI-IO's short read of a truncated chunk can pass HDF5 unnoticed */
+    }
+    if (writing && collective && (io->flags[item] & OUT_FILTERED)) {
+        const int pre = hdf5_reserve_for_write(io, item, b, err);
+        rc = hdf5_agree(io->comm, rc ? rc : pre, err);
+        if (rc)
+            return rc;
+    }
+    static unsigned char nothing;
+    const hid_t mtype = it->sample_bytes == 2 ? H5T_NATIVE_UINT16 : H5T_NATIVE_UINT8;
+    hid_t mspace = H5I_INVALID_HID, fspace = H5Dget_space(d);
+    herr_t st = -1;
+    /* Compressed input is read independently even when the caller asks for a collective read (the
+     * ranks still meet in the agreements around it): HDF5 1.10's collective read of filtered
+     * chunks trusts a damaged chunk index that its independent read refuses, and dies in its
+     * Fletcher-32 check on a chunk listed twice, once with size 0 (fuzz/regress/hdf5/chunk-index-*). */
+    const int coll_io = collective && (writing || !it->collective);
+    if (fspace >= 0 && select_block(fspace, it, io->frank[item], b, &mspace) >= 0) {
+        const hid_t dxpl = coll_io ? io->dxpl_coll : io->dxpl_ind;
+        void *p = b ? buf : &nothing;
+        /* by_chunk: 1 leaves the whole block to HDF5, 0 moved it, -1 failed */
+        const int whole = b && !coll_io ? by_chunk(io, item, b, d, fspace, mtype, buf, writing) : 1;
+        if (whole <= 0)
+            st = whole;
+        else
+            st = writing ? H5Dwrite(d, mtype, mspace, fspace, dxpl, p) : H5Dread(d, mtype, mspace, fspace, dxpl, p);
+    }
+    if (st < 0 && !rc) {
+        char det[512];
+        const int corrupt = !writing && hdf5_filter_failed();
+        hdf5_detail(det, sizeof det);
+        if (b && corrupt)
+            rc = hq_fail(err, HQ_EINPUT, "%s:%s [%s]: cannot decompress (corrupt chunk?)%s", file, it->name, where, det);
+        else if (b)
+            rc = hq_fail(err, HQ_EIO, "%s:%s [%s]: %s failed%s", file, it->name, where, verb, det);
+        else
+            rc = hq_fail(err, HQ_EIO, "%s:%s: %s failed (collective, no selection)%s", file, it->name, verb, det);
+    }
+    if (st >= 0 && coll_io)
+        hdf5_note_fallback(io, item, writing);
+    if (mspace >= 0)
+        H5Sclose(mspace);
+    if (fspace >= 0)
+        H5Sclose(fspace);
+    /* After a failed collective transfer HDF5's state may differ between ranks; every rank must
+     * learn of it now, so that all stop together instead of meeting in different collectives. */
+    return collective ? hdf5_agree(io->comm, rc, err) : rc;
+}
+
+int hdf5_read_block(hq_io *io, uint64_t item, const hq_block *b, int collective, void *dst, hq_err *err)
+{
+    return transfer(io, item, b, collective, dst, 0, err);
+}
+
+int hdf5_write_block(hq_io *io, uint64_t item, const hq_block *b, int collective, const void *src,
+                            hq_err *err)
+{
+    if (!io->out_dset || io->out_file < 0)
+        return hq_fail(err, HQ_EIO, "%s: no output was created", io->inv.root);
+    return transfer(io, item, b, collective, (void *)src, 1, err);
+}

@@ -1,0 +1,157 @@
+/* close.c — hq_hdf5_ops.close / flush / output_state / sync_path: the end of a run.
+ *
+ * Contract:
+ *  - close is collective and returns the same code and message on every rank. With commit = 1 it
+ *    records the run (provenance.c), marks the file complete, closes everything, and rank 0 checks
+ *    that OUT.part reads back before renaming it to OUT; otherwise OUT.part is removed. Every rank
+ *    has closed (and so flushed) before anyone renames or removes the file. The io is freed.
+ *  - OUT.part is unfinished, OUT finished (output_state); sync_path is OUT.part. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "hdf5_internal.h"
+
+/* Closes the output's datasets and file; a failure here is a failed flush (disk full). */
+static int close_output_ids(hq_io *io, hq_err *err)
+{
+    int rc = 0;
+    char det[512];
+    for (size_t i = 0; io->out_dset && i < io->inv.n; i++) {
+        if (io->out_dset[i] >= 0 && H5Dclose(io->out_dset[i]) < 0 && !rc) {
+            hdf5_detail(det, sizeof det);
+            rc = hq_fail(err, HQ_EIO, "%s:%s: closing the dataset failed%s", io->out_path, io->inv.items[i].name, det);
+        }
+        io->out_dset[i] = H5I_INVALID_HID;
+    }
+    if (io->out_file >= 0 && H5Fclose(io->out_file) < 0 && !rc) {
+        hdf5_detail(det, sizeof det);
+        rc = hq_fail(err, HQ_EIO, "%s: closing the output failed%s", io->out_path, det);
+    }
+    io->out_file = H5I_INVALID_HID;
+    return rc;
+}
+
+static int close_input_ids(hq_io *io, hq_err *err)
+{
+    for (size_t i = 0; i < io->inv.n; i++)
+        hdf5_close_id(&io->in_dset[i], H5Dclose);
+    int rc = 0;
+    if (io->in_file >= 0 && H5Fclose(io->in_file) < 0)
+        rc = hq_fail(err, HQ_EIO, "%s: closing the input failed", io->inv.root);
+    io->in_file = H5I_INVALID_HID;
+    return rc;
+}
+
+/* Rank 0, after every rank closed: the file must open again and hold every dataset. Some MPI-IO
+ * layers (Open MPI's OMPIO collective writes) have been seen to drop a failed write without
+ * reporting it; this catches the worst of it (a lost superblock or object header) before the
+ * file takes its final name. */
+static int verify_output(hq_io *io, hq_err *err)
+{
+    hid_t f = H5Fopen(io->part_path, H5F_ACC_RDONLY, H5P_DEFAULT);
+    int ok = f >= 0;
+    for (size_t i = 0; ok && i < io->inv.n; i++) {
+        H5O_info_t oi;
+        if (!io->inv.items[i].bad)
+            ok = H5Oget_info_by_name2(f, io->inv.items[i].name, &oi, H5O_INFO_BASIC, H5P_DEFAULT) >= 0 &&
+                 oi.type == H5O_TYPE_DATASET;
+    }
+    char det[512] = "";
+    if (!ok)
+        hdf5_detail(det, sizeof det);
+    if (f >= 0)
+        H5Fclose(f);
+    if (!ok)
+        return hq_fail(err, HQ_EIO, "%s: the written file does not read back (disk full or I/O error?)%s",
+                       io->out_path, det);
+    return 0;
+}
+
+/* Rank 0 gives OUT.part its final name (replacing OUT atomically under --force) or removes it. */
+static int finish_output(hq_io *io, int keep, hq_err *err)
+{
+    int rc = 0;
+    if (io->rank == 0) {
+        if (keep)
+            hdf5_release_reserve(io);
+        if (keep && (rc = verify_output(io, err)) != 0)
+            keep = 0;
+        if (keep && rename(io->part_path, io->out_path) != 0) {
+            rc = hq_fail(err, HQ_EIO, "%s: cannot rename %s to it (%s)", io->out_path, io->part_path, strerror(errno));
+            keep = 0;
+        }
+        if (!keep)
+            unlink(io->part_path);
+    }
+    return hdf5_share_from_root(io->comm, rc, err);
+}
+
+int hdf5_close(hq_io *io, int commit, const hq_run_meta *meta, hq_err *err)
+{
+    if (!io)
+        return 0;
+    hdf5_quiet();
+    hdf5_report_fallbacks(io);
+    const int had_output = io->part_ours;
+    int rc = 0, keep = 0;
+    if (had_output) {
+        if (commit && meta)
+            rc = hdf5_record_meta(io, meta, err);
+        if (commit && !rc)
+            rc = hdf5_mark_complete(io, err);
+        /* Whether the output is kept is settled before closing, as the two closes differ. */
+        rc = hdf5_agree(io->comm, rc, err);
+        keep = commit && !rc;
+        if (!keep)
+            hdf5_empty_output(io);
+        hq_err e2;
+        int rc2 = close_output_ids(io, rc ? &e2 : err);
+        rc = rc ? rc : rc2;
+    }
+    {
+        hq_err e3;
+        int rc3 = close_input_ids(io, rc ? &e3 : err);
+        rc = rc ? rc : rc3;
+    }
+    /* All ranks have closed (and so flushed) before anyone renames or removes the file. */
+    rc = hdf5_agree(io->comm, rc, err);
+    if (had_output) {
+        hq_err e4;
+        int rc4 = finish_output(io, keep && !rc, rc ? &e4 : err);
+        rc = rc ? rc : rc4;
+    }
+    hdf5_free_io(io);
+    return rc;
+}
+
+int hdf5_flush(hq_io *io, int collective, hq_err *err)
+{
+    if (!io || io->out_file < 0 || (!collective && io->nranks > 1))
+        return 0;
+    if (H5Fflush(io->out_file, H5F_SCOPE_LOCAL) < 0) {
+        char det[512];
+        hdf5_detail(det, sizeof det);
+        return hq_fail(err, HQ_EIO, "%s: cannot flush%s", io->out_path, det);
+    }
+    return 0;
+}
+
+/* The output takes its final name only once complete: OUT.part is unfinished, OUT finished. */
+int hdf5_output_state(const hq_inventory *inv, const char *out, int *partial, int *finished)
+{
+    (void)inv;
+    struct stat st;
+    char *part = hdf5_part_name(out);
+    *partial = part && stat(part, &st) == 0;
+    *finished = stat(out, &st) == 0;
+    free(part);
+    return 1;
+}
+
+const char *hdf5_sync_path(const hq_io *io)
+{
+    return io ? io->part_path : NULL;
+}

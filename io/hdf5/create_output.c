@@ -1,0 +1,301 @@
+/* create_output.c — hq_hdf5_ops.create_output: OUT.part created (or with --resume reopened) by
+ * every rank through MPI-IO with collective metadata, one output dataset per good item, laid out
+ * like its input, and its disk space reserved.
+ *
+ * Contract:
+ *  - Collective: every rank creates every dataset in the same order (unfiltered first, so that
+ *    their space is reserved before filtered ones make the file's end unknown) and returns the
+ *    same code and message. On failure OUT.part is removed (if ours) and the io holds no output.
+ *  - OUT must not be the input, nor a directory, nor exist without --force; OUT.part is flushed
+ *    once created, so that a run killed from then on leaves a file --resume can open. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "hdf5_internal.h"
+
+static int same_file(const struct stat *a, const struct stat *b)
+{
+    return a->st_dev == b->st_dev && a->st_ino == b->st_ino;
+}
+
+static int check_dir_writable(const char *out, hq_err *err)
+{
+    char *dir = strdup(out);
+    if (!dir)
+        return hq_fail(err, HQ_EMEM, "%s: out of memory", out);
+    char *slash = strrchr(dir, '/');
+    if (!slash)
+        strcpy(dir, ".");
+    else if (slash == dir)
+        dir[1] = '\0';
+    else
+        *slash = '\0';
+    int rc = 0;
+    if (access(dir, W_OK | X_OK) != 0)
+        rc = hq_fail(err, HQ_EIO, "%s: cannot write (%s)", out, strerror(errno));
+    free(dir);
+    return rc;
+}
+
+/* Rank 0: may we write OUT (as OUT.part, renamed at the end)? */
+static int check_output_path(const hq_io *io, const hq_out_opts *o, hq_err *err)
+{
+    const char *out = o->path;
+    struct stat in_st, st;
+    const int have_in = stat(io->inv.root, &in_st) == 0;
+    if (stat(out, &st) == 0) {
+        if (have_in && same_file(&in_st, &st))
+            return hq_fail(err, HQ_EUSAGE, "%s: output is the input", out);
+        if (S_ISDIR(st.st_mode))
+            return hq_fail(err, HQ_EUSAGE, "%s: output is a directory", out);
+        if (!o->force)
+            return hq_fail(err, HQ_EUSAGE, "%s: output exists (use --force to replace)", out);
+    }
+    if (stat(io->part_path, &st) == 0) {
+        if (have_in && same_file(&in_st, &st))
+            return hq_fail(err, HQ_EUSAGE, "%s: its temporary file %s is the input", out, io->part_path);
+        if (S_ISDIR(st.st_mode))
+            return hq_fail(err, HQ_EIO, "%s: cannot write (%s is a directory)", out, io->part_path);
+    }
+    return check_dir_writable(out, err);
+}
+
+/* The output's file access: MPI-IO with collective metadata, and 1 MiB alignment, which suits
+ * parallel file systems. */
+static hid_t output_fapl(hq_io *io)
+{
+    hid_t fapl = H5Pcreate(H5P_FILE_ACCESS);
+    if (fapl >= 0 && (H5Pset_fapl_mpio(fapl, io->comm, MPI_INFO_NULL) < 0 ||
+                      H5Pset_all_coll_metadata_ops(fapl, 1) < 0 || H5Pset_coll_metadata_write(fapl, 1) < 0 ||
+                      H5Pset_alignment(fapl, MiB, MiB) < 0)) {
+        H5Pclose(fapl);
+        fapl = H5I_INVALID_HID;
+    }
+    return fapl;
+}
+
+/* Creates OUT.part, or with `reopen` opens the one an interrupted run left (--resume). */
+static int create_output_file(hq_io *io, int reopen, hq_err *err)
+{
+    hid_t fapl = output_fapl(io);
+    if (fapl >= 0)
+        io->out_file = reopen ? H5Fopen(io->part_path, H5F_ACC_RDWR, fapl)
+                              : H5Fcreate(io->part_path, H5F_ACC_TRUNC, H5P_DEFAULT, fapl);
+    char det[512] = "";
+    if (io->out_file < 0)
+        hdf5_detail(det, sizeof det);
+    if (fapl < 0)
+        return hq_fail(err, HQ_EIO, "%s: cannot set up MPI-IO access", io->out_path);
+    H5Pclose(fapl);
+    if (io->out_file < 0)
+        return hq_fail(err, HQ_EIO, "%s: cannot %s %s%s", io->out_path, reopen ? "reopen the interrupted" : "create",
+                       io->part_path, det);
+    return 0;
+}
+
+static int create_item_output(hq_io *io, uint64_t i, hq_err *err)
+{
+    const hq_item *it = &io->inv.items[i];
+    const char *out = io->out_path;
+    hid_t in = io->in_dset[i];
+    hid_t dcpl = H5I_INVALID_HID, lcpl = H5I_INVALID_HID, t = H5I_INVALID_HID, s = H5I_INVALID_HID;
+    int rc = hdf5_output_dcpl(in, io->frank[i], out, it->name, &dcpl, err);
+    if (rc)
+        return rc;
+    hid_t it_type = H5Dget_type(in);
+    t = it_type >= 0 ? H5Tcopy(it_type) : H5I_INVALID_HID; /* transient, even from a named datatype */
+    if (it_type >= 0)
+        H5Tclose(it_type);
+    /* A type of fewer significant bits than its size (12 of 16) would clip equalized values
+     * that use the full depth; the output keeps the size and byte order with all bits. */
+    if (t >= 0 && (H5Tget_precision(t) != H5Tget_size(t) * 8 || H5Tget_offset(t) != 0) &&
+        (H5Tset_offset(t, 0) < 0 || H5Tset_precision(t, H5Tget_size(t) * 8) < 0)) {
+        H5Tclose(t);
+        t = H5I_INVALID_HID;
+    }
+    hsize_t dims[MAX_RANK];
+    hid_t in_space = H5Dget_space(in);
+    if (in_space >= 0 && H5Sget_simple_extent_dims(in_space, dims, NULL) == io->frank[i])
+        s = H5Screate_simple(io->frank[i], dims, NULL); /* fixed size, whatever the input's max dims */
+    if (in_space >= 0)
+        H5Sclose(in_space);
+    lcpl = H5Pcreate(H5P_LINK_CREATE);
+    if (t < 0 || s < 0 || lcpl < 0 || H5Pset_create_intermediate_group(lcpl, 1) < 0) {
+        rc = hq_fail(err, HQ_EIO, "%s:%s: cannot prepare the dataset", out, it->name);
+        goto out;
+    }
+    if (H5Pget_nfilters(dcpl) > 0)
+        io->flags[i] |= OUT_FILTERED;
+    io->out_dset[i] = H5Dcreate2(io->out_file, it->name, t, s, lcpl, dcpl, H5P_DEFAULT);
+    if (io->out_dset[i] < 0) {
+        char det[512];
+        hdf5_detail(det, sizeof det);
+        rc = hq_fail(err, HQ_EIO, "%s:%s: cannot create the dataset%s", out, it->name, det);
+        goto out;
+    }
+    attr_ctx c = {io->out_dset[i], out, it->name, err, 0};
+    hsize_t idx = 0;
+    if (H5Aiterate2(in, H5_INDEX_NAME, H5_ITER_INC, &idx, hdf5_attr_cb, &c) < 0 && !c.rc) {
+        char det[512];
+        hdf5_detail(det, sizeof det);
+        c.rc = hq_fail(err, HQ_EIO, "%s:%s: cannot list the input's attributes%s", out, it->name, det);
+    }
+    rc = c.rc;
+out:
+    if (lcpl >= 0)
+        H5Pclose(lcpl);
+    if (s >= 0)
+        H5Sclose(s);
+    if (t >= 0)
+        H5Tclose(t);
+    if (dcpl >= 0)
+        H5Pclose(dcpl);
+    return rc;
+}
+
+/* Collective, before closing an output that will be thrown away: emptying OUT.part gives back the
+ * space of its data, so that the metadata HDF5 flushes on close fits even when the disk filled up.
+ * A flush that fails on some ranks only leaves parallel HDF5 waiting in different collectives. */
+void hdf5_empty_output(hq_io *io)
+{
+    MPI_Barrier(io->comm);
+    if (io->rank == 0 && io->part_ours && truncate(io->part_path, 0) != 0) {
+        /* nothing more to do: the close below may still succeed */
+    }
+    MPI_Barrier(io->comm);
+}
+
+/* Undoes create_output: closes what it opened and removes OUT.part. Collective. */
+static void drop_output(hq_io *io)
+{
+    if (io->out_file >= 0)
+        hdf5_empty_output(io);
+    for (size_t i = 0; io->out_dset && i < io->inv.n; i++)
+        hdf5_close_id(&io->out_dset[i], H5Dclose);
+    hdf5_close_id(&io->out_file, H5Fclose);
+    H5Eclear2(H5E_DEFAULT);
+    MPI_Barrier(io->comm);
+    if (io->rank == 0 && io->part_ours)
+        unlink(io->part_path);
+    MPI_Barrier(io->comm);
+    io->part_ours = 0;
+    free(io->out_dset);
+    free(io->out_path);
+    free(io->part_path);
+    io->out_dset = NULL;
+    io->out_path = io->part_path = NULL;
+}
+
+/* --resume: the datasets of the OUT.part an interrupted run left, which must have the input's
+ * shapes (a journal is only trusted with the file it was written with). */
+static int reopen_datasets(hq_io *io, hq_err *err)
+{
+    for (size_t i = 0; i < io->inv.n; i++) {
+        const hq_item *it = &io->inv.items[i];
+        if (it->bad)
+            continue;
+        io->out_dset[i] = H5Dopen2(io->out_file, it->name, H5P_DEFAULT);
+        hsize_t din[MAX_RANK], dout[MAX_RANK];
+        hid_t si = H5Dget_space(io->in_dset[i]);
+        hid_t so = io->out_dset[i] >= 0 ? H5Dget_space(io->out_dset[i]) : H5I_INVALID_HID;
+        hid_t dcpl = io->out_dset[i] >= 0 ? H5Dget_create_plist(io->out_dset[i]) : H5I_INVALID_HID;
+        const int k = io->frank[i];
+        int ok = si >= 0 && so >= 0 && dcpl >= 0 && H5Sget_simple_extent_dims(si, din, NULL) == k &&
+                 H5Sget_simple_extent_dims(so, dout, NULL) == k && memcmp(din, dout, (size_t)k * sizeof *din) == 0;
+        if (ok && H5Pget_nfilters(dcpl) > 0)
+            io->flags[i] |= OUT_FILTERED;
+        if (si >= 0)
+            H5Sclose(si);
+        if (so >= 0)
+            H5Sclose(so);
+        if (dcpl >= 0)
+            H5Pclose(dcpl);
+        if (!ok)
+            return hq_fail(err, HQ_EUSAGE, "%s:%s: cannot resume: the interrupted output has no such dataset of "
+                           "the input's shape (use --force without --resume to start over)", io->part_path, it->name);
+    }
+    return 0;
+}
+
+/* The output datasets of the good items whose input is compressed (or not). */
+static int create_datasets(hq_io *io, int compressed, hq_err *err)
+{
+    for (size_t i = 0; i < io->inv.n; i++) {
+        if (io->inv.items[i].bad || hdf5_input_compressed(io->in_dset[i]) != compressed)
+            continue;
+        int rc = create_item_output(io, i, err);
+        if (rc)
+            return rc;
+    }
+    return 0;
+}
+
+/* OUT.part, where the output is written until it is complete (malloc'd). */
+char *hdf5_part_name(const char *out)
+{
+    const size_t len = strlen(out) + sizeof ".part";
+    char *p = malloc(len);
+    if (p)
+        snprintf(p, len, "%s.part", out);
+    return p;
+}
+
+static int name_output(hq_io *io, const hq_out_opts *o, hq_err *err)
+{
+    if (!o || !o->path || !o->path[0])
+        return hq_fail(err, HQ_EUSAGE, "%s: no output path given", io->inv.root);
+    io->out_path = strdup(o->path);
+    io->part_path = hdf5_part_name(o->path);
+    io->out_dset = malloc((io->inv.n ? io->inv.n : 1) * sizeof *io->out_dset);
+    if (!io->out_path || !io->part_path || !io->out_dset)
+        return hq_fail(err, HQ_EMEM, "%s: out of memory", o->path);
+    for (size_t i = 0; i < io->inv.n; i++)
+        io->out_dset[i] = H5I_INVALID_HID;
+    return 0;
+}
+
+int hdf5_create_output(hq_io *io, const hq_out_opts *o, MPI_Comm comm, hq_err *err)
+{
+    (void)comm; /* io->comm is the duplicate of the communicator given to open_input */
+    hdf5_quiet();
+    if (io->out_file >= 0 || io->out_path)
+        return hq_fail(err, HQ_EUSAGE, "%s: output already created", io->out_path ? io->out_path : "output");
+    if (o && o->verbose)
+        io->verbose = 1;
+    int rc = hdf5_agree(io->comm, name_output(io, o, err), err);
+    if (!rc) {
+        int mine = io->rank == 0 ? check_output_path(io, o, err) : 0;
+        rc = hdf5_share_from_root(io->comm, mine, err);
+    }
+    if (!rc) {
+        io->part_ours = 1;
+        rc = hdf5_agree(io->comm, create_output_file(io, o->resume, err), err);
+    }
+    if (!rc && o->resume) {
+        rc = hdf5_agree(io->comm, reopen_datasets(io, err), err);
+    } else {
+        /* Metadata is collective: every rank creates every dataset, in the same order. The
+         * uncompressed ones come first, so that their space can be reserved before compressed
+         * ones make the file's end unknown. */
+        uint64_t allocated = 0;
+        if (!rc)
+            rc = hdf5_agree(io->comm, create_datasets(io, 0, err), err);
+        if (!rc && io->rank == 0)
+            allocated = hdf5_allocated_bytes(io);
+        if (!rc)
+            rc = hdf5_agree(io->comm, create_datasets(io, 1, err), err);
+        if (!rc)
+            rc = hdf5_reserve_space(io, allocated, err);
+        /* On disk now, so that a run killed from here on leaves a file that --resume can open. */
+        if (!rc && H5Fflush(io->out_file, H5F_SCOPE_LOCAL) < 0)
+            rc = hq_fail(err, HQ_EIO, "%s: cannot flush %s", io->out_path, io->part_path);
+        rc = hdf5_agree(io->comm, rc, err);
+    }
+    if (rc)
+        drop_output(io);
+    return rc;
+}

@@ -1,0 +1,302 @@
+/* dataset.c — what an input dataset holds, checked on rank 0 at scan and again on every rank at
+ * open: type and shape as an image (uint8/uint16, (H,W), (N,H,W), (H,W,3|4), (N,H,W,C)), layout and
+ * filters we can honestly read, chunk shape, and data that lies inside the file.
+ *
+ * Contract:
+ *  - hdf5_describe_dataset fills an item's shape and sample size from the dataset, or fails with
+ *    HQ_EINPUT "FILE:/dset: why"; hdf5_item_roles says which dimensions are N and C.
+ *  - hdf5_check_storage refuses virtual and external layouts, filters this HDF5 cannot decode and
+ *    filter parameters that do not fit the dataset; hdf5_check_contiguous_extent refuses a
+ *    contiguous dataset that ends past the file's end. hdf5_ends_past compares without overflow.
+ *  - No function here keeps an HDF5 id open; none talks to other ranks. */
+#include <stdio.h>
+
+#include "hdf5_internal.h"
+
+static void type_name(hid_t t, char *buf, size_t len)
+{
+    const size_t bits = H5Tget_size(t) * 8;
+    switch (H5Tget_class(t)) {
+    case H5T_INTEGER:
+        snprintf(buf, len, "%sint%zu", H5Tget_sign(t) == H5T_SGN_NONE ? "u" : "", bits);
+        break;
+    case H5T_FLOAT:
+        snprintf(buf, len, "float%zu", bits);
+        break;
+    case H5T_STRING:
+        snprintf(buf, len, "string");
+        break;
+    case H5T_COMPOUND:
+        snprintf(buf, len, "compound");
+        break;
+    case H5T_ENUM:
+        snprintf(buf, len, "enum");
+        break;
+    case H5T_ARRAY:
+        snprintf(buf, len, "array");
+        break;
+    case H5T_VLEN:
+        snprintf(buf, len, "variable-length");
+        break;
+    case H5T_BITFIELD:
+        snprintf(buf, len, "bitfield%zu", bits);
+        break;
+    case H5T_OPAQUE:
+        snprintf(buf, len, "opaque");
+        break;
+    case H5T_REFERENCE:
+        snprintf(buf, len, "reference");
+        break;
+    default:
+        snprintf(buf, len, "unknown");
+        break;
+    }
+}
+
+static void dims_text(const hsize_t *d, int n, char *buf, size_t len)
+{
+    size_t used = 0;
+    buf[0] = '\0';
+    for (int i = 0; i < n && used < len; i++)
+        used += (size_t)snprintf(buf + used, len - used, "%s%llu", i ? "x" : "", (unsigned long long)d[i]);
+}
+
+/* Which dimensions a dataset of rank frank has besides H and W: a leading N (a stack) and a
+ * trailing C (channels). Rank 3 is (H,W,C) only when the last dimension is 3 or 4 (colour). */
+static void dims_roles(int frank, uint64_t last, int *has_n, int *has_c)
+{
+    *has_c = frank == 4 || (frank == 3 && (last == 3 || last == 4));
+    *has_n = frank - 2 - *has_c;
+}
+
+/* The same for an item already described: a rank-3 item has channels only if it is colour. */
+void hdf5_item_roles(int frank, const hq_item *it, int *has_n, int *has_c)
+{
+    *has_c = frank == 4 || (frank == 3 && it->channels > 1);
+    *has_n = frank - 2 - *has_c;
+}
+
+/* Fills it->slices/height/width/channels/sample_bytes/depth from the dataset's type and shape and
+ * returns its rank in *frank; HQ_EINPUT with "FILE:/dset: why" when it is not an image. */
+int hdf5_describe_dataset(hid_t d, const char *file, const char *name, hq_item *it, int *frank, hq_err *err)
+{
+    hid_t t = H5Dget_type(d);
+    hid_t s = H5Dget_space(d);
+    int rc = 0;
+    if (t < 0 || s < 0) {
+        char why[512];
+        hdf5_detail(why, sizeof why);
+        rc = hq_fail(err, HQ_EINPUT, "%s:%s: cannot read the dataset's type or shape%s", file, name, why);
+        goto out;
+    }
+    const size_t size = H5Tget_size(t);
+    if (H5Tget_class(t) != H5T_INTEGER || H5Tget_sign(t) != H5T_SGN_NONE || (size != 1 && size != 2)) {
+        char tn[64];
+        type_name(t, tn, sizeof tn);
+        rc = hq_fail(err, HQ_EINPUT, "%s:%s: unsupported type (%s) — only uint8 and uint16 images", file, name, tn);
+        goto out;
+    }
+    /* A damaged datatype message can claim more significant bits than the type has bytes; HDF5
+     * converts by them, and its conversion overruns (fuzz/regress/hdf5/type-precision-*). */
+    const size_t precision = H5Tget_precision(t);
+    const int offset = H5Tget_offset(t);
+    if (precision == 0 || offset < 0 || precision + (size_t)offset > 8 * size) {
+        rc = hq_fail(err, HQ_EINPUT, "%s:%s: corrupt type (%zu bits from bit %d in a uint%zu)", file, name, precision,
+                     offset, 8 * size);
+        goto out;
+    }
+    const int n = H5Sget_simple_extent_ndims(s);
+    if (H5Sget_simple_extent_type(s) != H5S_SIMPLE || n < 2 || n > MAX_RANK) {
+        if (n == 0 || H5Sget_simple_extent_type(s) != H5S_SIMPLE)
+            rc = hq_fail(err, HQ_EINPUT, "%s:%s: unsupported shape (%s)", file, name,
+                         H5Sget_simple_extent_type(s) == H5S_NULL ? "empty" : "scalar");
+        else
+            rc = hq_fail(err, HQ_EINPUT, "%s:%s: unsupported shape (%d dimension%s)", file, name, n, n == 1 ? "" : "s");
+        goto out;
+    }
+    hsize_t dims[MAX_RANK];
+    H5Sget_simple_extent_dims(s, dims, NULL);
+    for (int i = 0; i < n; i++)
+        if (dims[i] == 0) {
+            rc = hq_fail(err, HQ_EINPUT, "%s:%s: zero-sized dimension", file, name);
+            goto out;
+        }
+    const hsize_t last = dims[n - 1];
+    if (n == 4 && last > CHANNELS_MAX) {
+        char dt[128];
+        dims_text(dims, n, dt, sizeof dt);
+        rc = hq_fail(err, HQ_EINPUT, "%s:%s: unsupported shape (%s: a 4-D dataset is N x H x W x 1..4 channels)",
+                     file, name, dt);
+        goto out;
+    }
+    int has_n, has_c;
+    dims_roles(n, last, &has_n, &has_c);
+    it->slices = has_n ? dims[0] : 1;
+    it->height = dims[has_n];
+    it->width = dims[has_n + 1];
+    it->channels = has_c ? (uint32_t)last : 1;
+    it->sample_bytes = (uint32_t)size;
+    it->depth = (uint32_t)size * 8;
+    *frank = n;
+out:
+    if (t >= 0)
+        H5Tclose(t);
+    if (s >= 0)
+        H5Sclose(s);
+    return rc;
+}
+
+const char *hdf5_filter_label(H5Z_filter_t f)
+{
+    switch (f) {
+    case H5Z_FILTER_DEFLATE:
+        return "deflate";
+    case H5Z_FILTER_SHUFFLE:
+        return "shuffle";
+    case H5Z_FILTER_FLETCHER32:
+        return "fletcher32";
+    case H5Z_FILTER_SZIP:
+        return "szip";
+    case H5Z_FILTER_NBIT:
+        return "nbit";
+    case H5Z_FILTER_SCALEOFFSET:
+        return "scaleoffset";
+    case 32000:
+        return "lzf";
+    case 32001:
+        return "blosc";
+    case 32004:
+        return "lz4";
+    case 32008:
+        return "bitshuffle";
+    case 32015:
+        return "zstd";
+    default:
+        return "unregistered";
+    }
+}
+
+/* Whether the parameters stored with a scale-offset, n-bit or szip filter are the ones HDF5 derives
+ * from this dataset's type and chunk shape when it writes them (H5Zscaleoffset.c, H5Znbit.c,
+ * H5Zszip.c; checked against HDF5 1.10's output). Their coders trust them: damaged ones made
+ * libhdf5 allocate gigabytes and crash in H5Dread (fuzz/regress/hdf5/scaleoffset-params-*), and
+ * an szip filter without parameters, copied to the output, made libsz divide by zero
+ * (fuzz/regress/hdf5/szip-no-params.h5). */
+static int filter_params_match(hid_t d, hid_t dcpl, H5Z_filter_t f, const unsigned *cd, size_t ncd)
+{
+    if (f != H5Z_FILTER_SCALEOFFSET && f != H5Z_FILTER_NBIT && f != H5Z_FILTER_SZIP)
+        return 1;
+    hsize_t dims[MAX_RANK];
+    const int k = H5Pget_chunk(dcpl, MAX_RANK, dims);
+    const hid_t t = H5Dget_type(d);
+    if (k <= 0 || k > MAX_RANK || t < 0) {
+        if (t >= 0)
+            H5Tclose(t);
+        return 0;
+    }
+    uint64_t nelmts = 1;
+    for (int i = 0; i < k; i++)
+        nelmts *= dims[i];
+    const size_t size = H5Tget_size(t), precision = H5Tget_precision(t);
+    const int offset = H5Tget_offset(t);
+    const unsigned order = H5Tget_order(t) == H5T_ORDER_BE;
+    H5Tclose(t);
+    if (f == H5Z_FILTER_SCALEOFFSET) /* integer scaling, elements, class integer, size, unsigned, order */
+        return ncd == 20 && cd[0] == H5Z_SO_INT && cd[2] == nelmts && cd[3] == 0 && cd[4] == size && cd[5] == 0 &&
+               cd[6] == order;
+    if (f == H5Z_FILTER_SZIP) {
+        /* options (one coding, the byte order's flag), pixels per block (even, 2..32), bits per
+         * pixel, pixels per scanline (a block at least, 128 blocks and the chunk at most) */
+        if (ncd != 4)
+            return 0;
+        const unsigned coding = cd[0] & (H5_SZIP_EC_OPTION_MASK | H5_SZIP_NN_OPTION_MASK);
+        const unsigned ppb = cd[1], pps = cd[3], order_flag = order ? 16u : 8u; /* SZ_MSB / SZ_LSB */
+        return (coding == H5_SZIP_EC_OPTION_MASK || coding == H5_SZIP_NN_OPTION_MASK) &&
+               (cd[0] & 24u) == order_flag && ppb >= 2 && ppb <= 32 && ppb % 2 == 0 &&
+               (cd[2] == precision || cd[2] == 8 * size) && pps >= ppb && pps <= 128u * ppb && pps <= nelmts;
+    }
+    /* count, need-not-compress, elements, class atomic, size, order, precision, offset */
+    return ncd == 8 && cd[0] == 8 && cd[1] <= 1 && cd[2] == nelmts && cd[3] == 1 && cd[4] == size && cd[5] == order &&
+           cd[6] == precision && (int)cd[7] == offset;
+}
+
+/* Layouts we cannot honestly read in parallel or copy: external raw files and virtual datasets
+ * point at other files; compact ones are fine to read. Filters must be decodable here. */
+int hdf5_check_storage(hid_t d, const char *file, const char *name, hq_err *err)
+{
+    hid_t dcpl = H5Dget_create_plist(d);
+    if (dcpl < 0)
+        return hq_fail(err, HQ_EINPUT, "%s:%s: cannot read the dataset's layout", file, name);
+    int rc = 0;
+    const H5D_layout_t layout = H5Pget_layout(dcpl);
+    if (layout == H5D_VIRTUAL)
+        rc = hq_fail(err, HQ_EINPUT, "%s:%s: unsupported layout (virtual dataset)", file, name);
+    else if (H5Pget_external_count(dcpl) > 0)
+        rc = hq_fail(err, HQ_EINPUT, "%s:%s: unsupported layout (data in external files)", file, name);
+    const int nf = rc ? 0 : H5Pget_nfilters(dcpl);
+    for (int i = 0; i < nf && !rc; i++) {
+        unsigned flags = 0, cfg = 0, cd[32];
+        size_t nelm = sizeof cd / sizeof cd[0];
+        char fname[64];
+        H5Z_filter_t f = H5Pget_filter2(dcpl, (unsigned)i, &flags, &nelm, cd, sizeof fname, fname, NULL);
+        if (f < 0 || H5Zfilter_avail(f) <= 0 || H5Zget_filter_info(f, &cfg) < 0 || !(cfg & H5Z_FILTER_CONFIG_DECODE_ENABLED))
+            rc = hq_fail(err, HQ_EINPUT, "%s:%s: compressed with filter %d (%s), which this HDF5 cannot decode", file,
+                         name, (int)f, hdf5_filter_label(f));
+        else if (!filter_params_match(d, dcpl, f, cd, nelm))
+            rc = hq_fail(err, HQ_EINPUT, "%s:%s: filter %d (%s) has parameters that do not fit the dataset (corrupt?)",
+                         file, name, (int)f, hdf5_filter_label(f));
+    }
+    H5Pclose(dcpl);
+    return rc;
+}
+
+/* Filtered (compressed) chunks: the output copies the filters, so parallel HDF5 1.10 can write
+ * the item only collectively. */
+int hdf5_input_compressed(hid_t in)
+{
+    hid_t dcpl = H5Dget_create_plist(in);
+    const int yes = dcpl >= 0 && H5Pget_layout(dcpl) == H5D_CHUNKED && H5Pget_nfilters(dcpl) > 0;
+    if (dcpl >= 0)
+        H5Pclose(dcpl);
+    return yes;
+}
+
+/* The chunk shape over (slices, rows, columns), which the plan's tiles follow; all 0 when the
+ * dataset is not chunked. A chunk spanning channels is all the same to a block, which holds them all. */
+void hdf5_note_chunk_shape(hid_t d, int frank, hq_item *it)
+{
+    hid_t dcpl = H5Dget_create_plist(d);
+    hsize_t cd[MAX_RANK];
+    if (dcpl >= 0 && H5Pget_layout(dcpl) == H5D_CHUNKED && H5Pget_chunk(dcpl, frank, cd) == frank) {
+        int has_n, has_c;
+        hdf5_item_roles(frank, it, &has_n, &has_c);
+        it->chunk_slices = has_n ? cd[0] : 1;
+        it->chunk_height = cd[has_n];
+        it->chunk_width = cd[has_n + 1];
+    }
+    if (dcpl >= 0)
+        H5Pclose(dcpl);
+    H5Eclear2(H5E_DEFAULT);
+}
+
+/* Whether [addr, addr + size) ends past `end`, without computing addr + size: a damaged file may
+ * hold an address near 2^64, which the sum wraps below `end` (then Open MPI's read fails, HDF5 does
+ * not notice, and the run equalizes whatever the buffer held: fuzz/regress/hdf5/contig-addr-wraps-*). */
+int hdf5_ends_past(uint64_t addr, uint64_t size, uint64_t end)
+{
+    return addr > end || size > end - addr;
+}
+
+/* A contiguous dataset whose bytes lie past the end of the file was cut short; chunked ones are
+ * caught when a chunk is read. */
+int hdf5_check_contiguous_extent(hid_t file_id, hid_t d, const char *file, const char *name, hq_err *err)
+{
+    hsize_t fsize = 0;
+    const haddr_t off = H5Dget_offset(d);
+    if (off == HADDR_UNDEF || H5Fget_filesize(file_id, &fsize) < 0)
+        return 0;
+    const hsize_t need = H5Dget_storage_size(d);
+    if (hdf5_ends_past(off, need, fsize))
+        return hq_fail(err, HQ_EINPUT, "%s:%s: data lies past the end of the file (truncated?)", file, name);
+    return 0;
+}

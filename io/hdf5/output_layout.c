@@ -1,0 +1,147 @@
+/* output_layout.c — an output dataset laid out like its input: the input's chunk shape and filter
+ * pipeline (a mandatory filter we cannot encode with is an error, an optional one is dropped;
+ * scale-offset sizes itself), allocation at creation unless filtered, and the input's plain
+ * attributes (numbers and strings of modest size) copied through hdf5_attr_cb. */
+#include <stdlib.h>
+
+#include "hdf5_internal.h"
+#define ATTR_COPY_MAX 32768 /* larger attributes would need the dense attribute storage of newer formats */
+
+/* Copies the input's filter pipeline; a mandatory filter we cannot encode with is an error, an
+ * optional one is dropped (HDF5 would skip it on failure anyway). */
+static int copy_filters(hid_t in_dcpl, hid_t out_dcpl, const char *out, const char *name, hq_err *err)
+{
+    const int nf = H5Pget_nfilters(in_dcpl);
+    for (int i = 0; i < nf; i++) {
+        unsigned flags = 0, cfg = 0, cd[32];
+        size_t ncd = sizeof cd / sizeof cd[0];
+        char fname[64];
+        H5Z_filter_t f = H5Pget_filter2(in_dcpl, (unsigned)i, &flags, &ncd, cd, sizeof fname, fname, NULL);
+        if (f < 0)
+            return hq_fail(err, HQ_EIO, "%s:%s: cannot read the input's filter %d", out, name, i);
+        if (ncd > sizeof cd / sizeof cd[0])
+            ncd = sizeof cd / sizeof cd[0];
+        const int can = H5Zget_filter_info(f, &cfg) >= 0 && (cfg & H5Z_FILTER_CONFIG_ENCODE_ENABLED);
+        if (!can && (flags & H5Z_FLAG_OPTIONAL))
+            continue;
+        /* Fixed scale-offset bits suited the input's range, not necessarily the equalized one:
+         * let the filter size each chunk itself, which is lossless for integers. */
+        if (f == H5Z_FILTER_SCALEOFFSET) {
+            if (H5Pset_scaleoffset(out_dcpl, H5Z_SO_INT, H5Z_SO_INT_MINBITS_DEFAULT) < 0)
+                return hq_fail(err, HQ_EIO, "%s:%s: cannot set the scale-offset filter", out, name);
+            continue;
+        }
+        if (!can || H5Pset_filter(out_dcpl, f, flags, ncd, cd) < 0)
+            return hq_fail(err, HQ_EIO, "%s:%s: cannot compress with filter %d (%s) like the input", out, name, (int)f,
+                           hdf5_filter_label(f));
+    }
+    return 0;
+}
+
+/* The output's creation properties: the input's chunks and filters, nothing else of its layout
+ * (compact, external or virtual storage become contiguous). Space is allocated at creation, as
+ * independent parallel writes need, except with filters, where chunks are sized as written. */
+int hdf5_output_dcpl(hid_t in, int frank, const char *out, const char *name, hid_t *dcpl_out, hq_err *err)
+{
+    hid_t in_dcpl = H5Dget_create_plist(in);
+    hid_t dcpl = H5Pcreate(H5P_DATASET_CREATE);
+    int rc = 0;
+    if (in_dcpl < 0 || dcpl < 0) {
+        rc = hq_fail(err, HQ_EIO, "%s:%s: cannot read the input's layout", out, name);
+        goto out;
+    }
+    int filtered = 0;
+    if (H5Pget_layout(in_dcpl) == H5D_CHUNKED) {
+        hsize_t cd[MAX_RANK];
+        if (H5Pget_chunk(in_dcpl, frank, cd) != frank || H5Pset_chunk(dcpl, frank, cd) < 0) {
+            rc = hq_fail(err, HQ_EIO, "%s:%s: cannot copy the input's chunk shape", out, name);
+            goto out;
+        }
+        rc = copy_filters(in_dcpl, dcpl, out, name, err);
+        filtered = H5Pget_nfilters(dcpl) > 0;
+    } else if (H5Pset_layout(dcpl, H5D_CONTIGUOUS) < 0) {
+        rc = hq_fail(err, HQ_EIO, "%s:%s: cannot set a contiguous layout", out, name);
+    }
+    if (!rc && (H5Pset_fill_time(dcpl, H5D_FILL_TIME_NEVER) < 0 ||
+                H5Pset_alloc_time(dcpl, filtered ? H5D_ALLOC_TIME_INCR : H5D_ALLOC_TIME_EARLY) < 0))
+        rc = hq_fail(err, HQ_EIO, "%s:%s: cannot set allocation properties", out, name);
+out:
+    if (in_dcpl >= 0)
+        H5Pclose(in_dcpl);
+    if (rc && dcpl >= 0)
+        H5Pclose(dcpl);
+    *dcpl_out = rc ? H5I_INVALID_HID : dcpl;
+    return rc;
+}
+
+/* Numbers and strings, of modest size, are copied; anything else (references, compounds, ...)
+ * is left out: the decision depends only on the input, so every rank makes the same one. */
+static int attr_copyable(hid_t t, hid_t s)
+{
+    const H5T_class_t cls = H5Tget_class(t);
+    const H5S_class_t sc = H5Sget_simple_extent_type(s);
+    const hssize_t n = H5Sget_simple_extent_npoints(s);
+    if ((cls != H5T_INTEGER && cls != H5T_FLOAT && cls != H5T_STRING) || (sc != H5S_SCALAR && sc != H5S_SIMPLE))
+        return 0;
+    const size_t elem = H5Tis_variable_str(t) > 0 ? sizeof(char *) : H5Tget_size(t);
+    return n > 0 && (uint64_t)n * elem <= ATTR_COPY_MAX;
+}
+
+static int copy_attr(hid_t src_obj, const char *aname, attr_ctx *c)
+{
+    hid_t a = H5Aopen(src_obj, aname, H5P_DEFAULT);
+    hid_t t = a >= 0 ? H5Aget_type(a) : H5I_INVALID_HID;
+    hid_t s = a >= 0 ? H5Aget_space(a) : H5I_INVALID_HID;
+    hid_t ft = H5I_INVALID_HID, mt = H5I_INVALID_HID, na = H5I_INVALID_HID;
+    void *buf = NULL;
+    int rc = 0;
+    if (a < 0 || t < 0 || s < 0) {
+        rc = -1;
+        goto out;
+    }
+    if (!attr_copyable(t, s))
+        goto out;
+    const int vstr = H5Tis_variable_str(t) > 0;
+    ft = H5Tcopy(t); /* a transient copy, should the input use a named datatype */
+    mt = H5Tget_class(t) == H5T_STRING ? H5Tcopy(t) : H5Tget_native_type(t, H5T_DIR_ASCEND);
+    const hssize_t n = H5Sget_simple_extent_npoints(s);
+    const size_t elem = vstr ? sizeof(char *) : (mt >= 0 ? H5Tget_size(mt) : 0);
+    buf = calloc((size_t)n, elem ? elem : 1);
+    if (ft < 0 || mt < 0 || !buf || H5Aread(a, mt, buf) < 0) {
+        rc = -1;
+        goto out;
+    }
+    na = H5Acreate2(c->dst, aname, ft, s, H5P_DEFAULT, H5P_DEFAULT);
+    if (na < 0 || H5Awrite(na, mt, buf) < 0)
+        rc = -1;
+    if (vstr)
+        H5Dvlen_reclaim(mt, s, H5P_DEFAULT, buf);
+out:
+    free(buf);
+    if (na >= 0)
+        H5Aclose(na);
+    if (mt >= 0)
+        H5Tclose(mt);
+    if (ft >= 0)
+        H5Tclose(ft);
+    if (s >= 0)
+        H5Sclose(s);
+    if (t >= 0)
+        H5Tclose(t);
+    if (a >= 0)
+        H5Aclose(a);
+    return rc;
+}
+
+herr_t hdf5_attr_cb(hid_t obj, const char *aname, const H5A_info_t *info, void *data)
+{
+    (void)info;
+    attr_ctx *c = data;
+    if (copy_attr(obj, aname, c) < 0) {
+        char det[512];
+        hdf5_detail(det, sizeof det);
+        c->rc = hq_fail(c->err, HQ_EIO, "%s:%s: cannot copy attribute \"%s\"%s", c->out, c->name, aname, det);
+        return 1;
+    }
+    return 0;
+}

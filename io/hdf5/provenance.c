@@ -1,0 +1,280 @@
+/* provenance.c — close(commit = 1)'s record of the run in the output: root attributes (version,
+ * method, scope, color, bits, source, options, command line), and under /histeq_dist the global
+ * histogram and LUT (scope global) or every image's LUT (scope image: /histeq_dist/lut/<dataset>,
+ * (slices, nhist, bins) uint16, contiguous and unfiltered, each LUT written by the rank that
+ * recorded it); last, the histeq_dist_complete attribute that marks a finished file.
+ *
+ * Contract: collective; every rank writes the same attributes and creates the same datasets in
+ * the same order, and returns the same code and message. A run killed while closing may have left
+ * our datasets: they are made again. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "hdf5_internal.h"
+
+static int write_string_attr(hid_t obj, const char *aname, const char *value)
+{
+    hid_t t = H5Tcopy(H5T_C_S1);
+    hid_t s = H5Screate(H5S_SCALAR);
+    hid_t a = H5I_INVALID_HID;
+    int ok = t >= 0 && s >= 0 && H5Tset_size(t, H5T_VARIABLE) >= 0 && H5Tset_cset(t, H5T_CSET_UTF8) >= 0;
+    if (ok && H5Aexists(obj, aname) > 0)
+        ok = H5Adelete(obj, aname) >= 0;
+    if (ok)
+        a = H5Acreate2(obj, aname, t, s, H5P_DEFAULT, H5P_DEFAULT);
+    const char *v = value ? value : "";
+    ok = ok && a >= 0 && H5Awrite(a, t, &v) >= 0;
+    if (a >= 0)
+        H5Aclose(a);
+    if (s >= 0)
+        H5Sclose(s);
+    if (t >= 0)
+        H5Tclose(t);
+    return ok ? 0 : -1;
+}
+
+static int write_u32_attr(hid_t obj, const char *aname, uint32_t value)
+{
+    hid_t s = H5Screate(H5S_SCALAR);
+    hid_t a = H5I_INVALID_HID;
+    int ok = s >= 0;
+    if (ok && H5Aexists(obj, aname) > 0)
+        ok = H5Adelete(obj, aname) >= 0;
+    if (ok)
+        a = H5Acreate2(obj, aname, H5T_STD_U32LE, s, H5P_DEFAULT, H5P_DEFAULT);
+    ok = ok && a >= 0 && H5Awrite(a, H5T_NATIVE_UINT32, &value) >= 0;
+    if (a >= 0)
+        H5Aclose(a);
+    if (s >= 0)
+        H5Sclose(s);
+    return ok ? 0 : -1;
+}
+
+static int collides_with_own_group(const hq_io *io)
+{
+    for (size_t i = 0; i < io->inv.n; i++)
+        if (!io->inv.items[i].bad && hdf5_under_own_group(io->inv.items[i].name))
+            return 1;
+    return 0;
+}
+
+/* A run killed while closing may have made our own datasets already (--resume): they go, to be
+ * made again. Checks the path's link at every level, as H5Lexists needs its parents to exist. */
+static int drop_if_there(hq_io *io, const char *path)
+{
+    char buf[1024];
+    if (strlen(path) >= sizeof buf)
+        return -1;
+    strcpy(buf, path);
+    for (char *p = strchr(buf + 1, '/');; p = strchr(p + 1, '/')) {
+        if (p)
+            *p = '\0';
+        htri_t e = H5Lexists(io->out_file, buf, H5P_DEFAULT);
+        if (e <= 0)
+            return e < 0 ? -1 : 0;
+        if (!p)
+            break;
+        *p = '/';
+    }
+    return H5Ldelete(io->out_file, path, H5P_DEFAULT) >= 0 ? 0 : -1;
+}
+
+/* A small dataset of our own under /histeq_dist, created by all ranks (metadata is collective),
+ * written by rank 0 alone: early allocation allows that. */
+static int write_own_dataset(hq_io *io, const char *path, hid_t ftype, hid_t mtype, const hsize_t dims[2],
+                             const void *data)
+{
+    hid_t s = H5Screate_simple(2, dims, NULL);
+    hid_t lcpl = H5Pcreate(H5P_LINK_CREATE);
+    hid_t dcpl = H5Pcreate(H5P_DATASET_CREATE);
+    hid_t d = H5I_INVALID_HID;
+    int ok = s >= 0 && lcpl >= 0 && dcpl >= 0 && H5Pset_create_intermediate_group(lcpl, 1) >= 0 &&
+             H5Pset_alloc_time(dcpl, H5D_ALLOC_TIME_EARLY) >= 0 && H5Pset_fill_time(dcpl, H5D_FILL_TIME_NEVER) >= 0;
+    ok = ok && drop_if_there(io, path) == 0;
+    if (ok)
+        d = H5Dcreate2(io->out_file, path, ftype, s, lcpl, dcpl, H5P_DEFAULT);
+    ok = ok && d >= 0;
+    if (ok && io->rank == 0)
+        ok = H5Dwrite(d, mtype, H5S_ALL, H5S_ALL, io->dxpl_ind, data) >= 0;
+    if (d >= 0 && H5Dclose(d) < 0)
+        ok = 0;
+    if (dcpl >= 0)
+        H5Pclose(dcpl);
+    if (lcpl >= 0)
+        H5Pclose(lcpl);
+    if (s >= 0)
+        H5Sclose(s);
+    return ok ? 0 : -1;
+}
+
+/* Global scope: /histeq_dist/global_histogram (uint64) and /histeq_dist/global_lut (uint16), both
+ * (nhist, bins). */
+static int write_global(hq_io *io, const hq_run_meta *m, hq_err *err)
+{
+    const hsize_t dims[2] = {m->global_nhist, m->global_bins};
+    const uint64_t n = (uint64_t)m->global_nhist * m->global_bins;
+    int rc = hdf5_agree(io->comm, hdf5_reserve_more(io, n * (sizeof(uint64_t) + sizeof(uint16_t)), OWN_HIST, err), err);
+    const char *failed = NULL;
+    if (!rc && write_own_dataset(io, OWN_HIST, H5T_STD_U64LE, H5T_NATIVE_UINT64, dims, m->global_hist) < 0)
+        failed = OWN_HIST;
+    if (!rc && !failed && m->global_lut &&
+        write_own_dataset(io, OWN_GLOBAL_LUT, H5T_STD_U16LE, H5T_NATIVE_UINT16, dims, m->global_lut) < 0)
+        failed = OWN_GLOBAL_LUT;
+    if (failed) {
+        char det[512];
+        hdf5_detail(det, sizeof det);
+        rc = hq_fail(err, HQ_EIO, "%s:%s: cannot write%s", io->out_path, failed, det);
+    }
+    return rc;
+}
+
+/* The shape of an item's LUT dataset: (slices, nhist, bins) of its mode. */
+static void lut_dims(const hq_io *io, const hq_run_meta *m, uint64_t i, hsize_t dims[3])
+{
+    const hq_item *it = &io->inv.items[i];
+    const hq_mode mode = {it->channels, it->sample_bytes, m->bits ? m->bits : it->depth, m->color};
+    dims[0] = it->slices;
+    dims[1] = hq_mode_nhist(&mode);
+    dims[2] = hq_mode_bins(&mode);
+}
+
+/* Creates /histeq_dist/lut/<dataset> for every good item, on every rank in the same order
+ * (metadata is collective): uint16, contiguous, allocated at creation and never filtered, so that
+ * each rank can then write the LUTs it computed with independent transfers (parallel HDF5 writes
+ * filtered data only collectively). */
+static int create_lut_datasets(hq_io *io, const hq_run_meta *m, hid_t *d, hq_err *err)
+{
+    hid_t lcpl = H5Pcreate(H5P_LINK_CREATE), dcpl = H5Pcreate(H5P_DATASET_CREATE);
+    int ok = lcpl >= 0 && dcpl >= 0 && H5Pset_create_intermediate_group(lcpl, 1) >= 0 &&
+             H5Pset_layout(dcpl, H5D_CONTIGUOUS) >= 0 && H5Pset_alloc_time(dcpl, H5D_ALLOC_TIME_EARLY) >= 0 &&
+             H5Pset_fill_time(dcpl, H5D_FILL_TIME_NEVER) >= 0;
+    int rc = 0;
+    for (size_t i = 0; ok && i < io->inv.n; i++) {
+        if (io->inv.items[i].bad)
+            continue;
+        hsize_t dims[3];
+        lut_dims(io, m, i, dims);
+        const size_t len = strlen(OWN_LUTS) + strlen(io->inv.items[i].name) + 2;
+        char *path = malloc(len);
+        hid_t s = H5Screate_simple(3, dims, NULL);
+        if (path) {
+            snprintf(path, len, "%s%s%s", OWN_LUTS, io->inv.items[i].name[0] == '/' ? "" : "/", io->inv.items[i].name);
+            d[i] = s >= 0 && drop_if_there(io, path) == 0
+                       ? H5Dcreate2(io->out_file, path, H5T_STD_U16LE, s, lcpl, dcpl, H5P_DEFAULT)
+                       : H5I_INVALID_HID;
+        }
+        if (s >= 0)
+            H5Sclose(s);
+        if (!path || d[i] < 0) {
+            char det[512];
+            hdf5_detail(det, sizeof det);
+            rc = hq_fail(err, path ? HQ_EIO : HQ_EMEM, "%s:%s%s: cannot create%s", io->out_path, OWN_LUTS,
+                         io->inv.items[i].name, det);
+            ok = 0;
+        }
+        free(path);
+    }
+    if (!ok && !rc)
+        rc = hq_fail(err, HQ_EIO, "%s:%s: cannot prepare the LUT datasets", io->out_path, OWN_LUTS);
+    if (dcpl >= 0)
+        H5Pclose(dcpl);
+    if (lcpl >= 0)
+        H5Pclose(lcpl);
+    return rc;
+}
+
+/* This rank's LUTs, each one slice (1, nhist, bins) of its item's dataset. */
+static int write_my_luts(hq_io *io, const hq_run_meta *m, const hid_t *d, hq_err *err)
+{
+    for (uint64_t k = 0; k < m->nluts; k++) {
+        const hq_lut_rec *rec = &m->luts[k];
+        hsize_t dims[3];
+        lut_dims(io, m, rec->item, dims);
+        const hsize_t start[3] = {rec->slice, 0, 0}, count[3] = {1, dims[1], dims[2]}, n = dims[1] * dims[2];
+        hid_t fs = H5Dget_space(d[rec->item]), ms = H5Screate_simple(1, &n, NULL);
+        int ok = fs >= 0 && ms >= 0 && rec->slice < dims[0] &&
+                 H5Sselect_hyperslab(fs, H5S_SELECT_SET, start, NULL, count, NULL) >= 0 &&
+                 H5Dwrite(d[rec->item], H5T_NATIVE_UINT16, ms, fs, io->dxpl_ind, rec->lut) >= 0;
+        char det[512] = "";
+        if (!ok)
+            hdf5_detail(det, sizeof det);
+        if (fs >= 0)
+            H5Sclose(fs);
+        if (ms >= 0)
+            H5Sclose(ms);
+        if (!ok)
+            return hq_fail(err, HQ_EIO, "%s:%s%s: cannot write the LUT of slice %llu%s", io->out_path, OWN_LUTS,
+                           io->inv.items[rec->item].name, (unsigned long long)rec->slice, det);
+    }
+    return 0;
+}
+
+/* Scope image: every image's LUT, in /histeq_dist/lut/<dataset path>, (slices, nhist, bins) uint16:
+ * lut[s, h, v] is the output level of input level v, histogram h, slice s. Each LUT is written by
+ * the rank that recorded it. Collective. */
+static int write_item_luts(hq_io *io, const hq_run_meta *m, hq_err *err)
+{
+    uint64_t bytes = 0;
+    for (size_t i = 0; i < io->inv.n; i++) {
+        hsize_t dims[3];
+        lut_dims(io, m, i, dims);
+        bytes += io->inv.items[i].bad ? 0 : dims[0] * dims[1] * dims[2] * sizeof(uint16_t);
+    }
+    int rc = hdf5_agree(io->comm, hdf5_reserve_more(io, bytes, OWN_LUTS, err), err);
+    hid_t *d = NULL;
+    if (!rc) {
+        d = malloc((io->inv.n ? io->inv.n : 1) * sizeof *d);
+        rc = hdf5_agree(io->comm, d ? 0 : hq_fail(err, HQ_EMEM, "%s: out of memory", io->out_path), err);
+    }
+    if (rc) {
+        free(d);
+        return rc;
+    }
+    for (size_t i = 0; i < io->inv.n; i++)
+        d[i] = H5I_INVALID_HID;
+    rc = hdf5_agree(io->comm, create_lut_datasets(io, m, d, err), err);
+    if (!rc)
+        rc = write_my_luts(io, m, d, err); /* independent: agreed below, after the collective closes */
+    for (size_t i = 0; i < io->inv.n; i++)
+        hdf5_close_id(&d[i], H5Dclose);
+    free(d);
+    return hdf5_agree(io->comm, rc, err);
+}
+
+/* Collective: every rank writes the same attributes with the same values. */
+int hdf5_record_meta(hq_io *io, const hq_run_meta *m, hq_err *err)
+{
+    hid_t root = H5Gopen2(io->out_file, "/", H5P_DEFAULT);
+    int ok = root >= 0 && write_string_attr(root, OWN_VERSION_ATTR, m->version) == 0 &&
+             write_string_attr(root, "method", hq_method_name(m->method)) == 0 &&
+             write_string_attr(root, "scope", hq_scope_name(m->scope)) == 0 &&
+             write_string_attr(root, "color", hq_color_name(m->color)) == 0 &&
+             write_u32_attr(root, "bits", m->bits) == 0 && write_string_attr(root, "source", io->inv.root) == 0 &&
+             (!m->options || write_string_attr(root, "options", m->options) == 0) &&
+             (!m->command_line || write_string_attr(root, "command_line", m->command_line) == 0);
+    char det[512] = "";
+    if (!ok)
+        hdf5_detail(det, sizeof det);
+    if (root >= 0)
+        H5Gclose(root);
+    int rc = ok ? 0 : hq_fail(err, HQ_EIO, "%s: cannot record the run's attributes%s", io->out_path, det);
+    rc = hdf5_agree(io->comm, rc, err);
+    if (rc || collides_with_own_group(io))
+        return rc;
+    if (m->global_hist && m->global_nhist && m->global_bins)
+        return write_global(io, m, err);
+    if (m->scope == HQ_SCOPE_IMAGE)
+        return write_item_luts(io, m, err);
+    return 0;
+}
+
+/* The last thing written: a reader (or --resume) can tell a finished file by it. Collective. */
+int hdf5_mark_complete(hq_io *io, hq_err *err)
+{
+    hid_t root = H5Gopen2(io->out_file, "/", H5P_DEFAULT);
+    int ok = root >= 0 && write_u32_attr(root, OWN_COMPLETE_ATTR, 1) == 0;
+    if (root >= 0)
+        H5Gclose(root);
+    return hdf5_agree(io->comm, ok ? 0 : hq_fail(err, HQ_EIO, "%s: cannot mark the output complete", io->out_path), err);
+}
