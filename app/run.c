@@ -1525,7 +1525,8 @@ int hq_run(const hq_options *o, const hq_comm *c, hq_err *err)
     const uint64_t *gh = rc ? NULL : global_hist(&r, &gm);
     hq_run_meta meta = {.version = HQ_VERSION, .method = o->method, .scope = r.scope, .color = o->color, .bits = o->bits,
                         .global_hist = gh, .global_nhist = hq_mode_nhist(&gm), .global_bins = hq_mode_bins(&gm),
-                        .fbins = r.fbin ? o->fbins : 0, .frange_given = o->range_set, .fbin = r.fbin};
+                        .fbins = r.fbin ? o->fbins : 0, .frange_given = o->range_set, .fbin = r.fbin,
+                        .item_image0 = r.plan.item_image0};
     if (!rc)
         rc = hq_comm_agree(c, hq_report_meta(r.rep, &meta, err), err);
     hq_err close_err = {{0}};

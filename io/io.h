@@ -54,6 +54,7 @@ typedef struct hq_run_meta {
     int frange_given;            /* 1: --range set every binning; 0: each group's own extremes */
     const hq_fbin *fbin;         /* each group's binning (lo, hi): scope image by image index, global [0],
                                     the same on every rank */
+    const uint64_t *item_image0; /* the image index of each item's first slice (jobs/plan.h) */
 } hq_run_meta;
 
 typedef struct hq_out_opts {

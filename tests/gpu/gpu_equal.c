@@ -197,8 +197,8 @@ static void ffill(void *buf, uint64_t n, uint32_t sb, uint32_t bins, int pat)
     const double c = 1000 * unit01() - 500;
     for (uint64_t i = 0; i < n; i++) {
         double v;
-        if (pat == FPAT_EDGES) /* exact multiples of the bin width over [-3, 5]: every edge tie */
-            v = -3.0 + 8.0 * (double)(rnd() % ((uint64_t)bins + 1)) / bins;
+        if (pat == FPAT_EDGES) /* on the bin edges of [0.1, 0.7], where the order of operations shows */
+            v = 0.1 + 0.6 * (double)(rnd() % ((uint64_t)bins + 1)) / bins;
         else if (pat == FPAT_CONST)
             v = c;
         else if (pat == FPAT_HUGE)
@@ -214,13 +214,13 @@ static void ffill(void *buf, uint64_t n, uint32_t sb, uint32_t bins, int pat)
         else
             ((double *)buf)[i] = v;
     }
-    if (pat == FPAT_EDGES && n >= 2) { /* the two ends present, so the extremes are -3 and 5 */
+    if (pat == FPAT_EDGES && n >= 2) { /* both ends present, so the extremes are the range's */
         if (sb == 4) {
-            ((float *)buf)[0] = -3.0f;
-            ((float *)buf)[n - 1] = 5.0f;
+            ((float *)buf)[0] = (float)0.1;
+            ((float *)buf)[n - 1] = (float)(0.1 + 0.6);
         } else {
-            ((double *)buf)[0] = -3.0;
-            ((double *)buf)[n - 1] = 5.0;
+            ((double *)buf)[0] = 0.1;
+            ((double *)buf)[n - 1] = 0.1 + 0.6;
         }
     }
 }
