@@ -291,3 +291,19 @@ def test_signed_bits_refused(tmp):
 def test_help_lists_float_options():
     r = run_ok(["--help"])
     assert "--bins N" in r.out and "--range LO:HI" in r.out
+
+
+def test_float_scaleoffset_input_dropped_in_output(tmp):
+    """A float scale-offset filter keeps a fixed number of decimals (lossy, fitted to the input's
+    range): the output goes without it and holds the exact values; its other filters stay."""
+    a = np.round(float_stack(2, 32, 40, np.float32, seed=51), 2)
+    inp = write_h5(tmp / "in.h5", {"so": a, "gz": a}, so={"chunks": (1, 16, 40), "scaleoffset": 2},
+                   gz={"chunks": (1, 16, 40), "compression": "gzip"})
+    out = tmp / "out.h5"
+    equalize(inp, out, np_=2)
+    with h5py.File(inp, "r") as f:
+        stored = f["so"][()]  # what the input's filter kept
+    want, _, _ = equalize_float_stack(stored, 65536)
+    same_bytes(read(out, "so"), want, "scale-offset input")
+    with h5py.File(out, "r") as f:
+        assert f["so"].scaleoffset is None and f["gz"].compression == "gzip"
