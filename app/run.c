@@ -85,7 +85,8 @@ typedef struct run {
     int threaded_io;      /* own items' I/O runs on a thread of its own (app/pipeline.h) */
     double t[PH_N];
     uint64_t pixels_done, bytes_done; /* written; updated by the thread that writes */
-    uint64_t bytes_histogrammed;      /* pending blocks through pass 1; updated by the compute thread */
+    uint64_t bytes_histogrammed;      /* pending blocks through pass 1, float blocks through pass 0;
+                                         updated by the compute thread */
     hq_progress prog;
     char *skipped;        /* this rank's skipped inputs, one line each */
     size_t skipped_len;
@@ -942,6 +943,8 @@ static int stream_read(void *ctx, uint64_t i, void **data, hq_err *err)
 {
     stream *st = ctx;
     my_block *mb = st->list[i];
+    if (st->kind == STREAM_RANGE)
+        tick(st->r); /* pass 0 writes nothing: its progress is told here, on the I/O thread */
     if (mb->held) {
         *data = mb->held;
         return 0;
@@ -1057,6 +1060,8 @@ static int range_block(run *r, const hq_block *b, void *data, hq_err *err)
     const double t0 = hq_now();
     int rc = r->eng->ops->minmax(r->eng, &d, &m, mm, err);
     r->t[PH_HIST] += hq_now() - t0;
+    if (!rc) /* counted here, ticked by the thread that makes the I/O calls (MPI stays on one) */
+        __atomic_add_fetch(&r->bytes_histogrammed, block_bytes(r, b), __ATOMIC_RELAXED);
     for (uint64_t s = 0; s < d.nseg && !rc; s++) {
         hq_frange *g = &r->facc[group_of(r, image_of(r, b, b->s0 + s))];
         g->lo = mm[s].lo < g->lo ? mm[s].lo : g->lo;
@@ -1086,6 +1091,7 @@ static int range_mine(run *r, hq_err *err)
                 rc2 = range_block(r, mb->b, data, e);
             rc = rc ? rc : rc2;
             hq_block_free(r->eng, data);
+            tick(r);
         }
     }
     if (rc)
@@ -1492,9 +1498,13 @@ int hq_run(const hq_options *o, const hq_comm *c, hq_err *err)
     if (!rc && o->verbose)
         report_plan(&r);
     if (!rc) {
-        uint64_t total_bytes = 0;
-        for (size_t i = 0; i < r.inv.n; i++)
-            total_bytes += r.inv.items[i].bad ? 0 : r.inv.items[i].slices * hq_item_image_bytes(&r.inv.items[i]);
+        uint64_t total_bytes = 0, pass0_bytes = 0;
+        for (size_t i = 0; i < r.inv.n; i++) {
+            const hq_item *it = &r.inv.items[i];
+            total_bytes += it->bad ? 0 : it->slices * hq_item_image_bytes(it);
+            if (!it->bad && it->sample == HQ_SAMPLE_FLOAT && !o->range_set)
+                pass0_bytes += it->slices * hq_item_image_bytes(it); /* read once more, by pass 0 */
+        }
         uint64_t done[2] = {done_px, done_bytes};
         MPI_Allreduce(MPI_IN_PLACE, done, 2, MPI_UINT64_T, MPI_SUM, c->world);
         if (r.res.action == HQ_RESUME_CONTINUE && c->rank == 0 && !o->quiet)
@@ -1502,7 +1512,7 @@ int hq_run(const hq_options *o, const hq_comm *c, hq_err *err)
                     "run%s\n", o->output, r.plan.total_pixels ? 100.0 * (double)done[0] / (double)r.plan.total_pixels : 0.0,
                     r.res.st.nhists ? ", and its histograms are kept" : "");
         hq_progress_start(&r.prog, c->world, o->quiet ? 0 : o->progress, r.plan.total_pixels - done[0],
-                          2 * total_bytes - done[1]);
+                          2 * total_bytes + pass0_bytes - done[1]);
         /* The passes. Each rank carries its own status through the collective parts and the ranks
          * agree on it only where they next meet, so a failure never strands a rank in a call. */
         int mine = pass0_ranges(&r, err); /* float data only; agreed */
