@@ -101,6 +101,8 @@ typedef struct run {
      * indexed by group (the image, or 0 under scope global). NULL when no item is float. */
     hq_fbin *fbin;
     uint64_t nfgroups;
+    uint8_t *fmine;       /* groups whose binning this rank found itself: whole images in one block,
+                             which pass 0 leaves to pass 1 (they are in memory there anyway) */
     hq_frange *facc;      /* pass 0 only: each group's extremes so far */
     uint64_t *finf;       /* pass 0 only: infinite samples met per item */
 } run;
@@ -692,6 +694,34 @@ static int name_float_failure(const run *r, uint64_t item, int rc, hq_err *err)
                    r->inv.items[item].name, e.msg);
 }
 
+/* Float data, whole images in one block, no --range: pass 0 left their extremes to be found here,
+ * from the pixels in memory, by this rank alone (no other rank has any of them). */
+static int fused_ranges(run *r, const hq_block *b, const hq_block_data *d, const hq_mode *m, hq_err *err)
+{
+    if (!m->fbins || r->o->range_set || !r->eng->ops->minmax)
+        return 0;
+    hq_frange *mm = malloc(d->nseg * sizeof *mm);
+    if (!mm)
+        return hq_fail(err, HQ_EMEM, "%s: out of memory for %llu ranges", r->inv.items[b->item].src,
+                       (unsigned long long)d->nseg);
+    for (uint64_t s = 0; s < d->nseg; s++)
+        mm[s] = hq_frange_empty();
+    int rc = r->eng->ops->minmax(r->eng, d, m, mm, err);
+    for (uint64_t s = 0; s < d->nseg && !rc; s++) {
+        const uint64_t g = group_of(r, image_of(r, b, b->s0 + s));
+        if (mm[s].inf)
+            rc = hq_fail(err, HQ_EINPUT, "%s:%s: %llu infinite sample%s (+inf or -inf); float data must be finite or "
+                         "NaN", r->inv.items[b->item].src, r->inv.items[b->item].name, (unsigned long long)mm[s].inf,
+                         mm[s].inf == 1 ? "" : "s");
+        else
+            r->fbin[g] = mm[s].lo <= mm[s].hi ? hq_fbin_make(mm[s].lo, mm[s].hi, r->o->fbins)
+                                              : hq_fbin_make(NAN, NAN, r->o->fbins);
+        r->fmine[g] = 1;
+    }
+    free(mm);
+    return rc;
+}
+
 /* Fused: every image of the block is complete here, so histogram, LUT and remap happen at once. */
 static int equalize_fused(run *r, const hq_block *b, void *data, hq_err *err)
 {
@@ -713,7 +743,9 @@ static int equalize_fused(run *r, const hq_block *b, void *data, hq_err *err)
         lp[s] = lut + s * hl;
     }
     double t0 = hq_now();
-    rc = name_float_failure(r, b->item, r->eng->ops->histogram(r->eng, &d, &m, hp, err), err);
+    rc = fused_ranges(r, b, &d, &m, err);
+    if (!rc)
+        rc = name_float_failure(r, b->item, r->eng->ops->histogram(r->eng, &d, &m, hp, err), err);
     r->t[PH_HIST] += hq_now() - t0;
     if (rc)
         goto done;
@@ -1073,8 +1105,15 @@ static int range_block(run *r, const hq_block *b, void *data, hq_err *err)
     return rc;
 }
 
-/* This rank's part of pass 0: every block of a float item read once (all of them, also those an
- * interrupted run wrote: the extremes need every sample), shared items in lockstep. */
+/* Whether pass 0 reads a block: a whole image in one block waits for pass 1 (fused_ranges), unless
+ * an interrupted run wrote it already (its range is then still needed for the output's record). */
+static int range_in_pass0(const my_block *mb)
+{
+    return !mb->fused || mb->done;
+}
+
+/* This rank's part of pass 0: the blocks of float items that range_in_pass0 picks, read once,
+ * shared items in lockstep. */
 static int range_mine(run *r, hq_err *err)
 {
     int rc = 0;
@@ -1084,6 +1123,8 @@ static int range_mine(run *r, hq_err *err)
         const uint64_t rounds = rounds_for(r, i, 0);
         for (uint64_t k = 0; k < rounds; k++) {
             my_block *mb = rc ? NULL : nth_mine(r, i, k, 0);
+            if (mb && !range_in_pass0(mb))
+                mb = NULL; /* only joins the collective read */
             hq_err scratch, *e = rc ? &scratch : err;
             void *data = NULL;
             int rc2 = timed_read(r, mb ? mb->b : NULL, i, 1, &data, e);
@@ -1101,7 +1142,7 @@ static int range_mine(run *r, hq_err *err)
         return hq_fail(err, HQ_EMEM, "out of memory listing blocks");
     uint64_t n = 0;
     for (uint64_t j = 0; j < r->nmine; j++)
-        if (!r->item_shared[r->mine[j].b->item] && is_float(r, r->mine[j].b->item))
+        if (!r->item_shared[r->mine[j].b->item] && is_float(r, r->mine[j].b->item) && range_in_pass0(&r->mine[j]))
             list[n++] = &r->mine[j];
     rc = run_stream(r, STREAM_RANGE, list, n, err);
     free(list);
@@ -1122,8 +1163,10 @@ static int pass0_ranges(run *r, hq_err *err)
     r->fbin = calloc(r->nfgroups ? r->nfgroups : 1, sizeof *r->fbin);
     r->facc = malloc((r->nfgroups ? r->nfgroups : 1) * sizeof *r->facc);
     r->finf = calloc(r->inv.n ? r->inv.n : 1, sizeof *r->finf);
+    r->fmine = calloc(r->nfgroups ? r->nfgroups : 1, 1);
     double *lo = malloc((r->nfgroups ? r->nfgroups : 1) * sizeof *lo), *hi = malloc((r->nfgroups ? r->nfgroups : 1) * sizeof *hi);
-    int rc = r->fbin && r->facc && r->finf && lo && hi ? 0 : hq_fail(err, HQ_EMEM, "out of memory for the float ranges");
+    int rc = r->fbin && r->facc && r->finf && r->fmine && lo && hi ? 0
+             : hq_fail(err, HQ_EMEM, "out of memory for the float ranges");
     for (uint64_t g = 0; g < r->nfgroups && !rc; g++)
         r->facc[g] = hq_frange_empty();
     if (!rc && !r->o->range_set)
@@ -1157,6 +1200,42 @@ static int pass0_ranges(run *r, hq_err *err)
     r->facc = NULL;
     r->finf = NULL;
     return hq_comm_agree(r->c, rc, err);
+}
+
+/* Collective, after the passes: the binnings fused_ranges found, made known to every rank for the
+ * output's record. Exactly one rank found each of them, and the others add +0.0: a sum that is
+ * exact (NaN, for an image without finite samples, passes too). Groups no rank found keep pass 0's
+ * value, which every rank has. */
+static int share_fused_ranges(run *r, hq_err *err)
+{
+    if (!r->fbin || r->o->range_set)
+        return 0;
+    const uint64_t n = r->nfgroups;
+    double *v = calloc(2 * n, sizeof *v);
+    uint64_t *cnt = calloc(n, sizeof *cnt);
+    int ok = v && cnt, all_ok = 0;
+    MPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, r->c->world);
+    int rc = all_ok ? 0 : hq_fail(err, HQ_EMEM, "out of memory for the float ranges");
+    if (!rc) {
+        for (uint64_t g = 0; g < n; g++)
+            if (r->fmine[g]) {
+                v[2 * g] = r->fbin[g].lo;
+                v[2 * g + 1] = r->fbin[g].hi;
+                cnt[g] = 1;
+            }
+        int mpi = MPI_SUCCESS;
+        for (uint64_t off = 0; off < 2 * n && mpi == MPI_SUCCESS; off += 1u << 28)
+            mpi = MPI_Allreduce(MPI_IN_PLACE, v + off, (int)(2 * n - off < (1u << 28) ? 2 * n - off : 1u << 28),
+                                MPI_DOUBLE, MPI_SUM, r->c->world);
+        if (mpi != MPI_SUCCESS || hq_comm_sum_u64(r->c, cnt, n))
+            rc = hq_fail(err, HQ_EIO, "MPI_Allreduce of the float ranges failed");
+        for (uint64_t g = 0; g < n && !rc; g++)
+            if (cnt[g])
+                r->fbin[g] = hq_fbin_make(v[2 * g], v[2 * g + 1], r->o->fbins);
+    }
+    free(v);
+    free(cnt);
+    return rc;
 }
 
 /* Under scope global every image bins alike (check_modes): the mode of the first usable item. */
@@ -1427,6 +1506,7 @@ static void free_run(run *r)
     }
     free(r->groups);
     free(r->fbin);
+    free(r->fmine);
     free(r->mine);
     free(r->shared);
     free(r->item_shared);
@@ -1499,12 +1579,11 @@ int hq_run(const hq_options *o, const hq_comm *c, hq_err *err)
         report_plan(&r);
     if (!rc) {
         uint64_t total_bytes = 0, pass0_bytes = 0;
-        for (size_t i = 0; i < r.inv.n; i++) {
-            const hq_item *it = &r.inv.items[i];
-            total_bytes += it->bad ? 0 : it->slices * hq_item_image_bytes(it);
-            if (!it->bad && it->sample == HQ_SAMPLE_FLOAT && !o->range_set)
-                pass0_bytes += it->slices * hq_item_image_bytes(it); /* read once more, by pass 0 */
-        }
+        for (size_t i = 0; i < r.inv.n; i++)
+            total_bytes += r.inv.items[i].bad ? 0 : r.inv.items[i].slices * hq_item_image_bytes(&r.inv.items[i]);
+        for (uint64_t j = 0; j < r.plan.nblocks && !o->range_set; j++) /* read once more, by pass 0 */
+            if (is_float(&r, r.plan.blocks[j].item) && !is_fused(&r, &r.plan.blocks[j]))
+                pass0_bytes += block_bytes(&r, &r.plan.blocks[j]);
         uint64_t done[2] = {done_px, done_bytes};
         MPI_Allreduce(MPI_IN_PLACE, done, 2, MPI_UINT64_T, MPI_SUM, c->world);
         if (r.res.action == HQ_RESUME_CONTINUE && c->rank == 0 && !o->quiet)
@@ -1531,6 +1610,8 @@ int hq_run(const hq_options *o, const hq_comm *c, hq_err *err)
         }
         hq_progress_finish(&r.prog);
     }
+    if (!rc)
+        rc = hq_comm_agree(c, share_fused_ranges(&r, err), err);
     hq_mode gm = {1, 1, 8, 0, 0};
     const uint64_t *gh = rc ? NULL : global_hist(&r, &gm);
     hq_run_meta meta = {.version = HQ_VERSION, .method = o->method, .scope = r.scope, .color = o->color, .bits = o->bits,

@@ -215,10 +215,12 @@ def test_float_range_clamps(tmp):
         assert "--range" in str(f.attrs["options"])
 
 
-@pytest.mark.parametrize("extra", [[], ["--range", "0:1"]], ids=["pass0", "range"])
+@pytest.mark.parametrize("extra", [[], ["--block", "4K"], ["--range", "0:1"]], ids=["whole", "tiles", "range"])
 @pytest.mark.parametrize("np_", [None, 3])
 def test_float_inf_refused(tmp, extra, np_):
-    stack = float_stack(3, 20, 30, np.float32, seed=5)
+    """Found where the extremes are taken: in pass 1 for whole images in one block, in pass 0 for
+    tiles (--block 4K), while histogramming with --range."""
+    stack = float_stack(3, 60, 80, np.float32, seed=5)
     stack[2, 7, 9] = -np.inf
     inp = write_h5(tmp / "in.h5", {"ok": stack[:1], "vol": stack})
     out = tmp / "out.h5"
