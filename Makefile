@@ -9,6 +9,9 @@
 #   make test-gpu   the integration suite on --device gpu and --device cpu, outputs compared (needs a GPU)
 #   make demo       a low-contrast phantom stack equalized with mpirun -np 2
 #   make deps       install the Debian packages the build and the tests need (as root)
+#   make install    PREFIX (/usr/local): bin/histeq_dist, share/man/man1/histeq_dist.1 (made from
+#                   the --help text), share/histeq_dist/*.sbatch; DESTDIR is honoured
+#   make uninstall  removes exactly those files
 
 VERSION   := 0.1.0
 BUILD     ?= build
@@ -43,12 +46,15 @@ endif
 HOST_OBJ  := $(HOST_SRC:%.c=$(BUILD)/%.o)
 LIB_OBJ   := $(filter-out $(BUILD)/app/main.o,$(HOST_OBJ)) $(GPU_OBJ)
 BIN       := $(BUILD)/histeq_dist
+MAN       := $(BUILD)/histeq_dist.1
+PREFIX    ?= /usr/local
+SLURM_SCRIPTS := $(wildcard slurm/*.sbatch)
 
 UNIT_SRC  := $(wildcard tests/unit/test_*.c)
 UNIT_BIN  := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/%)
 
-.PHONY: all test unit integration test-slurm test-asan test-gpu gpu-check demo deps bench clean fuzz fuzz-regress
-all: $(BIN)
+.PHONY: all man install uninstall test unit integration test-slurm test-asan test-gpu gpu-check demo deps bench clean fuzz fuzz-regress
+all: $(BIN) $(MAN)
 
 $(BIN): $(HOST_OBJ) $(GPU_OBJ)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
@@ -64,6 +70,28 @@ $(BUILD)/gpu/%.o: gpu/%.cu
 # The float path spells its roundings out (__dsub_rn, __dmul_rn, __ddiv_rn: core/fbin.h); no
 # contraction anywhere else in it either, so it matches the host's -ffp-contract=off.
 $(BUILD)/gpu/gpu_float.o: NVCCFLAGS += -fmad=false
+
+# The man page is the --help text (app/options.c) set in roff by man/usage2man.awk: one source.
+$(BUILD)/man/print_usage: man/print_usage.c $(BUILD)/app/options.o $(BUILD)/core/error.o
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -o $@ $^ $(LDFLAGS)
+$(MAN): $(BUILD)/man/print_usage man/usage2man.awk
+	$(BUILD)/man/print_usage | awk -v version=$(VERSION) -f man/usage2man.awk > $@.tmp && mv $@.tmp $@
+man: $(MAN)
+
+install: $(BIN) $(MAN)
+	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/man/man1 $(DESTDIR)$(PREFIX)/share/histeq_dist
+	install -m 755 $(BIN) $(DESTDIR)$(PREFIX)/bin/histeq_dist
+	install -m 644 $(MAN) $(DESTDIR)$(PREFIX)/share/man/man1/histeq_dist.1
+	install -m 755 $(SLURM_SCRIPTS) $(DESTDIR)$(PREFIX)/share/histeq_dist/
+
+# Removes what install put there, and share/histeq_dist/ when nothing else is left in it; the
+# standard directories (bin, share/man/man1) stay.
+uninstall:
+	rm -f $(DESTDIR)$(PREFIX)/bin/histeq_dist $(DESTDIR)$(PREFIX)/share/man/man1/histeq_dist.1 \
+	      $(addprefix $(DESTDIR)$(PREFIX)/share/histeq_dist/,$(notdir $(SLURM_SCRIPTS)))
+	if [ -d $(DESTDIR)$(PREFIX)/share/histeq_dist ]; then \
+	    rmdir --ignore-fail-on-non-empty $(DESTDIR)$(PREFIX)/share/histeq_dist; fi
 
 $(BUILD)/tests/%: tests/unit/%.c $(LIB_OBJ)
 	@mkdir -p $(dir $@)
@@ -153,7 +181,8 @@ FUZZ_LIBS    := $(PKG_LIBS) $(shell mpicc --showme:link 2>/dev/null) -lz -lm
 FUZZ_ENV     := ASAN_OPTIONS=detect_leaks=1:halt_on_error=1:abort_on_error=1:allocator_may_return_null=1 \
                 LSAN_OPTIONS=suppressions=$(CURDIR)/fuzz/lsan.supp:print_suppressions=0:leak_check_at_exit=0:use_tls=0 \
                 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
-                OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_btl_vader_single_copy_mechanism=none
+                OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_btl_vader_single_copy_mechanism=none \
+                HQ_METADATA_TIMEOUT_S=20
 
 $(FUZZ_BUILD)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
@@ -176,8 +205,10 @@ fuzz: $(FUZZ_TARGETS:%=$(FUZZ_BUILD)/fuzz_%)
 	done; exit $$status
 
 # The replay binaries live in the ASan build tree, built by the same recursive make as test-asan.
+# Then the inputs that crash or hang libhdf5 itself (regress/hdf5/lib-*) through the whole program:
+# exit 4 and one line naming the file (fuzz/replay_library_faults.sh).
 fuzz-regress:
-	$(ASAN_MAKE) $(FUZZ_TARGETS:%=build-asan/fuzz/replay_%)
+	$(ASAN_MAKE) $(FUZZ_TARGETS:%=build-asan/fuzz/replay_%) build-asan/histeq_dist
 	@set -e; for t in $(FUZZ_TARGETS); do \
 	    echo "== replay_$$t"; \
 	    log=build-asan/fuzz/replay_$$t.log; \
@@ -185,6 +216,8 @@ fuzz-regress:
 	        || { tail -n 60 $$log; echo "replay_$$t FAILED (whole log: $$log)"; exit 1; }; \
 	    tail -n 1 $$log; \
 	done
+	@echo "== library faults through histeq_dist"
+	@$(FUZZ_ENV) timeout 600 sh fuzz/replay_library_faults.sh build-asan/histeq_dist fuzz/regress/hdf5/lib-*.h5
 
 $(BUILD)/fuzz/replay_%: fuzz/fuzz_%.c fuzz/harness.c fuzz/replay.c fuzz/harness.h $(LIB_OBJ)
 	@mkdir -p $(dir $@)

@@ -1,6 +1,7 @@
 #!/bin/sh
 # deps.sh — installs the Debian/Ubuntu packages that the build, the tests and the demo need.
-# Run as root (CI) or through sudo: `sudo sh .ci/deps.sh`. Safe to run again.
+# Run as root (CI, a container's root shell): `sh .ci/deps.sh`; as another user it runs itself
+# again through sudo. Safe to run again.
 # nvcc is not installed here: the Makefile builds the GPU engine only when it finds nvcc
 # (on PATH or under /usr/local/cuda), and the CPU-only build otherwise.
 # slurm-wlm (slurmctld, slurmd, the clients) and munge are for `make test-slurm`, which starts
@@ -9,7 +10,10 @@
 set -eu
 
 if [ "$(id -u)" != 0 ]; then
-    echo "deps.sh: run as root, e.g. sudo sh .ci/deps.sh" >&2
+    if command -v sudo >/dev/null 2>&1; then
+        exec sudo sh "$0" "$@"
+    fi
+    echo "deps.sh: run as root (there is no sudo here)" >&2
     exit 1
 fi
 
@@ -18,6 +22,6 @@ apt-get update
 apt-get install -y --no-install-recommends \
     build-essential pkg-config \
     openmpi-bin libopenmpi-dev libhdf5-openmpi-dev hdf5-tools \
-    libpng-dev libcmocka-dev \
-    python3 python3-numpy python3-h5py python3-pil python3-pytest python3-opencv \
+    libpng-dev libcmocka-dev man-db libopencv-dev \
+    python3 python3-numpy python3-h5py python3-pil python3-pytest python3-opencv python3-skimage \
     slurm-wlm munge libpmix-dev

@@ -13,8 +13,8 @@
 #endif
 
 static const char USAGE[] =
-    "Usage: histeq_dist --input IN --output OUT [options]\n"
-    "       mpirun -np N histeq_dist --input IN --output OUT [options]\n"
+    "Usage: histeq_dist --input IN [--output OUT] [options]\n"
+    "       mpirun -np N histeq_dist --input IN [--output OUT] [options]\n"
     "\n"
     "Histogram equalization of image collections and huge images, spread over MPI ranks and GPUs.\n"
     "Ranks histogram their share, reduce the histograms, build the LUT and remap their share.\n"
@@ -23,6 +23,9 @@ static const char USAGE[] =
     "  -i, --input IN        HDF5 file (every dataset), FILE.h5:/path/to/dataset (one dataset),\n"
     "                        a PNG file, a directory of PNG files, or a text file listing PNG paths\n"
     "  -o, --output OUT      HDF5 file for HDF5 input; PNG file for one PNG; directory for several PNGs\n"
+    "                        (default: beside IN, named for the method: dataset.h5 -> dataset_eq.h5,\n"
+    "                        FILE.h5:/dset -> FILE_eq.h5, a.png -> a_eq.png, photos/ -> photos_eq/,\n"
+    "                        list.txt -> list_eq/; _clahe or _match for those methods)\n"
     "      --force           replace an existing output\n"
     "      --resume          finish an interrupted run (killed, timed out) from the journal kept\n"
     "                        next to OUT; refused if the options or the input changed\n"
@@ -30,9 +33,22 @@ static const char USAGE[] =
     "      --on-error MODE   stop (default) or skip: leave out bad inputs of a collection, list them, exit 3\n"
     "\n"
     "What is equalized:\n"
-    "      --scope S         image: one CDF per image; global: one CDF over everything\n"
-    "                        (default: image for a collection or stack, global for a single image)\n"
-    "      --method M        equalize (default) or stretch (linear [min,max] to the full range)\n"
+    "      --scope S         image: one CDF per image; dataset: one CDF per dataset (an N x H x W\n"
+    "                        stack as one 3-D image; each PNG file is its own); global: one CDF over\n"
+    "                        everything (default: image for a collection or stack, global for one image)\n"
+    "      --method M        equalize (default), stretch (linear [min,max] to the full range) or\n"
+    "                        match (each image's histogram mapped onto --reference's)\n"
+    "      --reference REF   with --method match: the target histogram, an image (a PNG, or\n"
+    "                        FILE.h5:/dset: one image or a stack, summed) or 'global' (the histogram\n"
+    "                        of the whole input); lut[v] = the smallest w with\n"
+    "                        C_t(w) * N_s >= C_s(v) * N_t (C: cumulative counts, N: totals)\n"
+    "      --ignore LO[:HI]  leave histogrammed values LO..HI (after --bits clamping; gray: the\n"
+    "                        sample, luma: Y, value: V, channels: each channel) out of the histograms\n"
+    "      --mask SRC        count only pixels whose mask is non-zero: FILE.h5:/dset (H x W, or\n"
+    "                        N x H x W for N-slice stacks; uint8/uint16) for HDF5 input, a PNG file\n"
+    "                        or a directory of PNGs with the input's file names for PNG input\n"
+    "      --mask-apply A    all (default): every pixel goes through the LUT; inside: pixels with\n"
+    "                        mask 0 or an ignored value are left unchanged\n"
     "      --color C         RGB: luma (default; BT.601 Y, chroma kept), channels (R, G, B\n"
     "                        independently) or value (V = max(R,G,B); hue and saturation kept)\n"
     "      --bits N          significant bits, 1-16 (default: 8 for uint8, 16 for uint16; e.g. 12 for CT)\n"
@@ -43,11 +59,15 @@ static const char USAGE[] =
     "                        (no pass over the data to find them; values outside go to the end bins)\n"
     "\n"
     "Resources:\n"
-    "      --device D        auto (default: GPU if one is visible, else CPU), gpu or cpu;\n"
+    "      --device D        auto (default), gpu or cpu; auto takes the GPU when every rank on the\n"
+    "                        node has one of its own, else the CPU engine (faster than a shared GPU);\n"
     "                        copy reads and writes without equalizing (benchmarks' I/O baseline)\n"
-    "      --threads N       CPU threads per rank (default: the node's cores / ranks on the node)\n"
-    "      --memory SIZE     per-rank budget for pixels in memory: blocks in flight and those held\n"
-    "                        between the passes (default: RAM/4/ranks; too small is refused)\n"
+    "      --threads N       CPU engine threads per rank (default: the node's cores / ranks on the node)\n"
+    "      --io-threads N    threads reading and writing blocks at once, per rank, for PNG collections\n"
+    "                        (default: the node's cores / ranks on the node); HDF5 uses one\n"
+    "      --memory SIZE     per-rank budget for pixels in memory: blocks in flight (3, or up to\n"
+    "                        --io-threads + 2 with several I/O threads) and those held between the\n"
+    "                        passes (default: RAM/4/ranks; too small is refused)\n"
     "      --block SIZE      largest piece read at once (default 256M); SIZE takes K, M, G, T\n"
     "\n"
     "      --progress SEC    a progress line every SEC seconds on long runs (default 10; 0: none)\n"
@@ -64,15 +84,22 @@ static const char USAGE[] =
     "Exit status: 0 done; 1 I/O error; 2 usage; 3 done but inputs skipped; 4 bad input;\n"
     "5 device unavailable; 6 out of memory.\n";
 
+const char *hq_options_usage(void)
+{
+    return USAGE;
+}
+
 enum { OPT_SCOPE = 256, OPT_COLOR, OPT_METHOD, OPT_BITS, OPT_DEVICE, OPT_THREADS, OPT_MEMORY, OPT_BLOCK,
        OPT_PNG_LEVEL, OPT_ON_ERROR, OPT_FORCE, OPT_VERSION, OPT_PROGRESS, OPT_SUMMARY,
-       OPT_RESUME, OPT_REPORT, OPT_REPORT_SAMPLE, OPT_REPORT_SCALE, OPT_BINS, OPT_RANGE };
+       OPT_RESUME, OPT_REPORT, OPT_REPORT_SAMPLE, OPT_REPORT_SCALE, OPT_IO_THREADS, OPT_IGNORE, OPT_MASK,
+       OPT_MASK_APPLY, OPT_REFERENCE, OPT_BINS, OPT_RANGE };
 
 static const struct option LONG_OPTS[] = {
     {"input", required_argument, NULL, 'i'},      {"output", required_argument, NULL, 'o'},
     {"scope", required_argument, NULL, OPT_SCOPE}, {"color", required_argument, NULL, OPT_COLOR},
     {"method", required_argument, NULL, OPT_METHOD}, {"bits", required_argument, NULL, OPT_BITS},
     {"device", required_argument, NULL, OPT_DEVICE}, {"threads", required_argument, NULL, OPT_THREADS},
+    {"io-threads", required_argument, NULL, OPT_IO_THREADS},
     {"memory", required_argument, NULL, OPT_MEMORY}, {"block", required_argument, NULL, OPT_BLOCK},
     {"png-level", required_argument, NULL, OPT_PNG_LEVEL}, {"on-error", required_argument, NULL, OPT_ON_ERROR},
     {"force", no_argument, NULL, OPT_FORCE},      {"progress", required_argument, NULL, OPT_PROGRESS},
@@ -80,7 +107,9 @@ static const struct option LONG_OPTS[] = {
     {"quiet", no_argument, NULL, 'q'},            {"help", no_argument, NULL, 'h'},
     {"version", no_argument, NULL, OPT_VERSION},  {"resume", no_argument, NULL, OPT_RESUME},
     {"report", required_argument, NULL, OPT_REPORT}, {"report-sample", required_argument, NULL, OPT_REPORT_SAMPLE},
-    {"report-scale", required_argument, NULL, OPT_REPORT_SCALE}, {"bins", required_argument, NULL, OPT_BINS},
+    {"report-scale", required_argument, NULL, OPT_REPORT_SCALE}, {"ignore", required_argument, NULL, OPT_IGNORE},
+    {"mask", required_argument, NULL, OPT_MASK},   {"mask-apply", required_argument, NULL, OPT_MASK_APPLY},
+    {"reference", required_argument, NULL, OPT_REFERENCE}, {"bins", required_argument, NULL, OPT_BINS},
     {"range", required_argument, NULL, OPT_RANGE}, {NULL, 0, NULL, 0},
 };
 
@@ -104,7 +133,7 @@ static int parse_int(const char *s, long lo, long hi, long *out)
 }
 
 /* "LO:HI", two finite numbers with LO < HI (strtod's syntax, e.g. -1024:3071 or 0:1e-3). */
-static int parse_range(const char *s, double *lo, double *hi)
+static int parse_frange(const char *s, double *lo, double *hi)
 {
     char *end;
     *lo = strtod(s, &end);
@@ -115,6 +144,26 @@ static int parse_range(const char *s, double *lo, double *hi)
     if (end == t || *end)
         return -1;
     return isfinite(*lo) && isfinite(*hi) && *lo < *hi ? 0 : -1;
+}
+
+/* "LO" or "LO:HI", 0 <= LO <= HI <= 65535. */
+static int parse_range(const char *s, uint32_t *lo, uint32_t *hi)
+{
+    char *end;
+    if (!isdigit((unsigned char)*s))
+        return -1;
+    unsigned long a = strtoul(s, &end, 10), b = a;
+    if (*end == ':') {
+        const char *t = end + 1;
+        if (!isdigit((unsigned char)*t))
+            return -1;
+        b = strtoul(t, &end, 10);
+    }
+    if (*end || a > 65535 || b > 65535 || a > b)
+        return -1;
+    *lo = (uint32_t)a;
+    *hi = (uint32_t)b;
+    return 0;
 }
 
 /* "512M", "4G", "1048576": bytes, binary multiples. */
@@ -142,9 +191,10 @@ static int parse_size(const char *s, uint64_t *out)
 
 int hq_options_parse(int argc, char **argv, int print, hq_options *o, hq_err *err)
 {
-    static const char *const SCOPES[] = {"auto", "image", "global", NULL};
+    static const char *const SCOPES[] = {"auto", "image", "global", "dataset", NULL};
     static const char *const COLORS[] = {"luma", "channels", "value", NULL};
-    static const char *const METHODS[] = {"equalize", "stretch", NULL};
+    static const char *const METHODS[] = {"equalize", "stretch", "match", NULL};
+    static const char *const APPLY[] = {"all", "inside", NULL};
     static const char *const DEVICES[] = {"auto", "cpu", "gpu", "copy", NULL};
     static const char *const ON_ERR[] = {"stop", "skip", NULL};
     static const char *const SCALES[] = {"linear", "log", NULL};
@@ -178,7 +228,7 @@ int hq_options_parse(int argc, char **argv, int print, hq_options *o, hq_err *er
             return 0;
         case OPT_SCOPE:
             if ((k = pick(optarg, SCOPES)) < 0)
-                return hq_fail(err, HQ_EUSAGE, "--scope: '%s' is not one of image, global", optarg);
+                return hq_fail(err, HQ_EUSAGE, "--scope: '%s' is not one of image, dataset, global", optarg);
             o->scope = (hq_scope)k;
             break;
         case OPT_COLOR:
@@ -188,7 +238,7 @@ int hq_options_parse(int argc, char **argv, int print, hq_options *o, hq_err *er
             break;
         case OPT_METHOD:
             if ((k = pick(optarg, METHODS)) < 0)
-                return hq_fail(err, HQ_EUSAGE, "--method: '%s' is not one of equalize, stretch", optarg);
+                return hq_fail(err, HQ_EUSAGE, "--method: '%s' is not one of equalize, stretch, match", optarg);
             o->method = (hq_method)k;
             break;
         case OPT_DEVICE:
@@ -212,7 +262,7 @@ int hq_options_parse(int argc, char **argv, int print, hq_options *o, hq_err *er
             o->fbins = (uint32_t)v;
             break;
         case OPT_RANGE:
-            if (parse_range(optarg, &o->range_lo, &o->range_hi))
+            if (parse_frange(optarg, &o->range_lo, &o->range_hi))
                 return hq_fail(err, HQ_EUSAGE, "--range: '%s' is not LO:HI with finite LO < HI", optarg);
             o->range_set = 1;
             break;
@@ -220,6 +270,11 @@ int hq_options_parse(int argc, char **argv, int print, hq_options *o, hq_err *er
             if (parse_int(optarg, 1, 4096, &v))
                 return hq_fail(err, HQ_EUSAGE, "--threads: '%s' is not a number from 1 to 4096", optarg);
             o->threads = (int)v;
+            break;
+        case OPT_IO_THREADS:
+            if (parse_int(optarg, 1, 4096, &v))
+                return hq_fail(err, HQ_EUSAGE, "--io-threads: '%s' is not a number from 1 to 4096", optarg);
+            o->io_threads = (int)v;
             break;
         case OPT_PNG_LEVEL:
             if (parse_int(optarg, 0, 9, &v))
@@ -241,6 +296,18 @@ int hq_options_parse(int argc, char **argv, int print, hq_options *o, hq_err *er
                 return hq_fail(err, HQ_EUSAGE, "--report-scale: '%s' is not one of linear, log", optarg);
             o->report_log = k;
             break;
+        case OPT_IGNORE:
+            if (parse_range(optarg, &o->ignore_lo, &o->ignore_hi))
+                return hq_fail(err, HQ_EUSAGE, "--ignore: '%s' is not LO or LO:HI with 0 <= LO <= HI <= 65535", optarg);
+            o->ignore = 1;
+            break;
+        case OPT_MASK: o->mask = optarg; break;
+        case OPT_MASK_APPLY:
+            if ((k = pick(optarg, APPLY)) < 0)
+                return hq_fail(err, HQ_EUSAGE, "--mask-apply: '%s' is not one of all, inside", optarg);
+            o->mask_inside = k;
+            break;
+        case OPT_REFERENCE: o->reference = optarg; break;
         case OPT_PROGRESS:
             if (parse_int(optarg, 0, 86400, &v))
                 return hq_fail(err, HQ_EUSAGE, "--progress: '%s' is not a number of seconds (0 turns it off)", optarg);
@@ -264,8 +331,12 @@ int hq_options_parse(int argc, char **argv, int print, hq_options *o, hq_err *er
         return hq_fail(err, HQ_EUSAGE, "%s: unexpected argument (see --help)", argv[optind]);
     if (!o->input)
         return hq_fail(err, HQ_EUSAGE, "--input is required (see --help)");
-    if (!o->output)
-        return hq_fail(err, HQ_EUSAGE, "--output is required (see --help)");
+    if (o->method == HQ_METHOD_MATCH && !o->reference)
+        return hq_fail(err, HQ_EUSAGE, "--method match needs --reference (an image, or global)");
+    if (o->reference && o->method != HQ_METHOD_MATCH)
+        return hq_fail(err, HQ_EUSAGE, "--reference is only used with --method match");
+    if (o->mask_inside && !o->mask && !o->ignore)
+        return hq_fail(err, HQ_EUSAGE, "--mask-apply inside needs --mask or --ignore");
     if (o->verbose && o->quiet)
         return hq_fail(err, HQ_EUSAGE, "--verbose and --quiet contradict each other");
     return 0;

@@ -14,7 +14,7 @@ typedef enum { HQ_DEV_AUTO = 0, HQ_DEV_CPU = 1, HQ_DEV_GPU = 2, HQ_DEV_COPY = 3 
 typedef enum { HQ_ONERR_STOP = 0, HQ_ONERR_SKIP = 1 } hq_on_error;
 
 typedef struct hq_options {
-    const char *input, *output;
+    const char *input, *output; /* output NULL: beside the input (app/outname.h), named in hq_run */
     hq_scope scope;
     hq_color color;
     hq_method method;
@@ -23,7 +23,8 @@ typedef struct hq_options {
     int range_set;        /* --range LO:HI given: float data binned over [range_lo, range_hi], no pass 0 */
     double range_lo, range_hi;
     hq_device device;
-    int threads;          /* 0 = all cores */
+    int threads;          /* 0 = the rank's CPUs (app/placement.h) */
+    int io_threads;       /* 0 = the rank's CPUs; formats that cannot take calls at once use one */
     int verbose, quiet, force;
     int png_level;        /* -1 = fast default */
     hq_on_error on_error;
@@ -35,9 +36,17 @@ typedef struct hq_options {
     const char *report;   /* --report DIR: HTML report with histogram/CDF plots, or NULL */
     int report_sample;    /* --report-sample N: images shown in the report (scope image) */
     int report_log;       /* --report-scale log: counts on a log axis (default linear) */
+    int ignore;           /* --ignore LO[:HI]: histogrammed values in [ignore_lo, ignore_hi] are not counted */
+    uint32_t ignore_lo, ignore_hi;
+    const char *mask;     /* --mask SRC: FILE.h5:/dset, a PNG file or a directory of PNGs; NULL: none */
+    int mask_inside;      /* --mask-apply inside: masked-out and ignored pixels are left unchanged */
+    const char *reference; /* --method match: the target, an image (PNG, FILE.h5:/dset) or "global" */
     int exit_now;
 } hq_options;
 
 int hq_options_parse(int argc, char **argv, int print, hq_options *o, hq_err *err);
+
+/* The --help text: also the source of the man page (man/usage2man.awk, `make man`). */
+const char *hq_options_usage(void);
 
 #endif

@@ -13,6 +13,12 @@ static void options_text(const hq_options *o, char *buf, size_t len)
     int n = snprintf(buf, len, "scope=%s method=%s color=%s bits=%u png-level=%d on-error=%s", hq_scope_name(o->scope),
                      hq_method_name(o->method), hq_color_name(o->color), o->bits, o->png_level,
                      o->on_error == HQ_ONERR_SKIP ? "skip" : "stop");
+    /* Only when set, so that journals of runs without them keep their identity. */
+    if (n > 0 && (size_t)n < len && (o->ignore || o->mask || o->reference || o->mask_inside))
+        snprintf(buf + n, len - (size_t)n, " ignore=%d:%u:%u mask=%s mask-apply=%s reference=%s", o->ignore,
+                 o->ignore_lo, o->ignore_hi, o->mask ? o->mask : "", o->mask_inside ? "inside" : "all",
+                 o->reference ? o->reference : "");
+    n = n > 0 && (size_t)n < len ? (int)strlen(buf) : n;
     /* Float data: appended only when not the defaults, so journals of integer runs keep their id. */
     if (n > 0 && (size_t)n < len && (o->fbins != 65536 || o->range_set))
         snprintf(buf + n, len - (size_t)n, " bins=%u range=%s%.17g:%.17g", o->fbins, o->range_set ? "" : "data:",
@@ -27,7 +33,7 @@ static int decide(const hq_options *o, const hq_inventory *inv, hq_resume *res, 
         res->action = HQ_RESUME_OFF;
         return 0;
     }
-    char opts[512];
+    char opts[4096];
     options_text(o, opts, sizeof opts);
     hq_journal_make_id(inv, opts, res->id, sizeof res->id);
     const int journal = hq_journal_exists(o->output);

@@ -1,7 +1,8 @@
 /* run.c — the data path, top to bottom: scan -> plan -> read -> histogram -> allreduce -> LUT ->
  * remap -> write, the same on every rank.
  *
- * Histograms belong to groups: one per image (scope image) or one for everything (scope global).
+ * Histograms belong to groups: one per image (scope image), one per dataset (scope dataset) or one
+ * for everything (scope global).
  * A block whose groups all end inside it is "fused": read, histogram, LUT, remap and write in one
  * go. Other blocks are "pending": their group needs more blocks (the tiles of a big image) or other
  * ranks (a shared group, summed by MPI_Allreduce). Pending pixels are held in memory up to what
@@ -16,12 +17,13 @@
 #include <fcntl.h>
 #include <float.h>
 #include <math.h>
-#include <omp.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "../core/fbin.h"
@@ -33,16 +35,17 @@
 #include "../jobs/plan.h"
 #include "../mpi/progress.h"
 #include "../report/report.h"
+#include "outname.h"
+#include "mask.h"
 #include "pipeline.h"
+#include "placement.h"
 #include "resume.h"
 #include "summary.h"
+#include "writeback.h"
 
 #ifndef HQ_VERSION
 #define HQ_VERSION "dev"
 #endif
-
-/* Blocks alive at once besides the held ones: the I/O pipeline's slots (app/pipeline.h). */
-#define IN_FLIGHT_BLOCKS 3
 
 /* create: making the output and reserving its space; close: recording the run, closing, checking
  * and renaming the output. Both are collective, and grow with the output on some file systems. */
@@ -55,6 +58,7 @@ typedef struct group_hist {
     uint64_t *hist; /* nhist * bins counters */
     size_t len;     /* nhist * bins */
     uint16_t *lut;  /* built once the histogram is complete */
+    int empty;      /* nothing counted (all masked out or ignored): the pixels are left unchanged */
     int restored;   /* complete already: taken from an interrupted run's journal (--resume) */
 } group_hist;
 
@@ -63,7 +67,10 @@ typedef struct my_block {
     int fused;   /* all its groups end inside it */
     int done;    /* written */
     void *held;  /* pixels kept between the passes (NULL: not read, or dropped) */
+    char *why;   /* left out under --on-error skip: the reason */
 } my_block;
+
+enum { IO_READ, IO_WRITE };
 
 typedef struct run {
     const hq_options *o;
@@ -81,22 +88,32 @@ typedef struct run {
     size_t ngroups, cap_groups;
     uint64_t *shared;     /* groups summed over ranks, ascending, the same list on every rank */
     uint64_t nshared;
-    uint64_t held_bytes, budget;
-    int threaded_io;      /* own items' I/O runs on a thread of its own (app/pipeline.h) */
+    uint64_t held_bytes, budget; /* under mu: I/O threads release held blocks */
+    hq_cpus cpus;         /* the CPUs this rank works on (app/placement.h) */
+    hq_pipeline_cfg pipe; /* own items' streams: I/O threads and blocks in flight (app/pipeline.h) */
+    pthread_mutex_t mu;   /* guards held_bytes and the I/O clocks, which I/O threads share */
+    int io_busy[2];       /* reads / writes under way */
+    double io_since[2];   /* since when some are */
+    pthread_mutex_t tick_mu; /* one progress tick at a time: MPI is initialized SERIALIZED */
     double t[PH_N];
     uint64_t pixels_done, bytes_done; /* written; updated by the thread that writes */
     uint64_t bytes_histogrammed;      /* pending blocks through pass 1, float blocks through pass 0;
                                          updated by the compute thread */
     hq_progress prog;
-    char *skipped;        /* this rank's skipped inputs, one line each */
+    uint64_t nskipped;    /* this rank's skipped inputs (their reasons: my_block.why) */
+    char *skipped;        /* the reasons, one line each in block order, once the passes are over */
     size_t skipped_len;
-    uint64_t nskipped;
     hq_resume res;        /* fresh run, or what an interrupted one did (--resume) */
     hq_journal *journal;  /* this rank's log of finished work; NULL when the output keeps none */
     int sync_fd;          /* the output file, for fdatasync before the journal claims blocks */
+    hq_writeback *wb;     /* starts the output's writeback early, so those fdatasyncs are short */
     uint64_t writes;      /* blocks written, for the HQ_FAULT_KILL test hook */
     long kill_after;      /* HQ_FAULT_KILL=RANK:N: this rank kills itself after N writes (tests) */
     hq_report *rep;       /* what the run records: --report and the output's provenance (report/report.h) */
+    char *default_output; /* the output named beside the input when --output was not given */
+    uint64_t *target;     /* --method match: the target histogram(s), nhist * bins, the same on every rank */
+    /* --mask: the mask opened as a second input, read block by block with the image (app/mask.h) */
+    hq_mask *mask;
     /* Float data (core/fbin.h): each group's binning, from pass 0's reduced extremes or --range;
      * indexed by group (the image, or 0 under scope global). NULL when no item is float. */
     hq_fbin *fbin;
@@ -125,23 +142,46 @@ static uint64_t block_bytes(const run *r, const hq_block *b)
     return hq_block_pixels(b) * it->channels * it->sample_bytes;
 }
 
+/* A block's buffer: its pixels, then its mask plane when it has one (app/mask.h), so that the plane
+ * travels with the pixels through the pipeline and between the passes. */
+static uint64_t buf_bytes(const run *r, const hq_block *b)
+{
+    return block_bytes(r, b) + hq_mask_plane_bytes(r->mask, b);
+}
+
 static uint64_t image_of(const run *r, const hq_block *b, uint64_t s)
 {
     return r->plan.item_image0[b->item] + s;
 }
 
-static uint64_t group_of(const run *r, uint64_t image)
-{
-    return r->scope == HQ_SCOPE_GLOBAL ? 0 : image;
-}
-
-/* A block is fused when every group in it ends inside it: whole images under scope image, or the
- * only block of the whole job under scope global. */
-static int is_fused(const run *r, const hq_block *b)
+/* The histogram group of a pending block (one that holds part of one group): 0 under scope
+ * global; the dataset's first image under scope dataset, so that group numbers stay image numbers
+ * (the journal keeps both under one key); the block's image under scope image. */
+static uint64_t group_of(const run *r, const hq_block *b)
 {
     if (r->scope == HQ_SCOPE_GLOBAL)
         return 0;
-    return hq_block_whole(b, r->inv.items[b->item].height, r->inv.items[b->item].width);
+    return image_of(r, b, r->scope == HQ_SCOPE_DATASET ? 0 : b->s0);
+}
+
+/* The images that share group g's LUT, for the record (provenance, report, journal): the dataset's
+ * slices under scope dataset, the image itself under scope image. */
+static uint64_t group_images(const run *r, uint64_t item)
+{
+    return r->scope == HQ_SCOPE_DATASET ? r->inv.items[item].slices : 1;
+}
+
+/* A block is fused when every group in it ends inside it: whole images under scope image, the
+ * whole dataset under scope dataset, or never under scope global (every rank reduces the one
+ * histogram). */
+static int is_fused(const run *r, const hq_block *b)
+{
+    const hq_item *it = &r->inv.items[b->item];
+    if (r->scope == HQ_SCOPE_GLOBAL)
+        return 0;
+    if (r->scope == HQ_SCOPE_DATASET && (b->s0 != 0 || b->s1 != it->slices))
+        return 0;
+    return hq_block_whole(b, it->height, it->width);
 }
 
 /* ---- validation and defaults ---- */
@@ -159,6 +199,12 @@ static int check_modes(run *r, hq_err *err)
         if (r->o->bits && it->sample == HQ_SAMPLE_INT && r->o->bits != it->depth)
             return hq_fail(err, HQ_EUSAGE, "%s:%s: --bits does not apply to signed data (int%u: all %u bits are "
                            "equalized)", it->src, it->name, it->depth, it->depth);
+        /* --ignore names integer levels and match maps onto integer levels: neither means anything yet
+         * for float bins, nor for signed levels (which the engines see offset to unsigned). */
+        if (it->sample != HQ_SAMPLE_UINT && (r->o->ignore || r->o->method == HQ_METHOD_MATCH))
+            return hq_fail(err, HQ_EUSAGE, "%s:%s: %s does not apply to %s data yet", it->src, it->name,
+                           r->o->ignore ? "--ignore" : "--method match",
+                           it->sample == HQ_SAMPLE_FLOAT ? "float" : "signed");
         if (r->o->bits && it->sample != HQ_SAMPLE_FLOAT && r->o->bits > it->depth)
             return hq_fail(err, HQ_EUSAGE, "%s%s%s: --bits %u exceeds the data's %u bits", it->src,
                            r->inv.format == HQ_FMT_HDF5 ? ":" : "", r->inv.format == HQ_FMT_HDF5 ? it->name : "",
@@ -169,7 +215,8 @@ static int check_modes(run *r, hq_err *err)
     if (first < 0)
         return hq_fail(err, HQ_EINPUT, "%s: nothing to equalize (every input was left out)", r->o->input);
     r->scope = r->o->scope != HQ_SCOPE_AUTO ? r->o->scope : images > 1 ? HQ_SCOPE_IMAGE : HQ_SCOPE_GLOBAL;
-    if (r->scope != HQ_SCOPE_GLOBAL)
+    /* Match maps every image onto one target: every image must bin alike, as under scope global. */
+    if (r->scope != HQ_SCOPE_GLOBAL && r->o->method != HQ_METHOD_MATCH)
         return 0;
     /* One histogram for everything only makes sense if every image bins the same way. */
     const hq_mode m0 = mode_of(r, (uint64_t)first);
@@ -179,8 +226,9 @@ static int check_modes(run *r, hq_err *err)
         hq_mode m = mode_of(r, i);
         if (hq_mode_bins(&m) != hq_mode_bins(&m0) || hq_mode_nhist(&m) != hq_mode_nhist(&m0) ||
             m.sample_bytes != m0.sample_bytes)
-            return hq_fail(err, HQ_EUSAGE, "%s: --scope global needs every image to have the same depth and "
-                           "color layout (%s differs from %s)", r->o->input, r->inv.items[i].name,
+            return hq_fail(err, HQ_EUSAGE, "%s: %s needs every image to have the same depth and "
+                           "color layout (%s differs from %s)", r->o->input,
+                           r->scope == HQ_SCOPE_GLOBAL ? "--scope global" : "--method match", r->inv.items[i].name,
                            r->inv.items[first].name);
     }
     return 0;
@@ -211,13 +259,52 @@ static void say_all(const run *r, const char *line)
 
 /* ---- scanning and planning ---- */
 
+/* Rank 0: a --mask that is one of the input's items (FILE.h5:/path inside the input file, a mask
+ * PNG inside the input directory) is a mask, not an image: it is left out of the items (and so of
+ * the output). */
+static void leave_out_mask(run *r)
+{
+    const char *mask = r->o->mask, *colon = mask ? strrchr(mask, ':') : NULL;
+    struct stat sm, si;
+    const char *dset = NULL;
+    int ok = 0;
+    if (mask && r->inv.format == HQ_FMT_PNG) {
+        ok = stat(mask, &sm) == 0 && S_ISREG(sm.st_mode);
+    } else if (colon && r->inv.format == HQ_FMT_HDF5) {
+        char *file = strndup(mask, (size_t)(colon - mask));
+        ok = file && stat(file, &sm) == 0;
+        free(file);
+        dset = colon + 1 + (colon[1] == '/');
+    }
+    for (size_t i = 0; ok && i < r->inv.n; i++) {
+        hq_item *it = &r->inv.items[i];
+        const char *name = it->name + (it->name[0] == '/');
+        if ((dset && strcmp(name, dset) != 0) || stat(it->src, &si) != 0 || si.st_dev != sm.st_dev ||
+            si.st_ino != sm.st_ino)
+            continue;
+        if (r->inv.n == 1)
+            return; /* the only input: an image masked by itself, not left out */
+        if (!r->o->quiet)
+            fprintf(stderr, "histeq_dist: note: %s%s%s is the mask; it is not equalized\n", it->src, dset ? ":" : "",
+                    dset ? it->name : "");
+        free(it->src);
+        free(it->name);
+        free(it->why);
+        memmove(it, it + 1, (r->inv.n - i - 1) * sizeof *it);
+        r->inv.n--;
+        return;
+    }
+}
+
 static int scan_and_share(run *r, hq_err *err)
 {
     int rc = 0;
     unsigned char *buf = NULL;
     uint64_t len = 0;
     if (r->c->rank == 0) {
-        rc = hq_io_scan(r->o->input, r->o->on_error == HQ_ONERR_SKIP, &r->inv, err);
+        rc = hq_io_scan_isolated(r->o->input, r->o->on_error == HQ_ONERR_SKIP, 0, &r->inv, err);
+        if (!rc)
+            leave_out_mask(r);
         if (!rc)
             rc = hq_inventory_pack(&r->inv, &buf, &len, err);
     }
@@ -253,37 +340,61 @@ static uint64_t agreed_memory(const run *r)
     return least;
 }
 
-/* --memory bounds what a rank holds of pixels at once: the blocks in flight (IN_FLIGHT_BLOCKS, the
- * I/O pipeline's depth; the lockstep passes hold one) plus the pending blocks kept for pass 2,
- * which are read again when they do not fit. Blocks shrink to fit (at most a third of the budget
- * each), down to the smallest the input allows: an image that must stay whole, a compressed chunk.
- * Below three of those nothing works, and the run is refused before it starts. */
-static int fit_memory(run *r, const hq_plan_item *pi, uint64_t memory, uint64_t *block, hq_err *err)
+/* --memory bounds what a rank holds of pixels at once: the blocks in flight (the I/O pipeline's
+ * depth; the lockstep passes hold one) plus the pending blocks kept for pass 2, which are read
+ * again when they do not fit. The depth is HQ_PIPELINE_MIN_DEPTH (3) with one I/O thread, and with
+ * several (a format whose blocks may be read and written at once) up to want_depth, as many as
+ * the budget holds of the smallest blocks. Blocks shrink to fit (at most budget / depth each), down
+ * to the smallest the input allows: an image that must stay whole, a compressed chunk. Below three
+ * of those nothing works, and the run is refused before it starts. */
+static int fit_memory(run *r, const hq_plan_item *pi, uint64_t memory, int want_depth, uint64_t *block, int *depth,
+                      hq_err *err)
 {
     size_t which = 0;
     const uint64_t unit = hq_plan_min_block(pi, r->inv.n, &which);
-    if (unit > memory / IN_FLIGHT_BLOCKS) {
+    if (unit > memory / HQ_PIPELINE_MIN_DEPTH) {
         const hq_item *it = &r->inv.items[which];
-        const uint64_t need_k = (IN_FLIGHT_BLOCKS * unit + 1023) / 1024;
+        const uint64_t need_k = (HQ_PIPELINE_MIN_DEPTH * unit + 1023) / 1024;
         char have[32], one[32];
         size_text(memory, have, sizeof have);
         size_text(unit, one, sizeof one);
         return hq_fail(err, HQ_EUSAGE, "%s%s%s: --memory %s%s is too small: its smallest block is %s (%s) and up "
-                       "to %d blocks are in flight at once; use --memory %lluK or more", it->src,
+                       "to %d blocks are in flight at once (more with several I/O threads, as the budget allows); "
+                       "use --memory %lluK or more", it->src,
                        r->inv.format == HQ_FMT_HDF5 ? ":" : "", r->inv.format == HQ_FMT_HDF5 ? it->name : "", have,
                        r->o->memory ? "" : " (the default)", one,
                        !pi[which].splittable ? "the whole image" : pi[which].whole_chunks ? "one compressed chunk"
                                                                                           : "one pixel",
-                       IN_FLIGHT_BLOCKS,
+                       HQ_PIPELINE_MIN_DEPTH,
                        (unsigned long long)need_k);
     }
-    *block = r->o->block_bytes < memory / IN_FLIGHT_BLOCKS ? r->o->block_bytes : memory / IN_FLIGHT_BLOCKS;
+    const uint64_t fit = unit ? memory / unit : (uint64_t)want_depth;
+    *depth = (uint64_t)want_depth < fit ? want_depth : (int)fit;
+    if (*depth < HQ_PIPELINE_MIN_DEPTH)
+        *depth = HQ_PIPELINE_MIN_DEPTH;
+    *block = r->o->block_bytes < memory / (uint64_t)*depth ? r->o->block_bytes : memory / (uint64_t)*depth;
     return 0;
+}
+
+/* Own items' I/O threads: --io-threads, by default one per CPU the rank works on, for a format
+ * whose blocks may be read and written at once (io.h `concurrent`); one otherwise. HQ_SERIAL_IO=1
+ * makes every call on the main thread, for debugging. */
+static void choose_io_threads(run *r)
+{
+    int n = r->o->io_threads ? r->o->io_threads : r->cpus.cpus;
+    if (!r->io_ops->concurrent || n < 1)
+        n = 1;
+    if (getenv("HQ_SERIAL_IO"))
+        n = 0;
+    r->pipe.io_threads = n;
 }
 
 static int make_plan(run *r, hq_err *err)
 {
     const uint64_t memory = agreed_memory(r);
+    /* The plan depends on the depth, so every rank takes the deepest any rank wants (their cores
+     * may differ); a rank with fewer I/O threads merely reads further ahead. */
+    const uint64_t want = hq_comm_max_u64(r->c, (uint64_t)hq_pipeline_depth_for(r->pipe.io_threads));
     hq_plan_item *pi = calloc(r->inv.n ? r->inv.n : 1, sizeof *pi);
     if (!pi)
         return hq_fail(err, HQ_EMEM, "plan: out of memory");
@@ -294,13 +405,13 @@ static int make_plan(run *r, hq_err *err)
                                it->chunk_height, it->chunk_width,  (int)it->collective};
     }
     uint64_t block = 0;
-    int rc = fit_memory(r, pi, memory, &block, err);
+    int rc = fit_memory(r, pi, memory, (int)want, &block, &r->pipe.depth, err);
     if (!rc)
         rc = hq_plan_make(pi, r->inv.n, r->c->size, block, &r->plan, err);
     free(pi);
     if (rc)
         return rc;
-    const uint64_t in_flight = IN_FLIGHT_BLOCKS * r->plan.max_block_bytes;
+    const uint64_t in_flight = (uint64_t)r->pipe.depth * r->plan.max_block_bytes;
     r->budget = memory > in_flight ? memory - in_flight : 0;
     return 0;
 }
@@ -339,8 +450,8 @@ static int find_shared_items(run *r)
     return 0;
 }
 
-/* Under scope image, the images whose tiles lie on more than one rank: their histograms are summed
- * over ranks. The same ascending list on every rank. */
+/* Under scope image (dataset), the images (datasets) whose pending blocks lie on more than one
+ * rank: their histograms are summed over ranks. The same ascending list of groups on every rank. */
 static int find_shared_images(run *r)
 {
     const hq_plan *p = &r->plan;
@@ -354,7 +465,7 @@ static int find_shared_images(run *r)
     for (int k = 0; k < p->nranks; k++)
         for (uint64_t j = p->first[k]; j < p->first[k + 1]; j++)
             if (!is_fused(r, &p->blocks[j]))
-                parts[n++] = (part_of){image_of(r, &p->blocks[j], p->blocks[j].s0), k};
+                parts[n++] = (part_of){group_of(r, &p->blocks[j]), k};
     qsort(parts, n, sizeof *parts, by_image_owner);
     uint64_t distinct = 0;
     for (uint64_t j = 0; j < n; j++)
@@ -379,7 +490,7 @@ static int classify_work(run *r, hq_err *err)
     r->item_shared = calloc(r->inv.n ? r->inv.n : 1, 1);
     if (!r->item_shared || find_shared_items(r))
         return hq_fail(err, HQ_EMEM, "plan: out of memory");
-    if (r->scope == HQ_SCOPE_IMAGE) {
+    if (r->scope != HQ_SCOPE_GLOBAL) {
         if (find_shared_images(r))
             return hq_fail(err, HQ_EMEM, "plan: out of memory");
     } else {
@@ -427,6 +538,7 @@ static group_hist *find_group(run *r, uint64_t g, const hq_mode *m, int create)
     group_hist *gh = &r->groups[r->ngroups];
     gh->group = g;
     gh->restored = 0;
+    gh->empty = 0;
     gh->len = hist_len(m);
     gh->hist = calloc(hist_len(m), sizeof *gh->hist);
     gh->lut = malloc(hist_len(m) * sizeof *gh->lut);
@@ -451,36 +563,131 @@ static void drop_group(run *r, uint64_t g)
     }
 }
 
-static void build_luts(const run *r, const hq_mode *m, uint64_t group, const uint64_t *hist, uint16_t *lut)
+/* --ignore: the ignored levels' counts dropped from a histogram (exact: a pixel adds to exactly one
+ * bin of each of the mode's histograms, so zeroing a bin removes exactly the pixels at that level). */
+static void ignore_bins(const run *r, const hq_mode *m, uint64_t *hist)
 {
     const uint32_t bins = hq_mode_bins(m);
+    if (!r->o->ignore || r->o->ignore_lo >= bins)
+        return;
+    const uint32_t hi = r->o->ignore_hi < bins ? r->o->ignore_hi : bins - 1;
     for (uint32_t h = 0; h < hq_mode_nhist(m); h++)
-        hq_lut_build(r->o->method, hist + (size_t)h * bins, bins, lut + (size_t)h * bins);
-    hq_report_lut(r->rep, group, hist, lut);
+        for (uint32_t v = r->o->ignore_lo; v <= hi; v++)
+            hist[(size_t)h * bins + v] = 0;
+}
+
+/* The item holding global image g. */
+static uint64_t item_of_image(const run *r, uint64_t g)
+{
+    uint64_t i = 0;
+    while (i + 1 < r->plan.nitems && r->plan.item_image0[i + 1] <= g)
+        i++;
+    return i;
+}
+
+/* Said once per group, by the rank that speaks for its first image. */
+static void note_nothing_counted(const run *r, uint64_t group)
+{
+    const uint64_t image = r->scope == HQ_SCOPE_GLOBAL ? 0 : group;
+    if (r->o->quiet || hq_plan_image_owner(&r->plan, image) != r->c->rank)
+        return;
+    if (r->scope == HQ_SCOPE_GLOBAL) {
+        fprintf(stderr, "histeq_dist: note: %s: nothing counted (every pixel masked out or ignored); the images "
+                "are left unchanged\n", r->o->input);
+        return;
+    }
+    const hq_item *it = &r->inv.items[item_of_image(r, image)];
+    const int hdf5 = r->inv.format == HQ_FMT_HDF5;
+    char slice[48] = "";
+    if (it->slices > 1 && r->scope != HQ_SCOPE_DATASET)
+        snprintf(slice, sizeof slice, " slice %llu", (unsigned long long)(image - r->plan.item_image0[item_of_image(r, image)]));
+    fprintf(stderr, "histeq_dist: note: %s%s%s%s: nothing counted (every pixel masked out or ignored); left "
+            "unchanged\n", it->src, hdf5 ? ":" : "", hdf5 ? it->name : "", slice);
+}
+
+/* The LUTs of one group from its complete histogram: --ignore's levels dropped first, then the
+ * method's rule (match: onto r->target). With --ignore and --mask-apply inside, ignored levels map
+ * to themselves, which leaves gray, value and channels pixels exactly as they were (luma pixels
+ * are kept by the mask plane instead: app/mask.h). Each image of the group records the LUT.
+ * Returns 1 when nothing was counted. */
+static int build_luts(const run *r, const hq_mode *m, uint64_t item, uint64_t group, uint64_t *hist, uint16_t *lut)
+{
+    const uint32_t bins = hq_mode_bins(m), nh = hq_mode_nhist(m);
+    ignore_bins(r, m, hist);
+    for (uint32_t h = 0; h < nh; h++) {
+        if (r->o->method == HQ_METHOD_MATCH)
+            hq_lut_match(hist + (size_t)h * bins, r->target + (size_t)h * bins, bins, lut + (size_t)h * bins);
+        else
+            hq_lut_build(r->o->method, hist + (size_t)h * bins, bins, lut + (size_t)h * bins);
+        if (r->o->ignore && r->o->mask_inside)
+            for (uint32_t v = r->o->ignore_lo; v <= r->o->ignore_hi && v < bins; v++)
+                lut[(size_t)h * bins + v] = (uint16_t)v;
+    }
+    if (r->scope == HQ_SCOPE_GLOBAL)
+        hq_report_lut(r->rep, group, hist, lut); /* a no-op: the global LUT is recorded at close */
+    else
+        for (uint64_t s = 0; s < group_images(r, item); s++)
+            hq_report_lut(r->rep, group + s, hist, lut);
+    const int empty = hq_hist_total(hist, nh * bins) == 0;
+    if (empty)
+        note_nothing_counted(r, group);
+    return empty;
 }
 
 /* ---- one block through the engine ---- */
 
-static hq_block_data block_view(const run *r, const hq_block *b, void *data, int per_image)
+/* remap: 1 for a remap's view (the mask plane goes along only with --mask-apply inside). */
+static hq_block_data block_view(const run *r, const hq_block *b, void *data, int per_image, int remap)
 {
     const uint64_t px = hq_block_pixels(b);
-    hq_block_data d = {data, 1, px, 0, NULL};
+    hq_block_data d = {data, 1, px, 0, NULL, NULL};
+    if (hq_mask_plane_bytes(r->mask, b) && (!remap || r->o->mask_inside))
+        d.mask = (const uint8_t *)data + block_bytes(r, b);
     if (per_image && b->s1 - b->s0 > 1) {
         d.nseg = b->s1 - b->s0;
         d.seg_pixels = px / d.nseg;
     }
     /* Segments are consecutive images, hence consecutive groups (or the one global group). */
     if (r->fbin && r->inv.items[b->item].sample == HQ_SAMPLE_FLOAT)
-        d.fbin = &r->fbin[group_of(r, image_of(r, b, b->s0))];
+        d.fbin = &r->fbin[group_of(r, b)];
     return d;
 }
 
-/* Progress counts each block's bytes twice: once histogrammed, once written. */
+/* Progress counts each block's bytes twice: once histogrammed, once written. Several I/O threads
+ * may finish blocks at once; the tick (an MPI call) is made by one of them, the others go on. */
 static void tick(run *r)
 {
+    if (pthread_mutex_trylock(&r->tick_mu) != 0)
+        return;
     const uint64_t w = __atomic_load_n(&r->bytes_done, __ATOMIC_RELAXED);
     const uint64_t h = __atomic_load_n(&r->bytes_histogrammed, __ATOMIC_RELAXED);
     hq_progress_tick(&r->prog, __atomic_load_n(&r->pixels_done, __ATOMIC_RELAXED), w + h);
+    pthread_mutex_unlock(&r->tick_mu);
+}
+
+/* Read and write time is wall time during which at least one read (write) was under way: with
+ * several I/O threads, calls that overlap count once, so the phases still add up to the run. */
+static double mono_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static void io_enter(run *r, int k)
+{
+    pthread_mutex_lock(&r->mu);
+    if (r->io_busy[k]++ == 0)
+        r->io_since[k] = mono_now();
+    pthread_mutex_unlock(&r->mu);
+}
+
+static void io_leave(run *r, int k)
+{
+    pthread_mutex_lock(&r->mu);
+    if (--r->io_busy[k] == 0)
+        r->t[k == IO_READ ? PH_READ : PH_WRITE] += mono_now() - r->io_since[k];
+    pthread_mutex_unlock(&r->mu);
 }
 
 /* ---- the journal (--resume) ---- */
@@ -579,7 +786,7 @@ static int apply_journal(run *r, uint64_t *done_pixels, uint64_t *done_bytes, hq
         int need = r->scope == HQ_SCOPE_GLOBAL && h->group == 0 && global_mode(r, &m);
         for (uint64_t j = 0; !need && j < r->nmine; j++) {
             const hq_block *b = r->mine[j].b;
-            if (!r->mine[j].fused && group_of(r, image_of(r, b, b->s0)) == h->group) {
+            if (!r->mine[j].fused && group_of(r, b) == h->group) {
                 m = mode_of(r, b->item);
                 need = 1;
             }
@@ -634,24 +841,28 @@ static int pass1_done(run *r, const my_block *mb)
 {
     if (mb->fused)
         return mb->done;
-    const group_hist *gh = find_group(r, group_of(r, image_of(r, mb->b, mb->b->s0)), NULL, 0);
+    const group_hist *gh = find_group(r, group_of(r, mb->b), NULL, 0);
     return gh && gh->restored;
 }
 
 static int timed_read(run *r, const hq_block *b, uint64_t item, int collective, void **data, hq_err *err)
 {
-    double t0 = hq_now();
+    io_enter(r, IO_READ);
     *data = NULL;
     if (b) {
-        *data = hq_block_alloc(r->eng, block_bytes(r, b));
-        if (!*data)
+        *data = hq_block_alloc(r->eng, buf_bytes(r, b));
+        if (!*data) {
+            io_leave(r, IO_READ);
             return hq_fail(err, HQ_EMEM, "%s: out of memory for a block of %llu bytes (lower --block)",
-                           r->inv.items[item].src, (unsigned long long)block_bytes(r, b));
+                           r->inv.items[item].src, (unsigned long long)buf_bytes(r, b));
+        }
     }
     int rc = r->io_ops->read_block(r->io, item, b, collective, *data, err);
     if (!rc && *data && r->inv.items[item].sample == HQ_SAMPLE_INT)
         hq_sample_flip(*data, hq_block_pixels(b) * r->inv.items[item].channels, r->inv.items[item].sample_bytes);
-    r->t[PH_READ] += hq_now() - t0;
+    if (!rc && b && hq_mask_plane_bytes(r->mask, b))
+        rc = hq_mask_read(r->mask, b, *data, (uint8_t *)*data + block_bytes(r, b), err);
+    io_leave(r, IO_READ);
     if (rc) {
         hq_block_free(r->eng, *data);
         *data = NULL;
@@ -661,7 +872,7 @@ static int timed_read(run *r, const hq_block *b, uint64_t item, int collective, 
 
 static int timed_write(run *r, const hq_block *b, uint64_t item, int collective, const void *data, hq_err *err)
 {
-    double t0 = hq_now();
+    io_enter(r, IO_WRITE);
     /* Signed data back from the offset form for the file, and again after: the caller's pixels are
      * const here (and the block is this thread's alone while it is written). */
     const int flip = b && data && r->inv.items[item].sample == HQ_SAMPLE_INT;
@@ -672,6 +883,7 @@ static int timed_write(run *r, const hq_block *b, uint64_t item, int collective,
     if (flip)
         hq_sample_flip((void *)data, nflip, r->inv.items[item].sample_bytes);
     if (!rc && b) {
+        hq_writeback_kick(r->wb);
         __atomic_add_fetch(&r->pixels_done, hq_block_pixels(b), __ATOMIC_RELAXED);
         __atomic_add_fetch(&r->bytes_done, block_bytes(r, b), __ATOMIC_RELAXED);
         /* Compressed datasets written by several ranks are claimed after their round's flush.
@@ -679,7 +891,7 @@ static int timed_write(run *r, const hq_block *b, uint64_t item, int collective,
         if (!needs_round_flush(r, item))
             rc = note_written(r, b, err);
     }
-    r->t[PH_WRITE] += hq_now() - t0;
+    io_leave(r, IO_WRITE);
     tick(r);
     return rc;
 }
@@ -708,7 +920,7 @@ static int fused_ranges(run *r, const hq_block *b, const hq_block_data *d, const
         mm[s] = hq_frange_empty();
     int rc = r->eng->ops->minmax(r->eng, d, m, mm, err);
     for (uint64_t s = 0; s < d->nseg && !rc; s++) {
-        const uint64_t g = group_of(r, image_of(r, b, b->s0 + s));
+        const uint64_t g = image_of(r, b, b->s0 + s); /* the group: the image, or the dataset's first */
         if (mm[s].inf)
             rc = hq_fail(err, HQ_EINPUT, "%s:%s: %llu infinite sample%s (+inf or -inf); float data must be finite or "
                          "NaN", r->inv.items[b->item].src, r->inv.items[b->item].name, (unsigned long long)mm[s].inf,
@@ -726,7 +938,8 @@ static int fused_ranges(run *r, const hq_block *b, const hq_block_data *d, const
 static int equalize_fused(run *r, const hq_block *b, void *data, hq_err *err)
 {
     const hq_mode m = mode_of(r, b->item);
-    hq_block_data d = block_view(r, b, data, 1);
+    /* One histogram per image, or one for the whole dataset (scope dataset: the block is all of it). */
+    hq_block_data d = block_view(r, b, data, r->scope != HQ_SCOPE_DATASET, 0);
     const size_t hl = hist_len(&m);
     uint64_t *hist = calloc(d.nseg * hl, sizeof *hist);
     uint16_t *lut = malloc(d.nseg * hl * sizeof *lut);
@@ -752,15 +965,34 @@ static int equalize_fused(run *r, const hq_block *b, void *data, hq_err *err)
     __atomic_add_fetch(&r->bytes_histogrammed, block_bytes(r, b), __ATOMIC_RELAXED);
     hq_report_pixels(r->rep, b, data, 0);
     t0 = hq_now();
+    uint64_t empties = 0;
     for (uint64_t s = 0; s < d.nseg && !rc; s++) {
-        const uint64_t image = image_of(r, b, b->s0 + s);
-        build_luts(r, &m, image, hp[s], lut + s * hl);
-        rc = journal_image(r, image, hp[s], lut + s * hl, hl, err);
+        const uint64_t group = image_of(r, b, b->s0 + s);
+        if (build_luts(r, &m, b->item, group, hp[s], lut + s * hl)) {
+            hp[s] = NULL; /* marks a segment left as it is */
+            empties++;
+        }
+        for (uint64_t k = 0; k < group_images(r, b->item) && !rc; k++)
+            rc = journal_image(r, group + k, hist + s * hl, lut + s * hl, hl, err);
     }
     if (rc)
         goto done;
-    d.same_as_histogram = 1;
-    rc = r->eng->ops->remap(r->eng, &d, &m, lp, err);
+    hq_block_data dr = block_view(r, b, data, r->scope != HQ_SCOPE_DATASET, 1);
+    if (empties == 0) {
+        dr.same_as_histogram = 1;
+        rc = r->eng->ops->remap(r->eng, &dr, &m, lp, err);
+    } else {
+        /* An image with nothing counted comes back exactly as it was (an identity LUT alone would
+         * still move luma ties): the others are remapped one by one. */
+        const size_t px_bytes = (size_t)m.channels * m.sample_bytes;
+        for (uint64_t s = 0; s < d.nseg && !rc && empties < d.nseg; s++) {
+            if (!hp[s])
+                continue;
+            hq_block_data one = {(char *)data + s * dr.seg_pixels * px_bytes, 1, dr.seg_pixels, 0,
+                                 dr.mask ? dr.mask + s * dr.seg_pixels : NULL, dr.fbin ? dr.fbin + s : NULL};
+            rc = r->eng->ops->remap(r->eng, &one, &m, &lp[s], err);
+        }
+    }
     r->t[PH_REMAP] += hq_now() - t0;
     if (!rc)
         hq_report_pixels(r->rep, b, data, 1);
@@ -772,13 +1004,13 @@ done:
     return rc;
 }
 
-/* Pending: add the block to its group's histogram (every block of a pending group is one image,
- * or everything under scope global). */
+/* Pending: add the block to its group's histogram (the blocks of a pending group are one image, one
+ * dataset, or everything under scope global). */
 static int histogram_pending(run *r, const hq_block *b, void *data, hq_err *err)
 {
     const hq_mode m = mode_of(r, b->item);
-    hq_block_data d = block_view(r, b, data, 0);
-    group_hist *gh = find_group(r, group_of(r, image_of(r, b, b->s0)), &m, 1);
+    hq_block_data d = block_view(r, b, data, 0, 0);
+    group_hist *gh = find_group(r, group_of(r, b), &m, 1);
     if (!gh)
         return hq_fail(err, HQ_EMEM, "%s: out of memory for a histogram", r->inv.items[b->item].src);
     double t0 = hq_now();
@@ -795,13 +1027,13 @@ static int histogram_pending(run *r, const hq_block *b, void *data, hq_err *err)
 static int remap_pending(run *r, const hq_block *b, void *data, hq_err *err)
 {
     const hq_mode m = mode_of(r, b->item);
-    hq_block_data d = block_view(r, b, data, 0);
-    group_hist *gh = find_group(r, group_of(r, image_of(r, b, b->s0)), &m, 0);
+    hq_block_data d = block_view(r, b, data, 0, 1);
+    group_hist *gh = find_group(r, group_of(r, b), &m, 0);
     if (!gh)
         return hq_fail(err, HQ_EIO, "%s: internal error: no histogram for a pending block", r->inv.items[b->item].src);
     double t0 = hq_now();
     const uint16_t *lp[1] = {gh->lut};
-    int rc = r->eng->ops->remap(r->eng, &d, &m, lp, err);
+    int rc = gh->empty ? 0 : r->eng->ops->remap(r->eng, &d, &m, lp, err);
     r->t[PH_REMAP] += hq_now() - t0;
     if (!rc)
         hq_report_pixels(r->rep, b, data, 1);
@@ -811,20 +1043,25 @@ static int remap_pending(run *r, const hq_block *b, void *data, hq_err *err)
 /* Keeps a pending block's pixels for pass 2 if the budget allows; otherwise pass 2 re-reads them. */
 static void hold_or_drop(run *r, my_block *mb, void *data)
 {
-    uint64_t n = block_bytes(r, mb->b);
-    if (r->held_bytes + n <= r->budget) {
-        mb->held = data;
+    uint64_t n = buf_bytes(r, mb->b);
+    pthread_mutex_lock(&r->mu);
+    const int keep = r->held_bytes + n <= r->budget;
+    if (keep)
         r->held_bytes += n;
-    } else {
+    pthread_mutex_unlock(&r->mu);
+    if (keep)
+        mb->held = data;
+    else
         hq_block_free(r->eng, data);
-    }
 }
 
 /* Done with a block's pixels: held ones leave the budget, freshly read ones are simply freed. */
 static void release(run *r, my_block *mb, void *data)
 {
     if (mb->held) {
-        r->held_bytes -= block_bytes(r, mb->b);
+        pthread_mutex_lock(&r->mu);
+        r->held_bytes -= buf_bytes(r, mb->b);
+        pthread_mutex_unlock(&r->mu);
         hq_block_free(r->eng, mb->held);
         mb->held = NULL;
     } else {
@@ -832,23 +1069,39 @@ static void release(run *r, my_block *mb, void *data)
     }
 }
 
-/* A bad PNG met while decoding: with --on-error skip it is listed and left out, not fatal. */
+/* A bad PNG met while decoding: with --on-error skip it is listed and left out, not fatal. The
+ * reason stays with its block (I/O threads decode in any order), listed in block order at the end. */
 static int maybe_skip(run *r, my_block *mb, int rc, const hq_err *err)
 {
     if (!rc || r->o->on_error != HQ_ONERR_SKIP || r->inv.format != HQ_FMT_PNG || rc != HQ_EINPUT)
         return rc;
-    size_t n = strlen(err->msg) + 1;
-    char *s = realloc(r->skipped, r->skipped_len + n + 1);
-    if (s) {
-        r->skipped = s;
-        memcpy(s + r->skipped_len, err->msg, n - 1);
-        s[r->skipped_len + n - 1] = '\n';
-        s[r->skipped_len + n] = '\0';
-        r->skipped_len += n;
-    }
-    r->nskipped++;
+    free(mb->why);
+    mb->why = strdup(err->msg);
+    __atomic_add_fetch(&r->nskipped, 1, __ATOMIC_RELAXED);
     mb->done = 1;
     return 0;
+}
+
+/* This rank's skipped inputs, one line each, in block order ("" for none; malloc'd, or NULL). */
+static char *skipped_lines(const run *r)
+{
+    size_t len = 0;
+    for (uint64_t j = 0; j < r->nmine; j++)
+        len += r->mine[j].why ? strlen(r->mine[j].why) + 1 : 0;
+    char *s = malloc(len + 1);
+    if (!s)
+        return NULL;
+    len = 0;
+    for (uint64_t j = 0; j < r->nmine; j++) {
+        if (!r->mine[j].why)
+            continue;
+        const size_t n = strlen(r->mine[j].why);
+        memcpy(s + len, r->mine[j].why, n);
+        s[len + n] = '\n';
+        len += n + 1;
+    }
+    s[len] = '\0';
+    return s;
 }
 
 /* ---- the passes ---- */
@@ -925,7 +1178,7 @@ static int pass1_shared(run *r, hq_err *err)
 static int equalize_local_image(run *r, my_block *first, uint64_t n, hq_err *err)
 {
     int rc = 0;
-    const group_hist *g0 = find_group(r, group_of(r, image_of(r, first->b, first->b->s0)), NULL, 0);
+    const group_hist *g0 = find_group(r, group_of(r, first->b), NULL, 0);
     const int restored = g0 && g0->restored;
     for (uint64_t j = 0; j < n && !rc && !restored; j++) {
         void *data;
@@ -936,12 +1189,12 @@ static int equalize_local_image(run *r, my_block *first, uint64_t n, hq_err *err
             hold_or_drop(r, &first[j], data);
     }
     const hq_mode m = mode_of(r, first->b->item);
-    const uint64_t g = group_of(r, image_of(r, first->b, first->b->s0));
+    const uint64_t g = group_of(r, first->b);
     group_hist *gh = find_group(r, g, &m, 0);
     if (!rc && gh && !restored)
         rc = hq_journal_note_hist(r->journal, g, gh->hist, gh->len, err);
     if (!rc && gh)
-        build_luts(r, &m, g, gh->hist, gh->lut);
+        gh->empty = build_luts(r, &m, first->b->item, g, gh->hist, gh->lut);
     for (uint64_t j = 0; j < n && !rc; j++) {
         if (first[j].done)
             continue;
@@ -959,8 +1212,8 @@ static int equalize_local_image(run *r, my_block *first, uint64_t n, hq_err *err
     return rc;
 }
 
-/* Blocks of this rank's own items stream through the I/O pipeline: the I/O thread reads the
- * next block and writes the previous one while this thread computes. */
+/* Blocks of this rank's own items stream through the I/O pipeline: I/O threads read the next
+ * blocks and write the finished ones while this thread computes. */
 typedef enum { STREAM_FUSED, STREAM_HIST, STREAM_REMAP, STREAM_RANGE } stream_kind;
 
 static int range_block(run *r, const hq_block *b, void *data, hq_err *err);
@@ -1029,7 +1282,7 @@ static int run_stream(run *r, stream_kind kind, my_block **list, uint64_t n, hq_
     static const hq_pipeline_ops with_write = {stream_read, stream_compute, stream_write, stream_finish};
     static const hq_pipeline_ops hist_only = {stream_read, stream_compute, NULL, stream_finish};
     stream st = {r, kind, list};
-    return hq_pipeline_run(kind == STREAM_HIST || kind == STREAM_RANGE ? &hist_only : &with_write, &st, n, r->threaded_io, err);
+    return hq_pipeline_run(kind == STREAM_HIST || kind == STREAM_RANGE ? &hist_only : &with_write, &st, n, &r->pipe, err);
 }
 
 /* Pass 1 over this rank's own items: independent I/O, no waiting on anyone. Consecutive blocks of
@@ -1047,9 +1300,10 @@ static int pass1_own(run *r, hq_err *err)
             j++;
             continue;
         }
-        if (!mb->fused && r->scope == HQ_SCOPE_IMAGE) {
-            uint64_t n = 1; /* the row bands of this image that follow */
-            while (j + n < r->nmine && r->mine[j + n].b->item == mb->b->item && r->mine[j + n].b->s0 == mb->b->s0)
+        if (!mb->fused && r->scope != HQ_SCOPE_GLOBAL) {
+            uint64_t n = 1; /* the row bands of this image (the blocks of this dataset) that follow */
+            while (j + n < r->nmine && r->mine[j + n].b->item == mb->b->item &&
+                   group_of(r, r->mine[j + n].b) == group_of(r, mb->b))
                 n++;
             rc = equalize_local_image(r, mb, n, err);
             j += n;
@@ -1069,6 +1323,144 @@ static int pass1_own(run *r, hq_err *err)
     return rc;
 }
 
+/* ---- the target histogram of --method match ---- */
+
+/* Adds block b's (counted) pixels into one histogram. */
+static int histogram_into(run *r, const hq_block *b, void *data, uint64_t *hist, hq_err *err)
+{
+    const hq_mode m = mode_of(r, b->item);
+    hq_block_data d = block_view(r, b, data, 0, 0);
+    uint64_t *hp[1] = {hist};
+    const double t0 = hq_now();
+    const int rc = r->eng->ops->histogram(r->eng, &d, &m, hp, err);
+    r->t[PH_HIST] += hq_now() - t0;
+    return rc;
+}
+
+/* --reference global: one extra read of everything before pass 1 (every image's LUT needs the
+ * whole input's histogram), summed over ranks as --scope global sums it. Memory stays one block;
+ * the price is reading the input once more. */
+static int target_from_input(run *r, size_t len, hq_err *err)
+{
+    int rc = 0;
+    for (uint64_t i = 0; i < r->inv.n; i++) {
+        if (!r->item_shared[i])
+            continue;
+        const uint64_t rounds = rounds_for(r, i, 0);
+        for (uint64_t k = 0; k < rounds; k++) {
+            my_block *mb = rc ? NULL : nth_mine(r, i, k, 0);
+            hq_err scratch, *e = rc ? &scratch : err;
+            void *data = NULL;
+            int rc2 = timed_read(r, mb ? mb->b : NULL, i, 1, &data, e);
+            if (!rc2 && mb)
+                rc2 = histogram_into(r, mb->b, data, r->target, e);
+            rc = rc ? rc : rc2;
+            hq_block_free(r->eng, data);
+        }
+    }
+    for (uint64_t j = 0; j < r->nmine && !rc; j++) {
+        const hq_block *b = r->mine[j].b;
+        if (r->item_shared[b->item])
+            continue;
+        void *data = NULL;
+        rc = timed_read(r, b, b->item, 0, &data, err);
+        if (rc == HQ_EINPUT && r->o->on_error == HQ_ONERR_SKIP && r->inv.format == HQ_FMT_PNG) {
+            rc = 0; /* a bad PNG: pass 1 lists it as skipped */
+            continue;
+        }
+        if (!rc)
+            rc = histogram_into(r, b, data, r->target, err);
+        hq_block_free(r->eng, data);
+    }
+    rc = hq_comm_agree(r->c, rc, err);
+    if (!rc && hq_comm_sum_u64(r->c, r->target, len))
+        rc = hq_fail(err, HQ_EIO, "MPI_Allreduce of the target histogram failed");
+    return rc;
+}
+
+/* Rank 0: the histogram of --reference FILE (every image of it summed), in the input's mode. */
+static int target_from_file(run *r, const hq_mode *m0, hq_err *err)
+{
+    const char *ref = r->o->reference;
+    hq_inventory inv;
+    hq_plan plan;
+    memset(&plan, 0, sizeof plan);
+    hq_io *io = NULL;
+    int rc = hq_io_scan(ref, 0, &inv, err);
+    hq_plan_item *pi = rc ? NULL : calloc(inv.n ? inv.n : 1, sizeof *pi);
+    if (!rc && !pi)
+        rc = hq_fail(err, HQ_EMEM, "%s: out of memory", ref);
+    for (size_t i = 0; !rc && i < inv.n; i++) {
+        const hq_item *it = &inv.items[i];
+        const uint32_t bits = r->o->bits ? r->o->bits : it->depth;
+        if ((it->channels >= 3) != (m0->channels >= 3) || bits != m0->bits || bits > it->depth)
+            rc = hq_fail(err, HQ_EINPUT, "%s: the reference holds %u-bit %s images, the input %u-bit %s ones: they "
+                         "must match", ref, it->depth, it->channels >= 3 ? "colour" : "gray", m0->bits,
+                         m0->channels >= 3 ? "colour" : "gray");
+        pi[i] = (hq_plan_item){it->slices,       it->height,       it->width, (uint64_t)it->channels * it->sample_bytes,
+                               inv.format == HQ_FMT_HDF5,           0,          it->chunk_slices,
+                               it->chunk_height, it->chunk_width,  (int)it->collective};
+    }
+    if (!rc)
+        rc = hq_plan_make(pi, inv.n, 1, r->o->block_bytes, &plan, err);
+    free(pi);
+    const hq_io_ops *ops = rc ? NULL : hq_io_ops_for(inv.format);
+    if (!rc)
+        rc = ops->open_input(&inv, MPI_COMM_SELF, 1, &io, err);
+    for (uint64_t j = 0; !rc && j < plan.nblocks; j++) {
+        const hq_block *b = &plan.blocks[j];
+        const hq_item *it = &inv.items[b->item];
+        const hq_mode m = {it->channels, it->sample_bytes, m0->bits, r->o->color, 0};
+        void *data = malloc(hq_block_pixels(b) * it->channels * it->sample_bytes);
+        if (!data) {
+            rc = hq_fail(err, HQ_EMEM, "%s: out of memory for a block (lower --block)", ref);
+            break;
+        }
+        rc = ops->read_block(io, b->item, b, 0, data, err);
+        hq_block_data d = {data, 1, hq_block_pixels(b), 0, NULL, NULL};
+        uint64_t *hp[1] = {r->target};
+        if (!rc)
+            rc = r->eng->ops->histogram(r->eng, &d, &m, hp, err);
+        free(data);
+    }
+    if (io) {
+        hq_err e2;
+        int rc2 = ops->close(io, 0, NULL, rc ? &e2 : err);
+        rc = rc ? rc : rc2;
+    }
+    hq_plan_free(&plan);
+    hq_inventory_free(&inv);
+    return rc;
+}
+
+/* --method match: the target histogram(s) on every rank, --ignore applied; an empty target
+ * (everything ignored or masked out) is refused. */
+static int make_target(run *r, hq_err *err)
+{
+    hq_mode m0;
+    if (!global_mode(r, &m0))
+        return 0;
+    const size_t len = hist_len(&m0);
+    r->target = calloc(len, sizeof *r->target);
+    int rc = hq_comm_agree(r->c, r->target ? 0 : hq_fail(err, HQ_EMEM, "out of memory for the target histogram"), err);
+    if (rc)
+        return rc;
+    if (!strcmp(r->o->reference, "global")) {
+        rc = target_from_input(r, len, err);
+    } else {
+        rc = hq_comm_agree(r->c, r->c->rank == 0 ? target_from_file(r, &m0, err) : 0, err);
+        if (!rc)
+            MPI_Bcast(r->target, (int)len, MPI_UINT64_T, 0, r->c->world); /* len <= 3 * 65536 */
+    }
+    if (rc)
+        return rc;
+    ignore_bins(r, &m0, r->target);
+    if (hq_hist_total(r->target, (uint32_t)len) == 0 && r->o->device != HQ_DEV_COPY)
+        rc = hq_fail(err, HQ_EINPUT, "%s: the reference has no counted pixels (all ignored or masked out)",
+                     r->o->reference);
+    return rc;
+}
+
 /* ---- pass 0: the extremes of float data ---- */
 
 static int is_float(const run *r, uint64_t item)
@@ -1082,7 +1474,7 @@ static int range_block(run *r, const hq_block *b, void *data, hq_err *err)
     if (!r->eng->ops->minmax)
         return 0; /* the copy engine: nothing is binned */
     const hq_mode m = mode_of(r, b->item);
-    const hq_block_data d = block_view(r, b, data, r->scope == HQ_SCOPE_IMAGE);
+    const hq_block_data d = block_view(r, b, data, r->scope == HQ_SCOPE_IMAGE, 0);
     hq_frange one, *mm = d.nseg == 1 ? &one : malloc(d.nseg * sizeof *mm);
     if (!mm)
         return hq_fail(err, HQ_EMEM, "%s: out of memory for %llu ranges", r->inv.items[b->item].src,
@@ -1095,7 +1487,7 @@ static int range_block(run *r, const hq_block *b, void *data, hq_err *err)
     if (!rc) /* counted here, ticked by the thread that makes the I/O calls (MPI stays on one) */
         __atomic_add_fetch(&r->bytes_histogrammed, block_bytes(r, b), __ATOMIC_RELAXED);
     for (uint64_t s = 0; s < d.nseg && !rc; s++) {
-        hq_frange *g = &r->facc[group_of(r, image_of(r, b, b->s0 + s))];
+        hq_frange *g = &r->facc[d.nseg > 1 ? image_of(r, b, b->s0 + s) : group_of(r, b)];
         g->lo = mm[s].lo < g->lo ? mm[s].lo : g->lo;
         g->hi = mm[s].hi > g->hi ? mm[s].hi : g->hi;
         r->finf[b->item] += mm[s].inf;
@@ -1235,6 +1627,10 @@ static int share_fused_ranges(run *r, hq_err *err)
     }
     free(v);
     free(cnt);
+    /* The record is per slice: under scope dataset every slice carries its dataset's binning. */
+    for (size_t i = 0; i < r->inv.n && !rc && r->scope == HQ_SCOPE_DATASET; i++)
+        for (uint64_t k = 1; k < r->inv.items[i].slices; k++)
+            r->fbin[r->plan.item_image0[i] + k] = r->fbin[r->plan.item_image0[i]];
     return rc;
 }
 
@@ -1311,15 +1707,21 @@ static int journal_histograms(run *r, hq_err *err)
 static void build_pending_luts(run *r)
 {
     for (size_t i = 0; i < r->ngroups; i++) {
-        /* A pending group's mode is the mode of any of its blocks. */
-        for (uint64_t j = 0; j < r->nmine; j++) {
+        /* A pending group's mode is the mode of any of its blocks; the global group's LUT is built
+         * on every rank, blocks or not: the output records it collectively. */
+        hq_mode m;
+        uint64_t item = 0; /* scope global: any; the LUT is recorded once, at close */
+        int found = r->scope == HQ_SCOPE_GLOBAL && r->groups[i].group == 0 && global_mode(r, &m);
+        for (uint64_t j = 0; j < r->nmine && !found; j++) {
             const hq_block *b = r->mine[j].b;
-            if (group_of(r, image_of(r, b, b->s0)) != r->groups[i].group)
+            if (r->mine[j].fused || group_of(r, b) != r->groups[i].group)
                 continue;
-            const hq_mode m = mode_of(r, b->item);
-            build_luts(r, &m, r->groups[i].group, r->groups[i].hist, r->groups[i].lut);
-            break;
+            m = mode_of(r, b->item);
+            item = b->item;
+            found = 1;
         }
+        if (found)
+            r->groups[i].empty = build_luts(r, &m, item, r->groups[i].group, r->groups[i].hist, r->groups[i].lut);
     }
 }
 
@@ -1369,26 +1771,30 @@ static int pass2(run *r, hq_err *err)
 
 /* ---- engine ---- */
 
+/* --device auto: the GPU only where every rank of the node has one of its own (app/placement.h);
+ * where ranks would share one, the CPU engine, said once per node. */
 static int make_engine(run *r, hq_err *err)
 {
     const hq_options *o = r->o;
-    hq_engine_cfg cfg = {o->threads, r->c->local_rank, r->c->local_size, o->verbose};
-    if (!cfg.threads) {
-        cfg.threads = omp_get_num_procs() / (r->c->local_size > 0 ? r->c->local_size : 1);
-        if (cfg.threads < 1)
-            cfg.threads = 1;
-    }
+    hq_engine_cfg cfg = {o->threads ? o->threads : r->cpus.cpus, r->c->local_rank, r->c->local_size, o->verbose};
     int rc;
     if (o->device == HQ_DEV_COPY)
         return hq_comm_agree(r->c, hq_copy_engine_create(&r->eng, err), err);
-    int ngpu = hq_gpu_device_count();
-    if (o->device == HQ_DEV_GPU || (o->device == HQ_DEV_AUTO && ngpu > 0)) {
+    char id[64] = "";
+    const int mine = o->device != HQ_DEV_CPU && hq_gpu_bound_id(r->c->local_rank, id, sizeof id) == 0;
+    const int gpus = hq_comm_node_distinct(r->c, mine ? id : NULL); /* collective over the node */
+    const int use_gpu = o->device == HQ_DEV_GPU || (o->device == HQ_DEV_AUTO && hq_auto_uses_gpu(gpus, r->c->local_size));
+    if (use_gpu) {
         rc = hq_gpu_engine_create(&cfg, &r->eng, err);
-        if (!rc && ngpu > 0 && r->c->local_size > ngpu && r->c->local_rank == 0 && !o->quiet)
-            fprintf(stderr, "histeq_dist: note: %s: %d ranks share %d GPU%s\n", r->c->host, r->c->local_size, ngpu,
-                    ngpu == 1 ? "" : "s");
+        if (!rc && gpus > 0 && r->c->local_size > gpus && r->c->local_rank == 0 && !o->quiet)
+            fprintf(stderr, "histeq_dist: note: %s: %d ranks share %d GPU%s\n", r->c->host, r->c->local_size, gpus,
+                    gpus == 1 ? "" : "s");
     } else {
-        if (o->device == HQ_DEV_AUTO && r->c->rank == 0 && !o->quiet)
+        if (o->device == HQ_DEV_AUTO && gpus > 0 && r->c->local_rank == 0 && !o->quiet)
+            fprintf(stderr, "histeq_dist: note: %s: %d ranks would share %d GPU%s; using the CPU engine, which is "
+                    "faster then (--device gpu to use the GPU anyway)\n", r->c->host, r->c->local_size, gpus,
+                    gpus == 1 ? "" : "s");
+        else if (o->device == HQ_DEV_AUTO && gpus == 0 && r->c->rank == 0 && !o->quiet)
             fprintf(stderr, "histeq_dist: note: no GPU visible, using the CPU engine\n");
         rc = hq_cpu_engine_create(&cfg, &r->eng, err);
     }
@@ -1399,11 +1805,15 @@ static int make_engine(run *r, hq_err *err)
 
 static void report_plan(const run *r)
 {
-    char line[512], dev[128] = "";
+    char line[512], dev[128] = "", bound[64] = "";
     if (r->eng)
         r->eng->ops->describe(r->eng, dev, sizeof dev);
-    snprintf(line, sizeof line, "rank %d on %.200s: %s; %llu blocks, %llu pixels", r->c->rank, r->c->host, dev,
-             (unsigned long long)r->nmine, (unsigned long long)r->plan.rank_pixels[r->c->rank]);
+    if (r->cpus.widened)
+        snprintf(bound, sizeof bound, " (bound to %d by the launcher, widened)", r->cpus.bound);
+    snprintf(line, sizeof line, "rank %d on %.200s: %s; %llu blocks, %llu pixels; %d CPU%s%s, %d I/O thread%s, "
+             "%d blocks in flight", r->c->rank, r->c->host, dev, (unsigned long long)r->nmine,
+             (unsigned long long)r->plan.rank_pixels[r->c->rank], r->cpus.cpus, r->cpus.cpus == 1 ? "" : "s", bound,
+             r->pipe.io_threads, r->pipe.io_threads == 1 ? "" : "s", r->pipe.depth);
     say_all(r, line);
 }
 
@@ -1498,8 +1908,10 @@ static int report_summary(const run *r, double wall, uint64_t skipped, hq_err *e
 
 static void free_run(run *r)
 {
-    for (uint64_t j = 0; j < r->nmine; j++)
+    for (uint64_t j = 0; j < r->nmine; j++) {
         hq_block_free(r->eng, r->mine[j].held);
+        free(r->mine[j].why);
+    }
     for (size_t i = 0; i < r->ngroups; i++) {
         free(r->groups[i].hist);
         free(r->groups[i].lut);
@@ -1512,32 +1924,78 @@ static void free_run(run *r)
     free(r->item_shared);
     free(r->skipped);
     hq_journal_close(r->journal);
+    hq_writeback_stop(r->wb);
+    r->wb = NULL;
     if (r->sync_fd >= 0)
         close(r->sync_fd);
     hq_journal_state_free(&r->res.st);
     hq_report_free(r->rep);
+    free(r->target);
+    if (r->mask) {
+        hq_err ignored;
+        hq_mask_close(r->mask, &ignored);
+    }
     hq_engine_destroy(r->eng);
     hq_plan_free(&r->plan);
     hq_inventory_free(&r->inv);
+    pthread_mutex_destroy(&r->mu);
+    pthread_mutex_destroy(&r->tick_mu);
+    free(r->default_output);
 }
 
-/* The global histogram for the output's metadata, or NULL under scope image. */
-static const uint64_t *global_hist(run *r, hq_mode *m)
+/* The global histogram and LUT for the output's metadata, or NULL under scope image. */
+static const group_hist *global_group(run *r, hq_mode *m)
 {
     if (r->scope != HQ_SCOPE_GLOBAL || !global_mode(r, m))
         return NULL;
-    group_hist *gh = find_group(r, 0, m, 0);
-    return gh ? gh->hist : NULL;
+    return find_group(r, 0, m, 0);
 }
 
-int hq_run(const hq_options *o, const hq_comm *c, hq_err *err)
+/* Without --output, rank 0 names the output beside the input (app/outname.h) and says so. */
+static int name_output(const run *r, char **name, hq_err *err)
 {
+    unsigned char *buf = NULL;
+    uint64_t len = 0;
+    int rc = 0;
+    if (r->c->rank == 0) {
+        rc = hq_default_output(&r->inv, hq_output_suffix(hq_method_name(r->o->method)), name, err);
+        if (!rc) {
+            buf = (unsigned char *)*name;
+            len = strlen(*name) + 1;
+            if (!r->o->quiet)
+                fprintf(stderr, "histeq_dist: note: no --output given: writing %s\n", *name);
+        }
+    }
+    if ((rc = hq_comm_agree(r->c, rc, err)))
+        return rc;
+    rc = hq_comm_bcast_bytes(r->c, &buf, &len, err);
+    if (r->c->rank != 0)
+        *name = (char *)buf;
+    return hq_comm_agree(r->c, rc, err);
+}
+
+int hq_run(const hq_options *given, const hq_comm *c, hq_err *err)
+{
+    hq_options opts = *given; /* --output filled in when it was not given */
+    const hq_options *o = &opts;
     run r = {.o = o, .c = c, .sync_fd = -1};
     const double t_start = hq_now();
+    pthread_mutex_init(&r.mu, NULL);
+    pthread_mutex_init(&r.tick_mu, NULL);
+    /* Before any thread of this rank starts: they inherit the CPUs it works on. */
+    hq_place_cpus(c->local_rank, c->local_size, &r.cpus);
     int rc = scan_and_share(&r, err);
-    if (rc)
+    if (!rc && !o->output && !(rc = name_output(&r, &r.default_output, err)))
+        opts.output = r.default_output;
+    if (rc) {
+        pthread_mutex_destroy(&r.mu);
+        pthread_mutex_destroy(&r.tick_mu);
+        free(r.default_output);
+        hq_inventory_free(&r.inv);
         return rc;
+    }
     r.io_ops = hq_io_ops_for(r.inv.format);
+    choose_io_threads(&r);
     if (!rc)
         rc = hq_comm_agree(c, check_modes(&r, err), err);
     if (!rc && o->summary)
@@ -1548,7 +2006,6 @@ int hq_run(const hq_options *o, const hq_comm *c, hq_err *err)
         rc = hq_comm_agree(c, classify_work(&r, err), err);
     if (!rc)
         rc = hq_report_open(&(hq_report_cfg){o, c, &r.inv, &r.plan, r.scope}, &r.rep, err);
-    r.threaded_io = getenv("HQ_SERIAL_IO") == NULL; /* HQ_SERIAL_IO=1: one thread, for debugging */
     parse_kill_hook(&r);
     if (!rc)
         rc = hq_resume_decide(o, c, &r.inv, &r.res, err);
@@ -1559,7 +2016,11 @@ int hq_run(const hq_options *o, const hq_comm *c, hq_err *err)
         return 0;
     }
     if (!rc)
-        rc = r.io_ops->open_input(&r.inv, c->world, !hq_report_wants_pixels(r.rep), &r.io, err);
+        rc = hq_mask_open(o, &r.inv, c, &r.mask, err);
+    /* A mask file is read in row-major order, so the image must be too. */
+    if (!rc)
+        rc = r.io_ops->open_input(&r.inv, c->world, !hq_report_wants_pixels(r.rep) && !hq_mask_has_file(r.mask),
+                                  &r.io, err);
     if (rc) {
         free_run(&r);
         return rc;
@@ -1570,6 +2031,8 @@ int hq_run(const hq_options *o, const hq_comm *c, hq_err *err)
     r.t[PH_CREATE] = hq_now() - t_phase;
     if (!rc)
         rc = open_journal(&r, err);
+    if (!rc)
+        r.wb = hq_writeback_start(r.sync_fd);
     uint64_t done_px = 0, done_bytes = 0;
     if (!rc)
         rc = hq_comm_agree(c, apply_journal(&r, &done_px, &done_bytes, err), err);
@@ -1577,6 +2040,8 @@ int hq_run(const hq_options *o, const hq_comm *c, hq_err *err)
         rc = make_engine(&r, err);
     if (!rc && o->verbose)
         report_plan(&r);
+    if (!rc && o->method == HQ_METHOD_MATCH)
+        rc = hq_comm_agree(c, make_target(&r, err), err);
     if (!rc) {
         uint64_t total_bytes = 0, pass0_bytes = 0;
         for (size_t i = 0; i < r.inv.n; i++)
@@ -1612,17 +2077,36 @@ int hq_run(const hq_options *o, const hq_comm *c, hq_err *err)
     }
     if (!rc)
         rc = hq_comm_agree(c, share_fused_ranges(&r, err), err);
+    hq_writeback_stop(r.wb); /* the last writes are the close's fdatasync's, or nobody's */
+    r.wb = NULL;
     hq_mode gm = {1, 1, 8, 0, 0};
-    const uint64_t *gh = rc ? NULL : global_hist(&r, &gm);
+    const group_hist *gg = rc ? NULL : global_group(&r, &gm);
     hq_run_meta meta = {.version = HQ_VERSION, .method = o->method, .scope = r.scope, .color = o->color, .bits = o->bits,
-                        .global_hist = gh, .global_nhist = hq_mode_nhist(&gm), .global_bins = hq_mode_bins(&gm),
+                        .global_hist = gg ? gg->hist : NULL, .global_nhist = hq_mode_nhist(&gm),
+                        .global_bins = hq_mode_bins(&gm), .global_lut = gg ? gg->lut : NULL,
+                        .reference = o->reference, .mask = o->mask,
+                        .mask_apply = o->mask || o->ignore ? (o->mask_inside ? "inside" : "all") : NULL,
                         .fbins = r.fbin ? o->fbins : 0, .frange_given = o->range_set, .fbin = r.fbin,
                         .item_image0 = r.plan.item_image0};
+    char ignore_text[16];
+    if (o->ignore) {
+        snprintf(ignore_text, sizeof ignore_text, "%u:%u", o->ignore_lo, o->ignore_hi);
+        meta.ignore = ignore_text;
+    }
     if (!rc)
         rc = hq_comm_agree(c, hq_report_meta(r.rep, &meta, err), err);
     hq_err close_err = {{0}};
     t_phase = hq_now();
     int rc_close = r.io_ops->close(r.io, rc == 0, &meta, &close_err);
+    {
+        hq_err mask_err;
+        int rc_mask = hq_mask_close(r.mask, &mask_err);
+        r.mask = NULL;
+        if (!rc_close && rc_mask) {
+            rc_close = rc_mask;
+            close_err = mask_err;
+        }
+    }
     r.t[PH_CLOSE] = hq_now() - t_phase;
     if (!rc && rc_close) {
         rc = rc_close;
@@ -1634,6 +2118,8 @@ int hq_run(const hq_options *o, const hq_comm *c, hq_err *err)
     if (r.journal && c->rank == 0)
         hq_journal_remove(o->output);
     if (!rc) {
+        r.skipped = skipped_lines(&r);
+        r.skipped_len = r.skipped ? strlen(r.skipped) : 0;
         report_skipped(&r);
         uint64_t skipped = r.nskipped;
         MPI_Allreduce(MPI_IN_PLACE, &skipped, 1, MPI_UINT64_T, MPI_SUM, c->world);

@@ -49,6 +49,24 @@ static void stretch(const uint64_t *hist, uint32_t bins, uint16_t *lut)
         lut[v] = hq_lut_stretch_entry(v, lo, hi, bins);
 }
 
+void hq_lut_match(const uint64_t *src, const uint64_t *tgt, uint32_t bins, uint16_t *lut)
+{
+    const uint64_t ns = hq_hist_total(src, bins), nt = hq_hist_total(tgt, bins);
+    if (ns == 0 || nt == 0) {
+        identity(lut, bins);
+        return;
+    }
+    /* C_s(v) grows with v, so the answer never moves back: one sweep over both histograms. */
+    uint64_t cs = 0, ct = tgt[0];
+    uint32_t w = 0;
+    for (uint32_t v = 0; v < bins; v++) {
+        cs += src[v];
+        while ((unsigned __int128)ct * ns < (unsigned __int128)cs * nt)
+            ct += tgt[++w]; /* ends by w = bins - 1, where ct = nt */
+        lut[v] = (uint16_t)w;
+    }
+}
+
 void hq_lut_build(hq_method method, const uint64_t *hist, uint32_t bins, uint16_t *lut)
 {
     if (method == HQ_METHOD_STRETCH)

@@ -18,6 +18,13 @@
  * any count for float data (--bins; L = bins in the rule above). */
 void hq_lut_build(hq_method method, const uint64_t *hist, uint32_t bins, uint16_t *lut);
 
+/* Histogram matching: lut[v] = the smallest w with C_t(w) * N_s >= C_s(v) * N_t, where C_s and C_t
+ * are the cumulative counts of src and tgt (C(v) = hist[0] + ... + hist[v]) and N_s, N_t their
+ * totals: the first target level whose cumulative share reaches the source level's. Exact in
+ * 128-bit integers, monotone, and lut[v] = 0 below the first non-empty source bin. An empty source
+ * or an empty target gives the identity. */
+void hq_lut_match(const uint64_t *src, const uint64_t *tgt, uint32_t bins, uint16_t *lut);
+
 /* Sum of a histogram (the pixel count N). */
 uint64_t hq_hist_total(const uint64_t *hist, uint32_t bins);
 

@@ -10,8 +10,10 @@
 #include <stdint.h>
 
 typedef enum { HQ_COLOR_LUMA = 0, HQ_COLOR_CHANNELS = 1, HQ_COLOR_VALUE = 2 } hq_color;
-typedef enum { HQ_METHOD_EQUALIZE = 0, HQ_METHOD_STRETCH = 1 } hq_method;
-typedef enum { HQ_SCOPE_AUTO = 0, HQ_SCOPE_IMAGE = 1, HQ_SCOPE_GLOBAL = 2 } hq_scope;
+typedef enum { HQ_METHOD_EQUALIZE = 0, HQ_METHOD_STRETCH = 1, HQ_METHOD_MATCH = 2 } hq_method;
+/* What one histogram covers: an image (a slice of a stack), everything, or a dataset (an N x H x W
+ * stack as one 3-D image; a PNG file is a dataset of one image). */
+typedef enum { HQ_SCOPE_AUTO = 0, HQ_SCOPE_IMAGE = 1, HQ_SCOPE_GLOBAL = 2, HQ_SCOPE_DATASET = 3 } hq_scope;
 
 typedef struct hq_mode {
     uint32_t channels;     /* 1 gray, 2 gray+alpha, 3 RGB, 4 RGBA; alpha is never touched */
@@ -39,11 +41,11 @@ static inline const char *hq_color_name(hq_color c)
 }
 static inline const char *hq_method_name(hq_method m)
 {
-    return m == HQ_METHOD_STRETCH ? "stretch" : "equalize";
+    return m == HQ_METHOD_STRETCH ? "stretch" : m == HQ_METHOD_MATCH ? "match" : "equalize";
 }
 static inline const char *hq_scope_name(hq_scope s)
 {
-    return s == HQ_SCOPE_GLOBAL ? "global" : s == HQ_SCOPE_IMAGE ? "image" : "auto";
+    return s == HQ_SCOPE_GLOBAL ? "global" : s == HQ_SCOPE_IMAGE ? "image" : s == HQ_SCOPE_DATASET ? "dataset" : "auto";
 }
 
 #endif

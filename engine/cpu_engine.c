@@ -61,6 +61,10 @@ typedef struct hist_acc {
     uint64_t pending; /* pixels in the narrow counters since the last fold */
 } hist_acc;
 
+/* Bin 256 of each 8-bit sub-histogram (inside the padding) takes the masked-out pixels of the
+ * masked gray loop, so that it needs no branch; it is never folded, only cleared. */
+#define MASKED_OUT_BIN 256
+
 /* Adds the narrow counters into wide and zeroes them. */
 static void acc_fold(hist_acc *a)
 {
@@ -82,6 +86,8 @@ static void acc_fold(hist_acc *a)
             if (sum)
                 a->wide[hq_bin(v, a->maxv)] += sum;
         }
+        for (uint32_t k = 0; k < SUBS; k++)
+            (*a->sub8)[k][MASKED_OUT_BIN] = 0;
     }
     a->pending = 0;
 }
@@ -120,6 +126,19 @@ static void hist_gray8(const uint8_t *p, uint64_t n, hist_acc *a)
         }
         for (; i < end; i++)
             (*sub)[i & 7][p[i]]++;
+    }
+}
+
+/* 8-bit gray with a mask plane: the same sub-histograms, masked-out pixels counted into the
+ * unused bin 256. */
+static void hist_gray8_masked(const uint8_t *p, const uint8_t *mk, uint64_t n, hist_acc *a)
+{
+    sub_hist *sub = a->sub8;
+    for (uint64_t i = 0; i < n;) {
+        const uint64_t end = n - i > RESERVE_MAX ? i + RESERVE_MAX : n;
+        acc_reserve(a, end - i);
+        for (; i < end; i++)
+            (*sub)[i & 7][mk[i] ? p[i] : MASKED_OUT_BIN]++;
     }
 }
 
@@ -506,10 +525,92 @@ static void remap_gray16(uint16_t *p, uint64_t n, uint32_t maxv, const uint16_t 
 DEFINE_REMAP(remap_u8, uint8_t)
 DEFINE_REMAP(remap_u16, uint16_t)
 
+/* ---------------------------------------------------------------- masked loops */
+
+/* A block with a mask plane (hq_block_data.mask) takes these plain per-pixel loops: the branch on
+ * the mask byte would slow the fast paths above for every unmasked run, and masked pixels are
+ * usually a background that costs nothing here. Same pixel.h arithmetic, so the same results. */
+#define DEFINE_HIST_MASKED(NAME, T)                                                                         \
+    static void NAME(const T *p, const uint8_t *mk, uint64_t n, const hq_mode *m, uint64_t *hist)           \
+    {                                                                                                       \
+        const uint32_t ch = m->channels, maxv = hq_mode_bins(m) - 1, bins = hq_mode_bins(m);                \
+        for (uint64_t i = 0; i < n; i++) {                                                                  \
+            if (!mk[i])                                                                                     \
+                continue;                                                                                   \
+            const T *px = p + i * ch;                                                                       \
+            if (ch < 3) {                                                                                   \
+                hist[hq_bin(px[0], maxv)]++;                                                                \
+            } else if (m->color == HQ_COLOR_CHANNELS) {                                                     \
+                hist[hq_bin(px[0], maxv)]++;                                                                \
+                hist[bins + hq_bin(px[1], maxv)]++;                                                         \
+                hist[2 * bins + hq_bin(px[2], maxv)]++;                                                     \
+            } else if (m->color == HQ_COLOR_VALUE) {                                                        \
+                hist[hq_bin(hq_max3(px[0], px[1], px[2]), maxv)]++;                                         \
+            } else {                                                                                        \
+                hist[hq_luma_of_fx(hq_luma_fx(hq_bin(px[0], maxv), hq_bin(px[1], maxv), hq_bin(px[2], maxv)))]++; \
+            }                                                                                               \
+        }                                                                                                   \
+    }
+DEFINE_HIST_MASKED(hist_u8_masked, uint8_t)
+DEFINE_HIST_MASKED(hist_u16_masked, uint16_t)
+
+#define DEFINE_REMAP_MASKED(NAME, T)                                                                        \
+    static void NAME(T *p, const uint8_t *mk, uint64_t n, const hq_mode *m, const uint16_t *lut)            \
+    {                                                                                                       \
+        const uint32_t ch = m->channels, maxv = hq_mode_bins(m) - 1, bins = hq_mode_bins(m);                \
+        for (uint64_t i = 0; i < n; i++) {                                                                  \
+            if (!mk[i])                                                                                     \
+                continue;                                                                                   \
+            T *px = p + i * ch;                                                                             \
+            if (ch < 3) {                                                                                   \
+                px[0] = (T)lut[hq_bin(px[0], maxv)];                                                        \
+                continue;                                                                                   \
+            }                                                                                               \
+            const uint32_t r = hq_bin(px[0], maxv), g = hq_bin(px[1], maxv), b = hq_bin(px[2], maxv);      \
+            if (m->color == HQ_COLOR_CHANNELS) {                                                            \
+                px[0] = (T)lut[r];                                                                          \
+                px[1] = (T)lut[bins + g];                                                                   \
+                px[2] = (T)lut[2 * bins + b];                                                               \
+            } else if (m->color == HQ_COLOR_VALUE) {                                                        \
+                const uint32_t v = hq_max3(r, g, b), v2 = lut[v];                                           \
+                px[0] = (T)hq_value_apply(r, v, v2);                                                        \
+                px[1] = (T)hq_value_apply(g, v, v2);                                                        \
+                px[2] = (T)hq_value_apply(b, v, v2);                                                        \
+            } else {                                                                                        \
+                const uint32_t y_fx = hq_luma_fx(r, g, b);                                                  \
+                const int32_t d = (int32_t)((uint32_t)lut[hq_luma_of_fx(y_fx)] << HQ_LUMA_SHIFT) - (int32_t)y_fx; \
+                px[0] = (T)hq_luma_apply(r, d, maxv);                                                       \
+                px[1] = (T)hq_luma_apply(g, d, maxv);                                                       \
+                px[2] = (T)hq_luma_apply(b, d, maxv);                                                       \
+            }                                                                                               \
+        }                                                                                                   \
+    }
+DEFINE_REMAP_MASKED(remap_u8_masked, uint8_t)
+
+/* 8-bit gray through the byte table (hq_bin folded in), a select instead of a branch. */
+static void remap_gray8_masked(uint8_t *p, const uint8_t *mk, uint64_t n, const uint8_t *t)
+{
+    for (uint64_t i = 0; i < n; i++) {
+        const uint8_t v = p[i];
+        p[i] = mk[i] ? t[v] : v;
+    }
+}
+DEFINE_REMAP_MASKED(remap_u16_masked, uint16_t)
+
 /* ---------------------------------------------------------------- dispatch */
 
-static void hist_range(const hq_mode *m, const void *base, uint64_t p0, uint64_t n, hist_acc *a)
+static void hist_range(const hq_mode *m, const void *base, const uint8_t *mask, uint64_t p0, uint64_t n,
+                       hist_acc *a)
 {
+    if (mask) {
+        if (m->sample_bytes == 1 && m->channels == 1)
+            hist_gray8_masked((const uint8_t *)base + p0, mask + p0, n, a);
+        else if (m->sample_bytes == 1)
+            hist_u8_masked((const uint8_t *)base + p0 * m->channels, mask + p0, n, m, a->wide);
+        else
+            hist_u16_masked((const uint16_t *)base + p0 * m->channels, mask + p0, n, m, a->wide);
+        return;
+    }
     if (m->sample_bytes == 1) {
         const uint8_t *p = (const uint8_t *)base + p0 * m->channels;
         if (m->channels == 1)
@@ -529,9 +630,18 @@ static void hist_range(const hq_mode *m, const void *base, uint64_t p0, uint64_t
     }
 }
 
-static void remap_range(const hq_mode *m, void *base, uint64_t p0, uint64_t n, const uint16_t *lut,
-                        const remap_tables *t)
+static void remap_range(const hq_mode *m, void *base, const uint8_t *mask, uint64_t p0, uint64_t n,
+                        const uint16_t *lut, const remap_tables *t)
 {
+    if (mask) {
+        if (fast8(m) && m->channels == 1)
+            remap_gray8_masked((uint8_t *)base + p0, mask + p0, n, t->bytes[0]);
+        else if (m->sample_bytes == 1)
+            remap_u8_masked((uint8_t *)base + p0 * m->channels, mask + p0, n, m, lut);
+        else
+            remap_u16_masked((uint16_t *)base + p0 * m->channels, mask + p0, n, m, lut);
+        return;
+    }
     if (m->sample_bytes == 1) {
         uint8_t *p = (uint8_t *)base + p0 * m->channels;
         if (!fast8(m))
@@ -567,7 +677,7 @@ static void histogram_small_segments(const cpu_impl *c, const hq_block_data *b, 
         sub_hist sub;
         memset(sub, 0, sizeof sub);
         hist_acc a = {hist[s], &sub, NULL, hq_mode_bins(m) - 1, 0};
-        hist_range(m, b->data, (uint64_t)s * b->seg_pixels, b->seg_pixels, &a);
+        hist_range(m, b->data, b->mask, (uint64_t)s * b->seg_pixels, b->seg_pixels, &a);
         acc_fold(&a);
     }
 }
@@ -601,7 +711,7 @@ static int cpu_histogram(hq_engine *e, const hq_block_data *b, const hq_mode *m,
 #pragma omp for schedule(dynamic, 1)
             for (int64_t k = 0; k < npieces; k++) {
                 const uint64_t lo = (uint64_t)k * piece, len = n - lo < piece ? n - lo : piece;
-                hist_range(m, b->data, base + lo, len, &a);
+                hist_range(m, b->data, b->mask, base + lo, len, &a);
             }
             acc_fold(&a);
 #pragma omp barrier
@@ -630,7 +740,7 @@ static int cpu_remap(hq_engine *e, hq_block_data *b, const hq_mode *m, const uin
             remap_tables t;
             remap_tables_build(m, lut[s], b->seg_pixels, &t);
             if (!t.identity)
-                remap_range(m, b->data, (uint64_t)s * b->seg_pixels, b->seg_pixels, lut[s], &t);
+                remap_range(m, b->data, b->mask, (uint64_t)s * b->seg_pixels, b->seg_pixels, lut[s], &t);
             remap_tables_free(&t);
         }
         return 0;
@@ -646,7 +756,7 @@ static int cpu_remap(hq_engine *e, hq_block_data *b, const hq_mode *m, const uin
 #pragma omp parallel for schedule(dynamic, 1) num_threads(c->threads)
         for (int64_t k = 0; k < npieces; k++) {
             const uint64_t lo = (uint64_t)k * piece, len = n - lo < piece ? n - lo : piece;
-            remap_range(m, b->data, base + lo, len, lut[s], &t);
+            remap_range(m, b->data, b->mask, base + lo, len, lut[s], &t);
         }
         remap_tables_free(&t);
     }

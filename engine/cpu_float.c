@@ -1,7 +1,8 @@
 /* cpu_float.c — float32/float64 samples: pass-0 extremes, binned histograms and the remap to
  * lut[bin] / (bins - 1), with core/fbin.h's arithmetic (built with -ffp-contract=off, as all host
- * code is). Every result is exact or per sample, so neither the thread count nor the split into
- * pieces can change it. */
+ * code is). A mask plane (engine.h) is honoured as on the integer paths: pixels whose byte is 0 are
+ * neither counted nor, when remap is handed the mask, changed. Every result is exact or per
+ * sample, so neither the thread count nor the split into pieces can change it. */
 #include "cpu_float.h"
 
 #include <math.h>
@@ -25,11 +26,14 @@ static inline double sample_at(const void *base, uint32_t sb, uint64_t i)
     return sb == 4 ? (double)((const float *)base)[i] : ((const double *)base)[i];
 }
 
-static void minmax_range(const void *base, uint32_t sb, uint64_t p0, uint64_t n, hq_frange *r)
+/* mask: NULL, or one byte per pixel; pixels whose byte is 0 are not counted (engine.h). */
+static void minmax_range(const void *base, uint32_t sb, const uint8_t *mask, uint64_t p0, uint64_t n, hq_frange *r)
 {
     double lo = r->lo, hi = r->hi;
     uint64_t fin = 0, inf = 0;
     for (uint64_t i = p0; i < p0 + n; i++) {
+        if (mask && !mask[i])
+            continue;
         const double x = sample_at(base, sb, i);
         if (isnan(x))
             continue;
@@ -70,7 +74,7 @@ int hq_cpu_float_minmax(int threads, const hq_block_data *b, const hq_mode *m, h
 #pragma omp for schedule(static)
             for (int64_t k = 0; k < npieces; k++) {
                 const uint64_t lo = (uint64_t)k * PIECE;
-                minmax_range(b->data, m->sample_bytes, base + lo, n - lo < PIECE ? n - lo : PIECE, &mine);
+                minmax_range(b->data, m->sample_bytes, b->mask, base + lo, n - lo < PIECE ? n - lo : PIECE, &mine);
             }
 #pragma omp critical
             merge(&total, &mine);
@@ -81,10 +85,13 @@ int hq_cpu_float_minmax(int threads, const hq_block_data *b, const hq_mode *m, h
 }
 
 /* Counts pixels [p0, p0 + n) into h; returns the infinite samples met (not counted). */
-static uint64_t hist_range(const void *base, uint32_t sb, uint64_t p0, uint64_t n, const hq_fbin *p, uint64_t *h)
+static uint64_t hist_range(const void *base, uint32_t sb, const uint8_t *mask, uint64_t p0, uint64_t n,
+                           const hq_fbin *p, uint64_t *h)
 {
     uint64_t inf = 0;
     for (uint64_t i = p0; i < p0 + n; i++) {
+        if (mask && !mask[i])
+            continue;
         const double x = sample_at(base, sb, i);
         if (isnan(x))
             continue;
@@ -121,7 +128,7 @@ int hq_cpu_float_histogram(int threads, const hq_block_data *b, const hq_mode *m
 #pragma omp for schedule(static)
             for (int64_t k = 0; k < npieces; k++) {
                 const uint64_t lo = (uint64_t)k * PIECE;
-                inf += hist_range(b->data, m->sample_bytes, base + lo, n - lo < PIECE ? n - lo : PIECE, p, h);
+                inf += hist_range(b->data, m->sample_bytes, b->mask, base + lo, n - lo < PIECE ? n - lo : PIECE, p, h);
             }
 #pragma omp for schedule(static)
             for (int64_t v = 0; v < (int64_t)bins; v++) {
@@ -151,12 +158,13 @@ int hq_cpu_float_remap(int threads, hq_block_data *b, const hq_mode *m, const ui
         const uint64_t base = s * b->seg_pixels, n = b->seg_pixels;
         const hq_fbin *p = &b->fbin[s];
         const uint16_t *l = lut[s];
+        const uint8_t *mk = b->mask ? b->mask + base : NULL; /* 0: left exactly as it is */
         if (m->sample_bytes == 4) {
             float *d = (float *)b->data + base;
 #pragma omp parallel for schedule(static) num_threads(threads)
             for (int64_t i = 0; i < (int64_t)n; i++) {
                 const double x = d[i];
-                if (!isnan(x))
+                if (!isnan(x) && (!mk || mk[i]))
                     d[i] = hq_fout32(l[hq_fbin_of(x, p)], bins);
             }
         } else {
@@ -164,7 +172,7 @@ int hq_cpu_float_remap(int threads, hq_block_data *b, const hq_mode *m, const ui
 #pragma omp parallel for schedule(static) num_threads(threads)
             for (int64_t i = 0; i < (int64_t)n; i++) {
                 const double x = d[i];
-                if (!isnan(x))
+                if (!isnan(x) && (!mk || mk[i]))
                     d[i] = hq_fout(l[hq_fbin_of(x, p)], bins);
             }
         }

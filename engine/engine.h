@@ -29,6 +29,10 @@ typedef struct hq_block_data {
                               unchanged, so an engine may use the copy it kept (the GPU skips an
                               upload). A pointer alone cannot say it: a freed block's address can
                               come back holding another block. */
+    const uint8_t *mask; /* NULL, or one byte per pixel (pixel order, like data): histogram() counts
+                            only pixels whose byte is non-zero; remap() leaves the pixels whose byte
+                            is zero exactly as they are (the driver hands remap a mask only for
+                            --mask-apply inside). */
     const hq_fbin *fbin;   /* float modes (m->fbins): nseg binnings, one per segment; else NULL */
 } hq_block_data;
 
@@ -78,6 +82,11 @@ int hq_copy_engine_create(hq_engine **out, hq_err *err);
 
 /* Number of visible CUDA devices; 0 without CUDA or without a GPU. */
 int hq_gpu_device_count(void);
+
+/* In buf: an identifier (the UUID) of the device that a rank of this node-local rank binds, by the
+ * rule of hq_gpu_engine_create; -1 without a visible device. Ranks compare them to tell a GPU of
+ * their own from a shared one (app/placement.h). */
+int hq_gpu_bound_id(int local_rank, char *buf, size_t len);
 
 static inline void *hq_block_alloc(hq_engine *e, size_t bytes)
 {

@@ -59,6 +59,8 @@ struct gpu_impl {
     size_t hist_cap, hhist_cap; /* bytes */
     uint16_t *d_lut, *h_lut;
     size_t lut_cap, hlut_cap; /* bytes */
+    uint8_t *d_mask;          /* the piece's mask plane (hq_block_data.mask), pixel q0 at d_mask */
+    size_t mask_cap;
     const void *res_ptr;      /* host block whose bytes d_data holds, NULL when none */
     size_t res_bytes;
     bool reuse;               /* HQ_GPU_RESIDENT=1: remap may trust res_ptr/res_bytes */
@@ -244,6 +246,26 @@ bool is_pinned(gpu_impl *g, const void *p, size_t bytes)
     return false;
 }
 
+/* The mask bytes of pixels [q0, q1) onto the device, on stream 0 (the kernels' streams wait for
+ * it); *mbase is d_mask shifted back by q0, as the kernels index it. No kernel of an earlier piece
+ * is still reading d_mask: every piece ends with its streams drained. */
+int upload_mask(gpu_impl *g, const hq_block_data *b, uint64_t q0, uint64_t q1, const uint8_t **mbase, hq_err *err)
+{
+    int rc = grow_device(g, (void **)&g->d_mask, &g->mask_cap, (size_t)(q1 - q0), err);
+    if (rc)
+        return rc;
+    GPU_CHECK(cudaMemcpyAsync(g->d_mask, b->mask + q0, (size_t)(q1 - q0), cudaMemcpyHostToDevice, g->st[0]));
+    *mbase = g->d_mask - q0;
+    return 0;
+}
+
+cudaError_t remap_chunk(const hq_mode *m, uint8_t *dbase, const uint8_t *mbase, uint64_t p0, uint64_t p1,
+                        uint64_t seg_pixels, const uint16_t *lbase, cudaStream_t st)
+{
+    return mbase ? hqg::remap_masked_launch(m, dbase, mbase, p0, p1, seg_pixels, lbase, st)
+                 : hqg::remap_launch(m, dbase, p0, p1, seg_pixels, lbase, st);
+}
+
 /* Histograms of pixels [q0, q1) of a block, the device buffer holding pixel q0 at d_data. */
 int histogram_piece(gpu_impl *g, const hq_block_data *b, const hq_mode *m, uint64_t q0, uint64_t q1,
                     uint64_t *const *hist, hq_err *err)
@@ -264,6 +286,9 @@ int histogram_piece(gpu_impl *g, const hq_block_data *b, const hq_mode *m, uint6
     uint8_t *dbase = g->d_data - (size_t)q0 * pb;
     unsigned long long *hbase = g->d_hist - (size_t)s0 * nf;
     GPU_CHECK(cudaMemsetAsync(g->d_hist, 0, hbytes, g->st[0]));
+    const uint8_t *mbase = NULL;
+    if (b->mask && (rc = upload_mask(g, b, q0, q1, &mbase, err)))
+        return rc;
     GPU_CHECK(cudaEventRecord(g->ready, g->st[0]));
     GPU_CHECK(cudaStreamWaitEvent(g->st[1], g->ready, 0));
     const uint64_t cpx = chunk_pixels(pb), nchunks = (q1 - q0 + cpx - 1) / cpx;
@@ -281,7 +306,10 @@ int histogram_piece(gpu_impl *g, const hq_block_data *b, const hq_mode *m, uint6
             GPU_CHECK(cudaMemcpyAsync(g->d_data + off, g->pin[slot], len, cudaMemcpyHostToDevice, st));
             GPU_CHECK(cudaEventRecord(g->slot_free[slot], st));
         }
-        GPU_CHECK(hqg::hist_launch(m, dbase, p0, p1, b->seg_pixels, hbase, st));
+        if (mbase)
+            GPU_CHECK(hqg::hist_masked_launch(m, dbase, mbase, p0, p1, b->seg_pixels, hbase, st));
+        else
+            GPU_CHECK(hqg::hist_launch(m, dbase, p0, p1, b->seg_pixels, hbase, st));
     }
     GPU_CHECK(cudaEventRecord(g->ready, g->st[1]));
     GPU_CHECK(cudaStreamWaitEvent(g->st[0], g->ready, 0));
@@ -381,6 +409,9 @@ int remap_piece(gpu_impl *g, hq_block_data *b, const hq_mode *m, uint64_t q0, ui
     for (uint64_t s = 0; s < nsp; s++)
         memcpy(g->h_lut + s * nf, lut[s0 + s], nf * sizeof(uint16_t));
     GPU_CHECK(cudaMemcpyAsync(g->d_lut, g->h_lut, lbytes, cudaMemcpyHostToDevice, g->st[0]));
+    const uint8_t *mbase = NULL;
+    if (b->mask && (rc = upload_mask(g, b, q0, q1, &mbase, err)))
+        return rc;
     GPU_CHECK(cudaEventRecord(g->ready, g->st[0]));
     GPU_CHECK(cudaStreamWaitEvent(g->st[1], g->ready, 0));
     uint8_t *dbase = g->d_data - (size_t)q0 * pb;
@@ -396,7 +427,7 @@ int remap_piece(gpu_impl *g, hq_block_data *b, const hq_mode *m, uint64_t q0, ui
             char *host = (char *)b->data + (size_t)p0 * pb;
             if (!resident)
                 GPU_CHECK(cudaMemcpyAsync(g->d_data + off, host, len, cudaMemcpyHostToDevice, st));
-            GPU_CHECK(hqg::remap_launch(m, dbase, p0, p1, b->seg_pixels, lbase, st));
+            GPU_CHECK(remap_chunk(m, dbase, mbase, p0, p1, b->seg_pixels, lbase, st));
             GPU_CHECK(cudaMemcpyAsync(host, g->d_data + off, len, cudaMemcpyDeviceToHost, st));
         }
         GPU_CHECK(cudaStreamSynchronize(g->st[0]));
@@ -421,7 +452,7 @@ int remap_piece(gpu_impl *g, hq_block_data *b, const hq_mode *m, uint64_t q0, ui
                 copy_par(g->pin[slot], (const char *)b->data + (size_t)p0 * pb, len, g->copy_threads);
                 GPU_CHECK(cudaMemcpyAsync(g->d_data + off, g->pin[slot], len, cudaMemcpyHostToDevice, st));
             }
-            GPU_CHECK(hqg::remap_launch(m, dbase, p0, p1, b->seg_pixels, lbase, st));
+            GPU_CHECK(remap_chunk(m, dbase, mbase, p0, p1, b->seg_pixels, lbase, st));
             GPU_CHECK(cudaMemcpyAsync(g->pin[slot], g->d_data + off, len, cudaMemcpyDeviceToHost, st));
             GPU_CHECK(cudaEventRecord(g->slot_free[slot], st));
         }
@@ -482,6 +513,7 @@ void gpu_release(gpu_impl *g)
     cudaFree(g->d_data);
     cudaFree(g->d_hist);
     cudaFree(g->d_lut);
+    cudaFree(g->d_mask);
     cudaFreeHost(g->h_hist);
     cudaFreeHost(g->h_lut);
     hqg::float_release(&g->fl);
@@ -599,6 +631,33 @@ int gpu_open(gpu_impl *g, const hq_engine_cfg *cfg, hq_err *err)
 
 } /* namespace */
 
+/* The binding rule (see the top of this file), for the engine and for hq_gpu_bound_id alike. */
+static int bound_device(int local_rank, int count)
+{
+    return count == 1 ? 0 : (local_rank > 0 ? local_rank : 0) % count;
+}
+
+int hq_gpu_bound_id(int local_rank, char *buf, size_t len)
+{
+    int count = 0;
+    if (cudaGetDeviceCount(&count) != cudaSuccess || count < 1) {
+        cudaGetLastError();
+        return -1;
+    }
+    const int dev = bound_device(local_rank, count);
+    /* The UUID, not the PCI bus id: MIG instances of one GPU share a bus but are separate devices. */
+    cudaDeviceProp prop;
+    if (cudaGetDeviceProperties(&prop, dev) != cudaSuccess) {
+        cudaGetLastError();
+        snprintf(buf, len, "device %d", dev);
+        return 0;
+    }
+    size_t at = 0;
+    for (int i = 0; i < 16 && at + 3 <= len; i++)
+        at += (size_t)snprintf(buf + at, len - at, "%02x", (unsigned char)prop.uuid.bytes[i]);
+    return 0;
+}
+
 int hq_gpu_device_count(void)
 {
     int n = 0;
@@ -626,8 +685,7 @@ int hq_gpu_engine_create(const hq_engine_cfg *cfg, hq_engine **out, hq_err *err)
         delete g;
         return hq_fail(err, HQ_EMEM, "gpu engine: out of memory");
     }
-    const int rank = cfg->local_rank > 0 ? cfg->local_rank : 0;
-    g->dev = count == 1 ? 0 : rank % count;
+    g->dev = bound_device(cfg->local_rank, count);
     e->ops = &gpu_ops;
     e->impl = g;
     int rc = gpu_open(g, cfg, err);

@@ -53,11 +53,14 @@ uint32_t grid_for(uint64_t n)
 }
 
 /* stat[0..3]: lo key (min), hi key (max), finite count, inf count of d[0..n). */
-template <typename T> __global__ void k_minmax(const T *__restrict__ d, uint64_t n, u64c *stat)
+template <typename T>
+__global__ void k_minmax(const T *__restrict__ d, const uint8_t *__restrict__ mask, uint64_t n, u64c *stat)
 {
     double lo = DBL_MAX, hi = -DBL_MAX;
     u64c fin = 0, inf = 0;
     for (uint64_t i = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (uint64_t)gridDim.x * blockDim.x) {
+        if (mask && !mask[i])
+            continue;
         const double x = (double)d[i];
         if (isnan(x))
             continue;
@@ -89,8 +92,8 @@ template <typename T> __global__ void k_minmax(const T *__restrict__ d, uint64_t
 /* Pixels [p0, p1) of the block (d holds pixel `base` at d[0]); segment s's histogram at
  * hist[(s - s0) * bins]. Equal bins of a warp are counted with one atomic (flat backgrounds). */
 template <typename T>
-__global__ void k_hist(const T *__restrict__ d, uint64_t base, uint64_t p0, uint64_t p1, uint64_t sp, uint64_t s0,
-                       const hq_fbin *__restrict__ fb, uint32_t bins, u64c *hist, u64c *ninf)
+__global__ void k_hist(const T *__restrict__ d, const uint8_t *__restrict__ mask, uint64_t base, uint64_t p0, uint64_t p1,
+                       uint64_t sp, uint64_t s0, const hq_fbin *__restrict__ fb, uint32_t bins, u64c *hist, u64c *ninf)
 {
     const uint64_t stride = (uint64_t)gridDim.x * blockDim.x;
     const uint32_t lane = threadIdx.x & 31u;
@@ -98,7 +101,7 @@ __global__ void k_hist(const T *__restrict__ d, uint64_t base, uint64_t p0, uint
     for (uint64_t w = p0 + (uint64_t)blockIdx.x * blockDim.x + (threadIdx.x & ~31u); w < p1; w += stride) {
         const uint64_t i = w + lane;
         uint32_t key = kNoBin;
-        if (i < p1) {
+        if (i < p1 && (!mask || mask[i - base])) {
             const double x = (double)d[i - base];
             if (isinf(x)) {
                 atomicAdd(ninf, 1ull);
@@ -115,13 +118,13 @@ __global__ void k_hist(const T *__restrict__ d, uint64_t base, uint64_t p0, uint
 }
 
 template <typename T>
-__global__ void k_remap(T *d, uint64_t base, uint64_t p0, uint64_t p1, uint64_t sp, uint64_t s0,
-                        const hq_fbin *__restrict__ fb, uint32_t bins, const uint16_t *__restrict__ lut)
+__global__ void k_remap(T *d, const uint8_t *__restrict__ mask, uint64_t base, uint64_t p0, uint64_t p1, uint64_t sp,
+                        uint64_t s0, const hq_fbin *__restrict__ fb, uint32_t bins, const uint16_t *__restrict__ lut)
 {
     for (uint64_t i = p0 + (uint64_t)blockIdx.x * blockDim.x + threadIdx.x; i < p1;
          i += (uint64_t)gridDim.x * blockDim.x) {
         const double x = (double)d[i - base];
-        if (isnan(x))
+        if (isnan(x) || (mask && !mask[i - base]))
             continue;
         const uint64_t s = i / sp;
         const hq_fbin p = fb[s];
@@ -173,16 +176,22 @@ void next_chunk(const hq_block_data *b, const hq_mode *m, uint64_t p, uint64_t *
     *s1 = (e - 1) / b->seg_pixels;
 }
 
-/* Uploads the block's binnings and pixels [p, end) (to d_data). */
+/* Uploads pixels [p, end) (to d_data) and their mask bytes (to d_mask); *mask is d_mask, or NULL
+ * when the block has no mask. */
 int upload(FloatBufs *f, cudaStream_t st, const hq_block_data *b, const hq_mode *m, uint64_t p, uint64_t end,
-           hq_err *err)
+           const uint8_t **mask, hq_err *err)
 {
     const size_t bytes = (size_t)(end - p) * m->sample_bytes;
     int rc = grow(f, &f->d_data, &f->data_cap, kFloatChunk, err);
+    if (!rc && b->mask)
+        rc = grow(f, (void **)&f->d_mask, &f->mask_cap, kFloatChunk / 4, err); /* a chunk's pixels, at most */
     if (rc)
         return rc;
     FCHECK(cudaMemcpyAsync(f->d_data, (const char *)b->data + (size_t)p * m->sample_bytes, bytes,
                            cudaMemcpyHostToDevice, st));
+    if (b->mask)
+        FCHECK(cudaMemcpyAsync(f->d_mask, b->mask + p, (size_t)(end - p), cudaMemcpyHostToDevice, st));
+    *mask = b->mask ? f->d_mask : nullptr;
     return 0;
 }
 
@@ -230,7 +239,8 @@ int float_minmax(FloatBufs *f, cudaStream_t st, const hq_block_data *b, const hq
     for (uint64_t p = 0; p < px;) {
         uint64_t end, s0, s1;
         next_chunk(b, m, p, &end, &s0, &s1);
-        if ((rc = upload(f, st, b, m, p, end, err)))
+        const uint8_t *mk;
+        if ((rc = upload(f, st, b, m, p, end, &mk, err)))
             return rc;
         const uint64_t ns = s1 - s0 + 1;
         for (uint64_t k = 0; k < ns; k++) {
@@ -243,10 +253,13 @@ int float_minmax(FloatBufs *f, cudaStream_t st, const hq_block_data *b, const hq
             const uint64_t a = s * b->seg_pixels > p ? s * b->seg_pixels : p;
             const uint64_t z = (s + 1) * b->seg_pixels < end ? (s + 1) * b->seg_pixels : end;
             const char *d = (const char *)f->d_data + (size_t)(a - p) * m->sample_bytes;
+            const uint8_t *dm = mk ? mk + (a - p) : nullptr;
             if (m->sample_bytes == 4)
-                k_minmax<float><<<grid_for(z - a), kThreads, 0, st>>>((const float *)d, z - a, f->d_stat + 4 * (s - s0));
+                k_minmax<float><<<grid_for(z - a), kThreads, 0, st>>>((const float *)d, dm, z - a,
+                                                                      f->d_stat + 4 * (s - s0));
             else
-                k_minmax<double><<<grid_for(z - a), kThreads, 0, st>>>((const double *)d, z - a, f->d_stat + 4 * (s - s0));
+                k_minmax<double><<<grid_for(z - a), kThreads, 0, st>>>((const double *)d, dm, z - a,
+                                                                       f->d_stat + 4 * (s - s0));
             FCHECK(cudaGetLastError());
         }
         FCHECK(cudaMemcpyAsync(f->h_stat, f->d_stat, ns * 4 * sizeof(u64c), cudaMemcpyDeviceToHost, st));
@@ -280,15 +293,17 @@ int float_histogram(FloatBufs *f, cudaStream_t st, const hq_block_data *b, const
     for (uint64_t p = 0; p < px;) {
         uint64_t end, s0, s1;
         next_chunk(b, m, p, &end, &s0, &s1);
-        if ((rc = upload(f, st, b, m, p, end, err)))
+        const uint8_t *mk;
+        if ((rc = upload(f, st, b, m, p, end, &mk, err)))
             return rc;
         const uint64_t ns = s1 - s0 + 1;
         FCHECK(cudaMemsetAsync(f->d_hist, 0, ns * bins * sizeof(u64c), st));
         if (m->sample_bytes == 4)
-            k_hist<float><<<grid_for(end - p), kThreads, 0, st>>>((const float *)f->d_data, p, p, end, b->seg_pixels,
-                                                                  s0, f->d_fbin, bins, f->d_hist, f->d_stat);
+            k_hist<float><<<grid_for(end - p), kThreads, 0, st>>>((const float *)f->d_data, mk, p, p, end,
+                                                                  b->seg_pixels, s0, f->d_fbin, bins, f->d_hist,
+                                                                  f->d_stat);
         else
-            k_hist<double><<<grid_for(end - p), kThreads, 0, st>>>((const double *)f->d_data, p, p, end,
+            k_hist<double><<<grid_for(end - p), kThreads, 0, st>>>((const double *)f->d_data, mk, p, p, end,
                                                                    b->seg_pixels, s0, f->d_fbin, bins, f->d_hist,
                                                                    f->d_stat);
         FCHECK(cudaGetLastError());
@@ -321,17 +336,18 @@ int float_remap(FloatBufs *f, cudaStream_t st, hq_block_data *b, const hq_mode *
     for (uint64_t p = 0; p < px;) {
         uint64_t end, s0, s1;
         next_chunk(b, m, p, &end, &s0, &s1);
-        if ((rc = upload(f, st, b, m, p, end, err)))
+        const uint8_t *mk;
+        if ((rc = upload(f, st, b, m, p, end, &mk, err)))
             return rc;
         for (uint64_t s = s0; s <= s1; s++)
             FCHECK(cudaMemcpyAsync(f->d_lut + (s - s0) * bins, lut[s], bins * sizeof(uint16_t), cudaMemcpyHostToDevice,
                                    st));
         if (m->sample_bytes == 4)
-            k_remap<float><<<grid_for(end - p), kThreads, 0, st>>>((float *)f->d_data, p, p, end, b->seg_pixels, s0,
-                                                                   f->d_fbin, bins, f->d_lut);
+            k_remap<float><<<grid_for(end - p), kThreads, 0, st>>>((float *)f->d_data, mk, p, p, end, b->seg_pixels,
+                                                                   s0, f->d_fbin, bins, f->d_lut);
         else
-            k_remap<double><<<grid_for(end - p), kThreads, 0, st>>>((double *)f->d_data, p, p, end, b->seg_pixels, s0,
-                                                                    f->d_fbin, bins, f->d_lut);
+            k_remap<double><<<grid_for(end - p), kThreads, 0, st>>>((double *)f->d_data, mk, p, p, end, b->seg_pixels,
+                                                                    s0, f->d_fbin, bins, f->d_lut);
         FCHECK(cudaGetLastError());
         FCHECK(cudaMemcpyAsync((char *)b->data + (size_t)p * m->sample_bytes, f->d_data,
                                (size_t)(end - p) * m->sample_bytes, cudaMemcpyDeviceToHost, st));
@@ -348,6 +364,7 @@ void float_release(FloatBufs *f)
     cudaFree(f->d_lut);
     cudaFree(f->d_fbin);
     cudaFree(f->d_stat);
+    cudaFree(f->d_mask);
     cudaFreeHost(f->h_hist);
     cudaFreeHost(f->h_stat);
     *f = FloatBufs();

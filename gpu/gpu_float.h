@@ -7,7 +7,8 @@
  * device histograms stay small for stacks of many slices), copied synchronously on one stream:
  * float data is rare next to the integer path, and simple beats fast here. Buffers are grown on
  * demand and kept between calls; float_release frees them. Errors are HQ_EDEVICE naming the CUDA
- * call, or HQ_EINPUT for infinite samples (the caller names the file). */
+ * call, or HQ_EINPUT for infinite samples (the caller names the file). A mask plane travels with
+ * each chunk: pixels whose byte is 0 are neither counted nor (in a remap) changed. */
 #ifndef HQ_GPU_FLOAT_H
 #define HQ_GPU_FLOAT_H
 
@@ -28,6 +29,8 @@ struct FloatBufs {
     size_t lut_cap = 0;
     hq_fbin *d_fbin = nullptr;
     size_t fbin_cap = 0;
+    uint8_t *d_mask = nullptr; /* the chunk's mask plane (hq_block_data.mask), when there is one */
+    size_t mask_cap = 0;
     unsigned long long *d_stat = nullptr, *h_stat = nullptr; /* 4 per segment: minmax's lo key, hi key,
                                               finite and inf counts; the histogram's inf count */
     size_t stat_cap = 0, hstat_cap = 0;

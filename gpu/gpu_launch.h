@@ -31,6 +31,14 @@ cudaError_t hist_launch(const hq_mode *m, const void *d_data, uint64_t p0, uint6
 cudaError_t remap_launch(const hq_mode *m, void *d_data, uint64_t p0, uint64_t p1, uint64_t seg_pixels,
                          const uint16_t *d_lut, cudaStream_t stream);
 
+/* The same two with a mask plane (engine/engine.h, hq_block_data.mask): d_mask[p] is pixel p's byte,
+ * indexed like the pixels (the same shift). Histogram: only pixels with a non-zero byte count;
+ * remap: pixels with a zero byte are left as they are (gpu_masked.cu). */
+cudaError_t hist_masked_launch(const hq_mode *m, const void *d_data, const uint8_t *d_mask, uint64_t p0, uint64_t p1,
+                               uint64_t seg_pixels, unsigned long long *d_hist, cudaStream_t stream);
+cudaError_t remap_masked_launch(const hq_mode *m, void *d_data, const uint8_t *d_mask, uint64_t p0, uint64_t p1,
+                                uint64_t seg_pixels, const uint16_t *d_lut, cudaStream_t stream);
+
 /* LUTs of nseg segments from their histograms by method (hq_method: core/lut.c's rules, built on
  * the device); lut_equalize_launch is method HQ_METHOD_EQUALIZE. */
 cudaError_t lut_build_launch(const hq_mode *m, int method, const unsigned long long *d_hist, uint64_t nseg,

@@ -7,6 +7,12 @@ int hq_gpu_device_count(void)
     return 0;
 }
 
+int hq_gpu_bound_id(int local_rank, char *buf, size_t len)
+{
+    (void)local_rank, (void)buf, (void)len;
+    return -1;
+}
+
 int hq_gpu_engine_create(const hq_engine_cfg *cfg, hq_engine **out, hq_err *err)
 {
     (void)cfg;

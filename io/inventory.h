@@ -47,6 +47,15 @@ typedef struct hq_inventory {
 int hq_inventory_add(hq_inventory *inv, const hq_item *it, hq_err *err);
 void hq_inventory_free(hq_inventory *inv);
 
+/* Whether any usable item is RGB(A): only then does --color decide anything (and get recorded). */
+static inline int hq_inventory_has_color(const hq_inventory *inv)
+{
+    for (size_t i = 0; i < inv->n; i++)
+        if (!inv->items[i].bad && inv->items[i].channels >= 3)
+            return 1;
+    return 0;
+}
+
 /* Bytes of one whole image of the item (all channels). */
 static inline uint64_t hq_item_image_bytes(const hq_item *it)
 {

@@ -47,6 +47,9 @@ typedef struct hq_run_meta {
     /* Provenance (report/report.h fills these): */
     const uint16_t *global_lut;  /* global scope: the LUT(s) applied, (global_nhist, global_bins) */
     const char *options, *command_line;
+    /* Recorded as root attributes of the same names when not NULL: --reference (method match),
+     * --ignore as "LO:HI", --mask, and --mask-apply ("all" or "inside"). */
+    const char *reference, *ignore, *mask, *mask_apply;
     const hq_lut_rec *luts;      /* scope image: the LUTs this rank recorded; each image's LUT is */
     uint64_t nluts;              /* recorded by exactly one rank */
     /* Float data (core/fbin.h); fbin NULL when no item is float: */
@@ -69,6 +72,11 @@ typedef struct hq_io hq_io; /* one open input and (after create_output) its outp
 
 typedef struct hq_io_ops {
     const char *name;
+    /* 1 when read_block and write_block of different blocks (collective = 0) may run at the same
+     * time on different threads, and flush(collective = 0) beside them; such calls then make no
+     * MPI call either (the driver's threads share MPI, initialized SERIALIZED). 0: one thread
+     * makes every call, one at a time (HDF5, whose library is not thread-safe). */
+    int concurrent;
     /* Rank 0 only: appends the items found at `path` (dset: HDF5 dataset path or NULL for all
      * image datasets). skip_bad: record unusable items as bad instead of failing. */
     int (*scan)(const char *path, const char *dset, int skip_bad, hq_inventory *inv, hq_err *err);
@@ -91,6 +99,12 @@ typedef struct hq_io_ops {
     int (*output_state)(const hq_inventory *inv, const char *out, int *partial, int *finished);
     /* The file whose data a flush must fdatasync (HDF5: OUT.part), or NULL. */
     const char *(*sync_path)(const hq_io *io);
+    /* Rank 0, without MPI, in the scan's child process (hq_io_scan_isolated): reads from the
+     * scanned input everything that create_output will later read of it besides the pixels
+     * (HDF5: the attributes it copies), so that a library fault on damaged metadata ends that
+     * child, not the run. Problems it meets cleanly are left to create_output to report. NULL:
+     * nothing to read. */
+    int (*check_metadata)(const hq_inventory *inv);
     /* Collective. commit = 1: record meta, mark the output complete (HDF5: the root attribute
      * histeq_dist_complete, written last; PNG directory: the file histeq_dist.complete) and move
      * it to its final name. commit = 0: remove the temporary output. Also closes the input. */
@@ -103,6 +117,14 @@ extern const hq_io_ops hq_png_ops;
 /* Rank 0: decides the format of --input ("file.h5", "file.h5:/dataset", a PNG file, a directory of
  * PNGs, or a text file listing PNG paths) and scans it into inv. Errors name the path. */
 int hq_io_scan(const char *input, int skip_bad, hq_inventory *inv, hq_err *err);
+
+/* hq_io_scan and the format's check_metadata run in a child process, which sends the inventory
+ * back over a pipe (its hq_inventory_pack form): a libpng or libhdf5 crash on damaged metadata,
+ * or a hang past timeout_s seconds, becomes one HQ_EINPUT error naming the input instead of
+ * taking the process down. The child never calls MPI and leaves by _exit. Rank 0 calls it
+ * before the inventory is broadcast. timeout_s <= 0: the default, HQ_METADATA_TIMEOUT_S from the
+ * environment or 300 s. */
+int hq_io_scan_isolated(const char *input, int skip_bad, double timeout_s, hq_inventory *inv, hq_err *err);
 
 static inline const hq_io_ops *hq_io_ops_for(hq_format f)
 {

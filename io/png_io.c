@@ -10,10 +10,15 @@
  * hidden .part file); a single-file output keeps the temporary name until close(commit = 1). Outputs keep the input's color type,
  * bit depth, palette (remapped) and tRNS; they are written without interlacing.
  *
- * Palette images: read_block keeps the index array of the last item read, keyed by item, so that
- * write_block can write the same indices with a remapped palette. If other items were read in
- * between, write_block decodes the indices from the input again. The inventory passed to
- * open_input must outlive the hq_io. */
+ * Threads: read_block and write_block of different items may run at the same time on different
+ * threads (io.h `concurrent`): libpng and zlib keep their state per call, and what the calls share
+ * here (the headers kept for writing, the list of files written) is under one mutex.
+ *
+ * read_block keeps each item's header (and, for palette images, its index array) until its
+ * write_block takes it, so that write_block can write the same indices with a remapped palette.
+ * At most HELD_MAX items are kept; past that the oldest is dropped, and its write_block decodes
+ * the header (and indices) from the input again. The inventory passed to open_input must outlive
+ * the hq_io. */
 #include "io.h"
 
 #include <errno.h>
@@ -25,6 +30,7 @@
 #include <sys/stat.h>
 #include <sys/types.h>
 #include <dirent.h>
+#include <pthread.h>
 #include <unistd.h>
 
 #include "png_codec.h"
@@ -36,6 +42,17 @@
 #define HQ_VERSION "dev"
 #endif
 
+/* Items read whose write has not come yet: more than the blocks in flight of any sane pipeline. */
+#define HELD_MAX 256
+
+/* An item's header (and palette indices) from read_block, for its write_block. */
+typedef struct held_item {
+    int used;
+    uint64_t item;
+    hq_png_info info;
+    uint8_t *indices;
+} held_item;
+
 /* One file written under a temporary name, waiting to take its final name. */
 typedef struct pending_out {
     char *tmp, *final;
@@ -45,11 +62,9 @@ struct hq_io {
     const hq_inventory *inv;
     MPI_Comm comm;
     int rank;
-    /* the last item read, for write_block: its header and (palette) its indices */
-    int held;
-    uint64_t held_item;
-    hq_png_info held_info;
-    uint8_t *held_indices;
+    pthread_mutex_t mu; /* guards held, pending, written: read/write run on several threads */
+    held_item *held;    /* HELD_MAX slots, filled round robin: the oldest is dropped first */
+    size_t next_held;
     /* output */
     int have_output;
     char *out_path;
@@ -418,8 +433,14 @@ static int png_open_input(const hq_inventory *inv, MPI_Comm comm, int any_order,
 {
     (void)any_order; /* a decoded PNG is in row order already */
     hq_io *io = calloc(1, sizeof *io);
-    if (!io)
+    held_item *held = calloc(HELD_MAX, sizeof *held);
+    if (!io || !held) {
+        free(io);
+        free(held);
         return hq_fail(err, HQ_EMEM, "%s: out of memory", inv->root ? inv->root : "input");
+    }
+    pthread_mutex_init(&io->mu, NULL);
+    io->held = held;
     io->inv = inv;
     io->comm = comm;
     MPI_Comm_rank(comm, &io->rank);
@@ -429,9 +450,48 @@ static int png_open_input(const hq_inventory *inv, MPI_Comm comm, int any_order,
 
 static void drop_held(hq_io *io)
 {
-    free(io->held_indices);
-    io->held_indices = NULL;
-    io->held = 0;
+    for (size_t i = 0; io->held && i < HELD_MAX; i++) {
+        free(io->held[i].indices);
+        io->held[i].indices = NULL;
+        io->held[i].used = 0;
+    }
+}
+
+/* Keeps an item's header for its write, in place of an older one of the same item or else of the
+ * oldest kept. */
+static void keep_held(hq_io *io, uint64_t item, const hq_png_info *info, uint8_t *indices)
+{
+    pthread_mutex_lock(&io->mu);
+    size_t at = HELD_MAX;
+    for (size_t i = 0; i < HELD_MAX && at == HELD_MAX; i++)
+        if (io->held[i].used && io->held[i].item == item)
+            at = i;
+    if (at == HELD_MAX) {
+        at = io->next_held;
+        io->next_held = (io->next_held + 1) % HELD_MAX;
+    }
+    free(io->held[at].indices);
+    io->held[at] = (held_item){1, item, *info, indices};
+    pthread_mutex_unlock(&io->mu);
+}
+
+/* Takes an item's kept header: 1 if there was one. */
+static int take_held(hq_io *io, uint64_t item, hq_png_info *info, uint8_t **indices)
+{
+    int found = 0;
+    pthread_mutex_lock(&io->mu);
+    for (size_t i = 0; i < HELD_MAX && !found; i++) {
+        held_item *h = &io->held[i];
+        if (!h->used || h->item != item)
+            continue;
+        *info = h->info;
+        *indices = h->indices;
+        h->indices = NULL;
+        h->used = 0;
+        found = 1;
+    }
+    pthread_mutex_unlock(&io->mu);
+    return found;
 }
 
 /* The item, if it can be read or written: in range, not bad, and the block is the whole image. */
@@ -492,29 +552,22 @@ static int png_read_block(hq_io *io, uint64_t item, const hq_block *b, int colle
         return rc;
     if (!dst)
         return hq_fail(err, HQ_EIO, "%s: no buffer to read into", it->src);
-    drop_held(io);
     uint8_t *indices = NULL;
-    rc = decode_item(it, &io->held_info, dst, &indices, err);
+    hq_png_info info;
+    rc = decode_item(it, &info, dst, &indices, err);
     if (rc)
         return rc;
-    io->held = 1;
-    io->held_item = item;
-    io->held_indices = indices;
+    keep_held(io, item, &info, indices);
     return 0;
 }
 
-/* The header (and palette indices) of an item for writing: kept from read_block when this was
- * the last item read, otherwise read again from the input. */
+/* The header (and palette indices) of an item for writing: kept from read_block, otherwise read
+ * again from the input. */
 static int item_for_write(hq_io *io, uint64_t item, const hq_item *it, hq_png_info *info, uint8_t **indices,
                           hq_err *err)
 {
-    if (io->held && io->held_item == item) {
-        *info = io->held_info;
-        *indices = io->held_indices;
-        io->held_indices = NULL;
-        io->held = 0;
+    if (take_held(io, item, info, indices))
         return 0;
-    }
     return decode_item(it, info, NULL, indices, err);
 }
 
@@ -742,10 +795,12 @@ static int png_write_block(hq_io *io, uint64_t item, const hq_block *b, int coll
     if (!rc && io->out_is_dir) {
         /* Remembered so that a run that fails later takes it back: a directory holding some of
          * its outputs must not pass for a finished one. */
+        pthread_mutex_lock(&io->mu);
         if (io->nwritten == io->cap_written) {
             size_t cap = io->cap_written ? io->cap_written * 2 : 64;
             char **w = realloc(io->written, cap * sizeof *w);
             if (!w) {
+                pthread_mutex_unlock(&io->mu);
                 unlink(final);
                 free(tmp);
                 free(final);
@@ -755,13 +810,16 @@ static int png_write_block(hq_io *io, uint64_t item, const hq_block *b, int coll
             io->cap_written = cap;
         }
         io->written[io->nwritten++] = final;
+        pthread_mutex_unlock(&io->mu);
         final = NULL;
     }
     if (!rc && !io->out_is_dir) {
+        pthread_mutex_lock(&io->mu);
         free(io->pending.tmp);
         free(io->pending.final);
         io->pending.tmp = tmp;
         io->pending.final = final;
+        pthread_mutex_unlock(&io->mu);
         return 0;
     }
     free(tmp);
@@ -819,6 +877,8 @@ static int png_close(hq_io *io, int commit, const hq_run_meta *meta, hq_err *err
     free(io->pending.tmp);
     free(io->pending.final);
     drop_held(io);
+    free(io->held);
+    pthread_mutex_destroy(&io->mu);
     free(io->out_path);
     free(io);
     return rc;
@@ -854,6 +914,7 @@ static const char *png_sync_path(const hq_io *io)
 
 const hq_io_ops hq_png_ops = {
     .name = "png",
+    .concurrent = 1,
     .scan = png_scan,
     .open_input = png_open_input,
     .read_block = png_read_block,

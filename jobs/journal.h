@@ -85,9 +85,10 @@ int hq_journal_open(const char *out, int rank, hq_journal_sync_fn sync, void *ct
                     hq_err *err);
 
 /* Thread-safe. Buffer a record. A block record also flushes when flush_s has passed since the
- * last flush: the flush calls the sync function, so block records must come from the thread that
- * does the output's I/O (HDF5 is not thread-safe). Histogram and LUT records only wait in the
- * buffer, and so may come from any thread; they reach the log, in order, with the next flush. */
+ * last flush: the flush calls the sync function, so block records must come from a thread that may
+ * flush the output: the one that does its I/O (HDF5 is not thread-safe), or any of the I/O threads
+ * of a format that takes calls at once (io.h `concurrent`). Histogram and LUT records only wait in
+ * the buffer, and so may come from any thread; they reach the log, in order, with the next flush. */
 int hq_journal_note_block(hq_journal *j, const hq_block *b, hq_err *err);
 int hq_journal_note_hist(hq_journal *j, uint64_t group, const uint64_t *counts, uint64_t n, hq_err *err);
 int hq_journal_note_lut(hq_journal *j, uint64_t image, const uint16_t *lut, uint64_t n, hq_err *err);

@@ -1,5 +1,6 @@
 #include "comm.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -9,8 +10,9 @@
 int hq_comm_init(int *argc, char ***argv, hq_comm *c)
 {
     int provided;
-    /* SERIALIZED: the I/O thread of app/pipeline.c makes MPI-IO calls (through HDF5) while the main
-     * thread makes none; OpenMP workers never call MPI. */
+    /* SERIALIZED: while the I/O threads of app/pipeline.c run, they alone call MPI, one at a time
+     * (MPI-IO through HDF5 on the single I/O thread of a format that is not concurrent; progress
+     * ticks behind a lock), and the main thread makes none; OpenMP workers never call MPI. */
     if (MPI_Init_thread(argc, argv, MPI_THREAD_SERIALIZED, &provided) != MPI_SUCCESS)
         return HQ_EIO;
     c->world = MPI_COMM_WORLD;
@@ -83,6 +85,35 @@ int hq_comm_bcast_bytes(const hq_comm *c, unsigned char **buf, uint64_t *len, hq
         MPI_Bcast(*buf + off, cnt, MPI_BYTE, 0, c->world);
     }
     return 0;
+}
+
+int hq_comm_node_distinct(const hq_comm *c, const char *s)
+{
+    enum { W = 64 };
+    MPI_Comm node;
+    if (MPI_Comm_split_type(c->world, MPI_COMM_TYPE_SHARED, c->rank, MPI_INFO_NULL, &node) != MPI_SUCCESS)
+        return s ? 1 : 0;
+    int n = 0;
+    MPI_Comm_size(node, &n);
+    char mine[W] = {0};
+    if (s)
+        snprintf(mine, W, "%s", s);
+    char *all = calloc((size_t)n, W);
+    int distinct = s ? 1 : 0, ok = all != NULL, all_ok = 0;
+    MPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, node); /* every rank gathers, or none */
+    if (all_ok && MPI_Allgather(mine, W, MPI_CHAR, all, W, MPI_CHAR, node) == MPI_SUCCESS) {
+        distinct = 0;
+        for (int i = 0; i < n; i++) {
+            const char *si = all + (size_t)i * W;
+            int first = si[0] != '\0';
+            for (int j = 0; j < i && first; j++)
+                first = strncmp(si, all + (size_t)j * W, W) != 0;
+            distinct += first;
+        }
+    }
+    free(all);
+    MPI_Comm_free(&node);
+    return distinct;
 }
 
 uint64_t hq_comm_max_u64(const hq_comm *c, uint64_t v)

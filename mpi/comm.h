@@ -35,6 +35,10 @@ int hq_comm_minmax_f64(const hq_comm *c, double *lo, double *hi, uint64_t n);
 /* Rank 0's buffer of *len bytes to everyone; non-root ranks receive a malloc'd buffer. */
 int hq_comm_bcast_bytes(const hq_comm *c, unsigned char **buf, uint64_t *len, hq_err *err);
 
+/* Over the ranks of this rank's node: how many distinct strings they bring (at most 63 bytes
+ * each are compared; NULL counts as none). The same answer on every rank of a node. */
+int hq_comm_node_distinct(const hq_comm *c, const char *s);
+
 /* Max over ranks of v. */
 uint64_t hq_comm_max_u64(const hq_comm *c, uint64_t v);
 

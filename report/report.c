@@ -318,7 +318,10 @@ static char *options_line(const hq_report *r)
                               {"--method", hq_method_name(o->method)},
                               {"--device", DEV[o->device]},
                               {"--on-error", o->on_error == HQ_ONERR_SKIP ? "skip" : "stop"}};
+    const int color = hq_inventory_has_color(r->cfg.inv); /* gray data: --color decides nothing */
     for (size_t k = 0; k < sizeof pairs / sizeof *pairs; k++) {
+        if (!color && !strcmp(pairs[k][0], "--color"))
+            continue;
         add_arg(&s, &len, &cap, pairs[k][0]);
         add_arg(&s, &len, &cap, pairs[k][1]);
     }
@@ -338,6 +341,23 @@ static char *options_line(const hq_report *r)
         add_arg(&s, &len, &cap, "--range");
         add_arg(&s, &len, &cap, range);
     }
+    if (o->reference) {
+        add_arg(&s, &len, &cap, "--reference");
+        add_arg(&s, &len, &cap, o->reference);
+    }
+    if (o->ignore) {
+        snprintf(num, sizeof num, "%u:%u", o->ignore_lo, o->ignore_hi);
+        add_arg(&s, &len, &cap, "--ignore");
+        add_arg(&s, &len, &cap, num);
+    }
+    if (o->mask) {
+        add_arg(&s, &len, &cap, "--mask");
+        add_arg(&s, &len, &cap, o->mask);
+    }
+    if (o->mask || o->ignore) {
+        add_arg(&s, &len, &cap, "--mask-apply");
+        add_arg(&s, &len, &cap, o->mask_inside ? "inside" : "all");
+    }
     return s;
 }
 
@@ -350,7 +370,7 @@ int hq_report_open(const hq_report_cfg *cfg, hq_report **out, hq_err *err)
     int rc = r ? 0 : hq_fail(err, HQ_EMEM, "out of memory for the run's record");
     if (!rc) {
         r->cfg = *cfg;
-        r->provenance = cfg->inv->format == HQ_FMT_HDF5 && cfg->scope == HQ_SCOPE_IMAGE;
+        r->provenance = cfg->inv->format == HQ_FMT_HDF5 && cfg->scope != HQ_SCOPE_GLOBAL;
         for (size_t i = 0; i < cfg->inv->n; i++)
             r->has_float |= !cfg->inv->items[i].bad && cfg->inv->items[i].sample == HQ_SAMPLE_FLOAT;
         /* The page's thumbnails and plots are made for integer levels. */
@@ -442,7 +462,7 @@ static void record_provenance(hq_report *r, uint64_t item, uint64_t slice, const
 int hq_report_wants(hq_report *r, uint64_t image, int *lut, int *hist)
 {
     *lut = *hist = 0;
-    if (!r || r->cfg.scope != HQ_SCOPE_IMAGE || first_owner(r->cfg.plan, image) != r->cfg.c->rank)
+    if (!r || r->cfg.scope == HQ_SCOPE_GLOBAL || first_owner(r->cfg.plan, image) != r->cfg.c->rank)
         return 0;
     *lut = r->provenance;
     const sample *s = first_sample_from(r, image);
@@ -452,7 +472,7 @@ int hq_report_wants(hq_report *r, uint64_t image, int *lut, int *hist)
 
 void hq_report_lut(hq_report *r, uint64_t image, const uint64_t *hist, const uint16_t *lut)
 {
-    if (!r || r->cfg.scope != HQ_SCOPE_IMAGE || first_owner(r->cfg.plan, image) != r->cfg.c->rank)
+    if (!r || r->cfg.scope == HQ_SCOPE_GLOBAL || first_owner(r->cfg.plan, image) != r->cfg.c->rank)
         return;
     const uint64_t item = item_of(r, image), slice = image - r->cfg.plan->item_image0[item];
     const hq_mode m = mode_of(r, item);
@@ -488,9 +508,14 @@ int hq_report_meta(hq_report *r, hq_run_meta *meta, hq_err *err)
             fail_once(r, HQ_EMEM, "%s: out of memory for the global LUT", r->cfg.o->output);
         } else {
             memcpy(r->global_hist, meta->global_hist, n * sizeof *r->global_hist);
-            for (uint32_t h = 0; h < meta->global_nhist; h++)
-                hq_lut_build(r->cfg.o->method, meta->global_hist + (size_t)h * meta->global_bins, meta->global_bins,
-                             r->global_lut + (size_t)h * meta->global_bins);
+            /* The run's own LUT when it gives one (match, --ignore with --mask-apply inside: not a
+             * function of the histogram alone); else the rule over the histogram. */
+            if (meta->global_lut)
+                memcpy(r->global_lut, meta->global_lut, n * sizeof *r->global_lut);
+            else
+                for (uint32_t h = 0; h < meta->global_nhist; h++)
+                    hq_lut_build(r->cfg.o->method, meta->global_hist + (size_t)h * meta->global_bins,
+                                 meta->global_bins, r->global_lut + (size_t)h * meta->global_bins);
             r->global_nhist = meta->global_nhist;
             r->global_bins = meta->global_bins;
         }
@@ -639,7 +664,7 @@ typedef struct packed {
 static void pack_sample(const hq_report *r, const sample *s, packed *p)
 {
     const hq_mode m = mode_of(r, s->item);
-    p->hl = r->cfg.scope == HQ_SCOPE_IMAGE ? hist_len(&m) : 0;
+    p->hl = r->cfg.scope != HQ_SCOPE_GLOBAL ? hist_len(&m) : 0;
     p->tl = hq_thumb_len(&s->g);
     p->n = 3 + 2 * p->hl + 2 * p->tl;
     memset(p->buf, 0, p->n * sizeof *p->buf);
@@ -779,7 +804,7 @@ int hq_report_finish(hq_report *r, const hq_report_end *e, hq_err *err)
     size_t most = 3;
     for (size_t k = 0; k < r->nsamples; k++) {
         const hq_mode m = mode_of(r, r->samples[k].item);
-        const size_t n = 3 + 2 * (r->cfg.scope == HQ_SCOPE_IMAGE ? hist_len(&m) : 0) + 2 * hq_thumb_len(&r->samples[k].g);
+        const size_t n = 3 + 2 * (r->cfg.scope != HQ_SCOPE_GLOBAL ? hist_len(&m) : 0) + 2 * hq_thumb_len(&r->samples[k].g);
         most = n > most ? n : most;
     }
     packed p = {malloc(most * sizeof *p.buf), c->rank == 0 ? malloc(most * sizeof *p.sum) : NULL, 0, 0, 0};

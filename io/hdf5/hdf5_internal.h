@@ -136,7 +136,11 @@ int hdf5_write_block(hq_io *io, uint64_t item, const hq_block *b, int collective
 
 /* output_layout.c */
 int hdf5_output_dcpl(hid_t in, int frank, const char *out, const char *name, hid_t *dcpl_out, hq_err *err);
+/* Copies one attribute to data's attr_ctx.dst; with dst = H5I_INVALID_HID only reads it, as the copy
+ * would (hdf5_check_metadata). */
 herr_t hdf5_attr_cb(hid_t obj, const char *aname, const H5A_info_t *info, void *data);
+/* io.h's check_metadata: every attribute create_output copies, read once (output_layout.c). */
+int hdf5_check_metadata(const hq_inventory *inv);
 
 /* create_output.c */
 void hdf5_empty_output(hq_io *io);

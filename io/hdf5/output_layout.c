@@ -119,9 +119,11 @@ static int copy_attr(hid_t src_obj, const char *aname, attr_ctx *c)
         rc = -1;
         goto out;
     }
-    na = H5Acreate2(c->dst, aname, ft, s, H5P_DEFAULT, H5P_DEFAULT);
-    if (na < 0 || H5Awrite(na, mt, buf) < 0)
-        rc = -1;
+    if (c->dst >= 0) {
+        na = H5Acreate2(c->dst, aname, ft, s, H5P_DEFAULT, H5P_DEFAULT);
+        if (na < 0 || H5Awrite(na, mt, buf) < 0)
+            rc = -1;
+    }
     if (vstr)
         H5Dvlen_reclaim(mt, s, H5P_DEFAULT, buf);
 out:
@@ -151,5 +153,26 @@ herr_t hdf5_attr_cb(hid_t obj, const char *aname, const H5A_info_t *info, void *
         c->rc = hq_fail(c->err, HQ_EIO, "%s:%s: cannot copy attribute \"%s\"%s", c->out, c->name, aname, det);
         return 1;
     }
+    return 0;
+}
+
+int hdf5_check_metadata(const hq_inventory *inv)
+{
+    hid_t f = H5Fopen(inv->root, H5F_ACC_RDONLY, H5P_DEFAULT);
+    if (f < 0)
+        return 0; /* open_input says why */
+    for (size_t i = 0; i < inv->n; i++) {
+        if (inv->items[i].bad)
+            continue;
+        hid_t d = H5Dopen2(f, inv->items[i].name, H5P_DEFAULT);
+        if (d < 0)
+            continue;
+        hq_err scratch;
+        attr_ctx c = {H5I_INVALID_HID, inv->root, inv->items[i].name, &scratch, 0};
+        hsize_t idx = 0;
+        H5Aiterate2(d, H5_INDEX_NAME, H5_ITER_INC, &idx, hdf5_attr_cb, &c);
+        H5Dclose(d);
+    }
+    H5Fclose(f);
     return 0;
 }

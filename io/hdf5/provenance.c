@@ -275,7 +275,7 @@ static int write_item_luts(hq_io *io, const hq_run_meta *m, hq_err *err)
     return hdf5_agree(io->comm, rc, err);
 }
 
-/* Scope image, float items: /histeq_dist/range/<dataset>, float64 (slices, 2), each slice's
+/* Scope image or dataset, float items: /histeq_dist/range/<dataset>, float64 (slices, 2), each slice's
  * binning [min, max] (NaN, NaN: no finite sample). Created by every rank, written by rank 0. */
 static int write_item_ranges(hq_io *io, const hq_run_meta *m, hq_err *err)
 {
@@ -312,17 +312,22 @@ static int write_item_ranges(hq_io *io, const hq_run_meta *m, hq_err *err)
     return rc;
 }
 
-/* Collective: every rank writes the same attributes with the same values. */
+/* Collective: every rank writes the same attributes with the same values. `color` only where it
+ * applied: an output of gray data does not claim a colour mode. */
 int hdf5_record_meta(hq_io *io, const hq_run_meta *m, hq_err *err)
 {
     hid_t root = H5Gopen2(io->out_file, "/", H5P_DEFAULT);
     int ok = root >= 0 && write_string_attr(root, OWN_VERSION_ATTR, m->version) == 0 &&
              write_string_attr(root, "method", hq_method_name(m->method)) == 0 &&
              write_string_attr(root, "scope", hq_scope_name(m->scope)) == 0 &&
-             write_string_attr(root, "color", hq_color_name(m->color)) == 0 &&
+             (!hq_inventory_has_color(&io->inv) || write_string_attr(root, "color", hq_color_name(m->color)) == 0) &&
              write_u32_attr(root, "bits", m->bits) == 0 && write_string_attr(root, "source", io->inv.root) == 0 &&
              (!m->options || write_string_attr(root, "options", m->options) == 0) &&
              (!m->command_line || write_string_attr(root, "command_line", m->command_line) == 0) &&
+             (!m->reference || write_string_attr(root, "reference", m->reference) == 0) &&
+             (!m->ignore || write_string_attr(root, "ignore", m->ignore) == 0) &&
+             (!m->mask || write_string_attr(root, "mask", m->mask) == 0) &&
+             (!m->mask_apply || write_string_attr(root, "mask_apply", m->mask_apply) == 0) &&
              write_float_attrs(root, m) == 0;
     char det[512] = "";
     if (!ok)
@@ -335,9 +340,9 @@ int hdf5_record_meta(hq_io *io, const hq_run_meta *m, hq_err *err)
         return rc;
     if (m->global_hist && m->global_nhist && m->global_bins)
         return write_global(io, m, err);
-    if (m->scope == HQ_SCOPE_IMAGE)
+    if (m->scope != HQ_SCOPE_GLOBAL) /* image or dataset: a LUT per slice */
         rc = write_item_luts(io, m, err);
-    if (!rc && m->scope == HQ_SCOPE_IMAGE && m->fbin)
+    if (!rc && m->scope != HQ_SCOPE_GLOBAL && m->fbin)
         rc = write_item_ranges(io, m, err);
     return rc;
 }

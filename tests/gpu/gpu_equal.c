@@ -11,12 +11,16 @@
  * whose pixel buffer is capped (HQ_GPU_MEM_CAP) below most blocks, which must split them into
  * pieces. Last, one 8 MB block through a fresh plain engine and a fresh engine capped at 1 MB: the
  * same output, and the capped one's device peak (device_peak) under half the plain one's.
+ * Every other pair of cases carries a mask plane (hq_block_data.mask: random bytes, a third zero,
+ * runs of zeros, one segment wholly masked out) for both the histogram and the remap: only pixels
+ * with a non-zero byte may count, and the others must come back exactly as they were.
  * Float data (float32, float64; core/fbin.h): pass-0 extremes and counts, binned histograms and
  * remaps through both engines at 256, 1000 and 65536 bins, over noise with NaNs, values on bin
  * edges, a constant block, float64 ranges that would overflow, a --range narrower than the data
- * (clamps), geometries that cross the GPU's chunk and segment limits; infinite samples must be
- * refused alike. Prints "N passed, N failed"; exits 1 on any difference. --small keeps blocks tiny
- * and --every N runs every Nth case only (for the sanitizers, which are slow). */
+ * (clamps), geometries that cross the GPU's chunk and segment limits, half of them with a mask
+ * plane; infinite samples must be refused alike.
+ * Prints "N passed, N failed"; exits 1 on any difference. --small keeps blocks tiny and --every N
+ * runs every Nth case only (for the sanitizers, which are slow). */
 #include <float.h>
 #include <math.h>
 #include <stdint.h>
@@ -83,8 +87,23 @@ static uint64_t **seg_ptrs64(uint64_t *base, uint64_t nseg, uint32_t nf)
     return p;
 }
 
+/* A third of the bytes zero, others any non-zero value; runs of 40 zeros here and there; the
+ * first segment wholly zero when there are several. */
+static void fill_mask(uint8_t *mk, uint64_t nseg, uint64_t sp)
+{
+    const uint64_t n = nseg * sp;
+    for (uint64_t i = 0; i < n; i++) {
+        const uint64_t r = rnd();
+        mk[i] = r % 3 == 0 ? 0 : (uint8_t)(1 + (r >> 8) % 255);
+    }
+    for (uint64_t i = 0; i + 40 <= n; i += 997)
+        memset(mk + i, 0, 40);
+    if (nseg > 1)
+        memset(mk, 0, sp);
+}
+
 static int run_case(hq_engine *cpu, hq_engine *gpu, const hq_mode *m, uint64_t nseg, uint64_t sp, int pat,
-                    int lutkind, int stale, char *why, size_t whylen)
+                    int lutkind, int stale, int masked, char *why, size_t whylen)
 {
     const uint32_t nf = hq_mode_nhist(m) * hq_mode_bins(m), bins = hq_mode_bins(m);
     const size_t bytes = (size_t)(nseg * sp) * m->channels * m->sample_bytes;
@@ -106,7 +125,10 @@ static int run_case(hq_engine *cpu, hq_engine *gpu, const hq_mode *m, uint64_t n
         poison[i] = rnd() >> 20;
     memcpy(hc, poison, nseg * nf * sizeof(uint64_t));
     memcpy(hg, poison, nseg * nf * sizeof(uint64_t));
-    hq_block_data ba = {a, nseg, sp, 0, NULL}, bb = {b, nseg, sp, 0, NULL}, bo = {other, nseg, sp, 0, NULL};
+    uint8_t *mk = masked ? malloc(nseg * sp > 0 ? nseg * sp : 1) : NULL;
+    if (mk)
+        fill_mask(mk, nseg, sp);
+    hq_block_data ba = {a, nseg, sp, 0, mk, NULL}, bb = {b, nseg, sp, 0, mk, NULL}, bo = {other, nseg, sp, 0, mk, NULL};
 
     if (cpu->ops->histogram(cpu, &ba, m, pc, &err)) {
         snprintf(why, whylen, "cpu histogram: %s", err.msg);
@@ -163,7 +185,17 @@ static int run_case(hq_engine *cpu, hq_engine *gpu, const hq_mode *m, uint64_t n
             ok = 0;
             goto out;
         }
+    /* Masked out: exactly the input (a wrong mask on both engines alike would pass the check above). */
+    for (uint64_t p = 0; mk && p < nseg * sp; p++) {
+        const size_t pb = (size_t)m->channels * m->sample_bytes;
+        if (!mk[p] && memcmp(a + p * pb, orig + p * pb, pb) != 0) {
+            snprintf(why, whylen, "pixel %llu is masked out but changed", (unsigned long long)p);
+            ok = 0;
+            goto out;
+        }
+    }
 out:
+    free(mk);
     free(orig);
     free(a);
     free(b);
@@ -226,7 +258,7 @@ static void ffill(void *buf, uint64_t n, uint32_t sb, uint32_t bins, int pat)
 }
 
 static int run_float_case(hq_engine *cpu, hq_engine *gpu, uint32_t sb, uint32_t bins, uint64_t nseg, uint64_t sp,
-                          int pat, int lutkind, char *why, size_t whylen)
+                          int pat, int lutkind, int masked, char *why, size_t whylen)
 {
     const uint64_t n = nseg * sp;
     const size_t bytes = (size_t)n * sb;
@@ -242,7 +274,10 @@ static int run_float_case(hq_engine *cpu, hq_engine *gpu, uint32_t sb, uint32_t 
     int ok = 1;
     ffill(a, n, sb, bins, pat);
     memcpy(b, a, bytes);
-    hq_block_data ba = {a, nseg, sp, 0, NULL}, bb = {b, nseg, sp, 0, NULL};
+    uint8_t *mk = masked ? malloc(n > 0 ? n : 1) : NULL;
+    if (mk)
+        fill_mask(mk, nseg, sp);
+    hq_block_data ba = {a, nseg, sp, 0, mk, NULL}, bb = {b, nseg, sp, 0, mk, NULL};
     for (uint64_t s = 0; s < nseg; s++)
         mc[s] = mg[s] = hq_frange_empty();
     if (cpu->ops->minmax(cpu, &ba, &m, mc, &ec) || gpu->ops->minmax(gpu, &bb, &m, mg, &eg)) {
@@ -269,7 +304,12 @@ static int run_float_case(hq_engine *cpu, hq_engine *gpu, uint32_t sb, uint32_t 
     for (uint64_t i = 0; i < nseg * bins; i++)
         hc[i] = hg[i] = rnd() >> 20;
     const int rc = cpu->ops->histogram(cpu, &ba, &m, pc, &ec), rg = gpu->ops->histogram(gpu, &bb, &m, pg, &eg);
-    if (pat == FPAT_INF) {
+    uint64_t counted_inf = 0; /* infinities the histogram sees: those the mask lets through */
+    for (uint64_t i = 0; i < n; i++) {
+        const double v = sb == 4 ? (double)((float *)a)[i] : ((double *)a)[i];
+        counted_inf += isinf(v) && (!mk || mk[i]);
+    }
+    if (counted_inf) {
         if (rc != HQ_EINPUT || rg != HQ_EINPUT || strcmp(ec.msg, eg.msg)) {
             snprintf(why, whylen, "infinite samples: cpu %d '%s', gpu %d '%s' (both must be %d, same message)", rc,
                      ec.msg, rg, eg.msg, HQ_EINPUT);
@@ -319,6 +359,7 @@ static int run_float_case(hq_engine *cpu, hq_engine *gpu, uint32_t sb, uint32_t 
         ok = 0;
     }
 out:
+    free(mk);
     free(a);
     free(b);
     free(mc);
@@ -349,13 +390,15 @@ static void float_cases(hq_engine *cpu, hq_engine *gpu, int small, int every, ta
                     char why[4096] = "";
                     if (caseno++ % every)
                         continue;
-                    if (run_float_case(cpu, gpu, sb, binsv[bi], g[0], g[1], pat, lutkind, why, sizeof why)) {
+                    const int masked = (caseno / 3) & 1;
+                    if (run_float_case(cpu, gpu, sb, binsv[bi], g[0], g[1], pat, lutkind, masked, why, sizeof why)) {
                         t->passed++;
                     } else {
                         t->failed++;
-                        printf("FAIL float%u bins=%u nseg=%llu seg_pixels=%llu data=%s lut=%s: %s\n", 8 * sb,
+                        printf("FAIL float%u bins=%u nseg=%llu seg_pixels=%llu data=%s lut=%s%s: %s\n", 8 * sb,
                                binsv[bi], (unsigned long long)g[0], (unsigned long long)g[1], fpat_name[pat],
-                               lutkind == 0 ? "equalize" : lutkind == 1 ? "stretch" : "random", why);
+                               lutkind == 0 ? "equalize" : lutkind == 1 ? "stretch" : "random",
+                               masked ? " masked" : "", why);
                     }
                 }
 }
@@ -425,13 +468,14 @@ int main(int argc, char **argv)
                                 continue;
                             const int which = (caseno / 2) % 3;
                             hq_engine *eng = which == 1 ? gpu_res : which == 2 ? gpu_split : gpu;
-                            if (run_case(cpu, eng, &m, geo[gi][0], geo[gi][1], pat, lutkind, stale, why,
+                            const int masked = (caseno / 2) % 2;
+                            if (run_case(cpu, eng, &m, geo[gi][0], geo[gi][1], pat, lutkind, stale, masked, why,
                                          sizeof why)) {
                                 t.passed++;
                             } else {
                                 t.failed++;
                                 printf("FAIL ch=%u bytes=%u bits=%u color=%s nseg=%llu seg_pixels=%llu data=%s "
-                                       "lut=%s %s%s: %s\n",
+                                       "lut=%s %s%s%s: %s\n",
                                        ch, bytes, bitsv[bi], hq_color_name((hq_color)color),
                                        (unsigned long long)geo[gi][0], (unsigned long long)geo[gi][1],
                                        pat_name[pat], lutkind == 0 ? "equalize" : lutkind == 1 ? "stretch" : "random",
@@ -439,7 +483,7 @@ int main(int argc, char **argv)
                                        eng == gpu_res     ? " (reusing uploads)"
                                        : eng == gpu_split ? " (pixel buffer capped: pieces)"
                                                           : "",
-                                       why);
+                                       masked ? " (masked)" : "", why);
                             }
                         }
                     }
@@ -457,8 +501,8 @@ int main(int argc, char **argv)
         int ok = hq_gpu_engine_create(&cfg, &plain, &err) == 0 && setenv("HQ_GPU_MEM_CAP", "1000003", 1) == 0 &&
                  hq_gpu_engine_create(&cfg, &capped, &err) == 0;
         unsetenv("HQ_GPU_MEM_CAP");
-        ok = ok && run_case(cpu, plain, &m, 1, 8000009, PAT_SMOOTH, 0, 0, why, sizeof why) &&
-             run_case(cpu, capped, &m, 1, 8000009, PAT_SMOOTH, 0, 0, why, sizeof why);
+        ok = ok && run_case(cpu, plain, &m, 1, 8000009, PAT_SMOOTH, 0, 0, 0, why, sizeof why) &&
+             run_case(cpu, capped, &m, 1, 8000009, PAT_SMOOTH, 0, 0, 0, why, sizeof why);
         const uint64_t pk = ok && plain->ops->device_peak ? plain->ops->device_peak(plain) : 0,
                        pkc = ok && capped->ops->device_peak ? capped->ops->device_peak(capped) : 0;
         printf("device peak, 8 MB block: %llu bytes (plain engine), %llu bytes (pixel buffer capped at 1000003)\n",

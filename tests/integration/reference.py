@@ -121,8 +121,9 @@ def equalize_images(images, bits, color="luma", method="equalize", scope="image"
 
 
 def equalize_stack(stack, bits, color="luma", method="equalize", scope="image"):
-    """An (N, H, W[, C]) array: each slice an image."""
-    outs, gh = equalize_images(list(stack), bits, color, method, scope)
+    """An (N, H, W[, C]) array: each slice an image; scope "dataset" is one histogram over the
+    whole stack (a 3-D image), as "global" over this stack alone."""
+    outs, gh = equalize_images(list(stack), bits, color, method, "global" if scope == "dataset" else scope)
     return np.stack(outs).astype(stack.dtype), gh
 
 
@@ -173,3 +174,81 @@ def stack_of(n, h, w, lo, hi, dtype, seed, rgb=False):
         a, b = lo + i * (hi - lo) // (2 * n), lo + (i + 2) * (hi - lo) // (n + 1)
         out.append(low_contrast_rgb(h, w, a, b, dtype, seed + i) if rgb else low_contrast(h, w, a, b, dtype, seed + i))
     return np.stack(out)
+
+
+# ---- masks, ignored levels and histogram matching (README: --mask, --ignore, --method match) ----
+
+
+def _keys(img, bits, color):
+    """What each histogram counts, per pixel: a list of 1 or 3 (H, W) arrays of levels."""
+    maxv = (1 << bits) - 1
+    a = _as3(img)
+    if a.shape[2] < 3:
+        return [np.minimum(a[:, :, 0], maxv)]
+    r, g, b = _rgb(a, maxv)
+    if color == "channels":
+        return [r, g, b]
+    if color == "value":
+        return [np.maximum(np.maximum(r, g), b)]
+    return [(luma_fx(r, g, b) + 8192) >> 14]
+
+
+def counted_histograms(img, bits, color, mask=None, ignore=None):
+    """histograms() over the pixels with mask != 0, less the levels in ignore = (lo, hi)."""
+    bins = 1 << bits
+    out = []
+    for k in _keys(img, bits, color):
+        sel = k if mask is None else k[np.asarray(mask) != 0]
+        h = np.bincount(sel.ravel(), minlength=bins).astype(np.int64)
+        if ignore is not None:
+            h[ignore[0]:ignore[1] + 1] = 0
+        out.append(h)
+    return out
+
+
+def lut_match(src, tgt, bins):
+    """The smallest w with C_t(w) * N_s >= C_s(v) * N_t, in Python ints, by bisection."""
+    import bisect
+    src, tgt = [int(x) for x in src], [int(x) for x in tgt]
+    ns, nt = sum(src), sum(tgt)
+    if ns == 0 or nt == 0:
+        return np.arange(bins, dtype=np.int64)
+    ct, c = [], 0
+    for x in tgt:
+        c += x
+        ct.append(c * ns)
+    lut, cs = np.zeros(bins, dtype=np.int64), 0
+    for v in range(bins):
+        cs += src[v]
+        lut[v] = bisect.bisect_left(ct, cs * nt)
+    return lut
+
+
+def process_one(img, bits, color="luma", method="equalize", mask=None, ignore=None, inside=False, target=None,
+                hists=None):
+    """One image through the whole rule: counted histograms (or `hists`, e.g. a global one), the LUT
+    (match: onto `target`, a list of histograms), the remap, and --mask-apply inside."""
+    bins = 1 << bits
+    hs = hists if hists is not None else counted_histograms(img, bits, color, mask, ignore)
+    if sum(int(h.sum()) for h in hs) == 0:
+        return np.asarray(img).copy()
+    if method == "match":
+        luts = [lut_match(h, t, bins) for h, t in zip(hs, target)]
+    else:
+        luts = [build_lut(method, h, bins) for h in hs]
+    if ignore is not None and inside:
+        for lut in luts:
+            lo, hi = ignore[0], min(ignore[1], bins - 1)
+            if lo < bins:
+                lut[lo:hi + 1] = np.arange(lo, hi + 1)
+    out = apply(img, luts, bits, color)
+    if inside:
+        keep = np.zeros(np.asarray(img).shape[:2], dtype=bool)
+        if mask is not None:
+            keep |= np.asarray(mask) == 0
+        a = _as3(img)
+        if ignore is not None and a.shape[2] >= 3 and color == "luma":
+            y = _keys(img, bits, color)[0]
+            keep |= (y >= ignore[0]) & (y <= ignore[1])
+        out[keep] = np.asarray(img)[keep]
+    return out

@@ -338,3 +338,55 @@ def test_float_kill_and_resume(tmp, np_, kill, opts):
         for k in ("range/big", "range/stack", "lut/big", "lut/stack"):
             if f"histeq_dist/{k}" in fw:
                 assert np.array_equal(fw[f"histeq_dist/{k}"][()], fo[f"histeq_dist/{k}"][()], equal_nan=True), k
+
+
+@pytest.mark.parametrize("apply", ["all", "inside"])
+def test_float_mask(tmp, apply):
+    """--mask on float data: the extremes and the histogram come from the masked-in finite samples
+    only; every finite sample is remapped (out-of-range ones clamp to the end bins), or with
+    --mask-apply inside the masked-out ones are left as they were."""
+    rng = np.random.default_rng(71)
+    stack = float_stack(3, 40, 50, np.float32, seed=71, nan_frac=0.01)
+    mask = (rng.random((40, 50)) > 0.3).astype(np.uint8)
+    stack[:, mask == 0] *= 5  # outside the mask the values go well beyond the counted range
+    inp = write_h5(tmp / "in.h5", {"s": stack})
+    msk = write_h5(tmp / "mask.h5", {"m": mask})
+    out = tmp / "out.h5"
+    equalize(inp, out, "--mask", f"{msk}:/m", "--mask-apply", apply, "--bins", "1000", np_=2)
+    want = []
+    for img in stack:
+        x = img.astype(np.float64)
+        counted = np.isfinite(x) & (mask != 0)
+        lo, hi = float(x[counted].min()), float(x[counted].max())
+        hist = np.bincount(fbins(x[counted], lo, hi, 1000), minlength=1000)
+        lut = ref.build_lut("equalize", hist, 1000)
+        o = img.copy()
+        todo = np.isfinite(x) & ((mask != 0) if apply == "inside" else True)
+        o[todo] = (lut[fbins(x[todo], lo, hi, 1000)].astype(np.float64) / 999.0).astype(np.float32)
+        want.append(o)
+    same_bytes(read(out, "s"), np.stack(want), f"--mask, --mask-apply {apply}")
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.int16])
+@pytest.mark.parametrize("opts", [["--ignore", "0"], ["--method", "match", "--reference", "global"]],
+                         ids=["ignore", "match"])
+def test_float_and_signed_refuse_integer_level_options(tmp, dtype, opts):
+    inp = write_h5(tmp / "in.h5", {"d": np.arange(200, dtype=dtype).reshape(10, 20)})
+    r = run(["--input", inp, "--output", tmp / "out.h5"] + opts)
+    assert r.rc == E_USAGE and len(r.hq_lines) == 1 and "does not apply" in r.hq_lines[0], str(r)
+
+
+@pytest.mark.parametrize("np_,opts", [(None, []), (3, ["--block", "8K"])], ids=["whole", "tiles-np3"])
+def test_float_scope_dataset(tmp, np_, opts):
+    """--scope dataset: one binning and one histogram per dataset (each float volume as one 3-D
+    image), recorded on every slice's row of /histeq_dist/range."""
+    a = float_stack(4, 30, 40, np.float32, seed=81, nan_frac=0.01)
+    b = float_stack(3, 20, 25, np.float64, seed=82)
+    inp = write_h5(tmp / "in.h5", {"a": a, "b": b})
+    out = tmp / "out.h5"
+    equalize(inp, out, "--scope", "dataset", "--bins", "2000", *opts, np_=np_)
+    for name, v in (("a", a), ("b", b)):
+        want, ranges, _ = equalize_float_stack(v, 2000, scope="global")
+        same_bytes(read(out, name), want, f"scope dataset /{name}")
+        with h5py.File(out, "r") as f:
+            assert np.array_equal(f[f"histeq_dist/range/{name}"][()], np.array(ranges * v.shape[0]))

@@ -210,8 +210,10 @@ static void describe_mode(const hq_mode *m, char *buf, size_t len)
              hq_color_name(m->color));
 }
 
-/* One block shape in one mode, through all three engines. */
-static void check_shape(const hq_mode *m, uint64_t nseg, uint64_t seg_pixels)
+/* One block shape in one mode, through all three engines; masked: with a mask plane (a third of
+ * the pixels 0, runs of zeros, the last segment wholly masked out when there are several), where
+ * the reference counts and remaps the pixels with a non-zero byte one by one and keeps the others. */
+static void check_shape_mask(const hq_mode *m, uint64_t nseg, uint64_t seg_pixels, int masked)
 {
     char what[128];
     describe_mode(m, what, sizeof what);
@@ -226,20 +228,36 @@ static void check_shape(const hq_mode *m, uint64_t nseg, uint64_t seg_pixels)
     const uint16_t **lp = malloc(nseg * sizeof *lp);
     uint16_t *luts = random_lut((uint32_t)(nseg * hlen), bins);
     void *want_d = malloc(bytes), *got_d = malloc(bytes);
-    assert_true(want_h && got_h && hp && lp && want_d && got_d);
+    uint8_t *mk = masked ? malloc(nseg * seg_pixels) : NULL;
+    assert_true(want_h && got_h && hp && lp && want_d && got_d && (mk || !masked));
+    for (uint64_t i = 0; mk && i < nseg * seg_pixels; i++)
+        mk[i] = rnd(3) == 0 ? 0 : (uint8_t)(1 + rnd(255));
+    for (uint64_t i = 0; mk && i + 50 <= nseg * seg_pixels; i += 1201)
+        memset(mk + i, 0, 50);
+    if (mk && nseg > 1)
+        memset(mk + (nseg - 1) * seg_pixels, 0, seg_pixels);
 
     for (uint64_t s = 0; s < nseg; s++) {
-        ref_histogram(orig, m, s * seg_pixels, seg_pixels, want_h + s * hlen);
+        if (!mk)
+            ref_histogram(orig, m, s * seg_pixels, seg_pixels, want_h + s * hlen);
+        for (uint64_t p = s * seg_pixels; mk && p < (s + 1) * seg_pixels; p++)
+            if (mk[p])
+                ref_histogram(orig, m, p, 1, want_h + s * hlen);
         hp[s] = got_h + s * hlen;
         lp[s] = luts + s * hlen;
     }
     memcpy(want_d, orig, bytes);
-    for (uint64_t s = 0; s < nseg; s++)
-        ref_remap(want_d, m, s * seg_pixels, seg_pixels, lp[s]);
+    for (uint64_t s = 0; s < nseg; s++) {
+        if (!mk)
+            ref_remap(want_d, m, s * seg_pixels, seg_pixels, lp[s]);
+        for (uint64_t p = s * seg_pixels; mk && p < (s + 1) * seg_pixels; p++)
+            if (mk[p])
+                ref_remap(want_d, m, p, 1, lp[s]);
+    }
 
     for (int t = 0; t < 3; t++) {
         hq_err err = {{0}};
-        hq_block_data b = {orig, nseg, seg_pixels, 0, NULL};
+        hq_block_data b = {orig, nseg, seg_pixels, 0, mk, NULL};
         memset(got_h, 0, nseg * hlen * sizeof *got_h);
         if (engines[t]->ops->histogram(engines[t], &b, m, (uint64_t *const *)hp, &err) != 0)
             fail_msg("%s threads=%d: histogram failed: %s", what, t + 1, err.msg);
@@ -250,7 +268,7 @@ static void check_shape(const hq_mode *m, uint64_t nseg, uint64_t seg_pixels)
                              t + 1, (unsigned long long)nseg, (unsigned long long)seg_pixels, (unsigned long long)s,
                              v, (unsigned long long)got_h[s * hlen + v], (unsigned long long)want_h[s * hlen + v]);
         memcpy(got_d, orig, bytes);
-        hq_block_data rb = {got_d, nseg, seg_pixels, 0, NULL};
+        hq_block_data rb = {got_d, nseg, seg_pixels, 0, mk, NULL};
         if (engines[t]->ops->remap(engines[t], &rb, m, lp, &err) != 0)
             fail_msg("%s threads=%d: remap failed: %s", what, t + 1, err.msg);
         if (memcmp(got_d, want_d, bytes) != 0) {
@@ -272,6 +290,25 @@ static void check_shape(const hq_mode *m, uint64_t nseg, uint64_t seg_pixels)
     free(luts);
     free(want_d);
     free(got_d);
+    free(mk);
+}
+
+static void check_shape(const hq_mode *m, uint64_t nseg, uint64_t seg_pixels)
+{
+    check_shape_mask(m, nseg, seg_pixels, 0);
+}
+
+/* The mask plane (hq_block_data.mask), small and large segments, every mode. */
+static void test_masked_every_mode(void **state)
+{
+    (void)state;
+    rng_state = 0x5151ull;
+    for (size_t k = 0; k < NMODES; k++) {
+        hq_mode m = {modes[k].channels, modes[k].sample_bytes, modes[k].bits, modes[k].color, 0};
+        check_shape_mask(&m, 1, 1000, 1);
+        check_shape_mask(&m, 17, 64, 1);
+        check_shape_mask(&m, 2, (1u << 18) + 3, 1);
+    }
 }
 
 static void test_small_blocks_every_mode(void **state)
@@ -320,7 +357,7 @@ static void test_segments_have_own_histograms(void **state)
         memset(h, 0, sizeof h);
         uint64_t *hp[3] = {h[0], h[1], h[2]};
         hq_mode m = {1, 1, 8, HQ_COLOR_LUMA, 0};
-        hq_block_data b = {d, 3, np, 0, NULL};
+        hq_block_data b = {d, 3, np, 0, NULL, NULL};
         hq_err err = {{0}};
         for (int t = 0; t < 3; t++) {
             memset(h, 0, sizeof h);
@@ -365,7 +402,7 @@ static void test_alpha_untouched(void **state)
         uint16_t d[16];
         memcpy(d, px, sizeof d);
         hq_mode m = {4, 2, 12, (hq_color)c, 0};
-        hq_block_data b = {d, 1, 4, 0, NULL};
+        hq_block_data b = {d, 1, 4, 0, NULL, NULL};
         hq_err err = {{0}};
         const uint16_t *lp3[1] = {NULL};
         uint16_t lut3[3 * 4096];
@@ -382,7 +419,7 @@ static void test_alpha_untouched(void **state)
         l8[v] = (uint16_t)(v + 1 > 255 ? 255 : v + 1);
     const uint16_t *lp8[1] = {l8};
     hq_mode m = {2, 1, 8, HQ_COLOR_LUMA, 0};
-    hq_block_data b = {ga, 1, 3, 0, NULL};
+    hq_block_data b = {ga, 1, 3, 0, NULL, NULL};
     hq_err err = {{0}};
     assert_int_equal(engines[2]->ops->remap(engines[2], &b, &m, lp8, &err), 0);
     const uint8_t want[6] = {11, 250, 21, 251, 31, 252};
@@ -413,6 +450,7 @@ int main(void)
         cmocka_unit_test(test_large_segments_every_mode),
         cmocka_unit_test(test_segments_have_own_histograms),
         cmocka_unit_test(test_alpha_untouched),
+        cmocka_unit_test(test_masked_every_mode),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -471,6 +471,167 @@ static void test_hist_total(void **state)
     assert_true(hq_hist_total(h, 16) == want);
 }
 
+
+/* ---- histogram matching (hq_lut_match) ---- */
+
+/* The rule read literally: for each v, scan w upward from 0 with fresh cumulative sums. */
+static void ref_match(const uint64_t *src, const uint64_t *tgt, uint32_t bins, uint16_t *lut)
+{
+    u128 ns = 0, nt = 0;
+    for (uint32_t v = 0; v < bins; v++) {
+        ns += src[v];
+        nt += tgt[v];
+    }
+    if (ns == 0 || nt == 0) {
+        ref_identity(lut, bins);
+        return;
+    }
+    u128 cs = 0;
+    for (uint32_t v = 0; v < bins; v++) {
+        cs += src[v];
+        u128 ct = 0;
+        uint32_t w = 0;
+        for (; w < bins; w++) {
+            ct += tgt[w];
+            if (ct * ns >= cs * nt)
+                break;
+        }
+        assert_true(w < bins);
+        lut[v] = (uint16_t)w;
+    }
+}
+
+static void check_match(const uint64_t *src, const uint64_t *tgt, uint32_t bins)
+{
+    uint16_t *got = malloc(bins * sizeof *got), *want = malloc(bins * sizeof *want);
+    assert_non_null(got);
+    assert_non_null(want);
+    hq_lut_match(src, tgt, bins, got);
+    ref_match(src, tgt, bins, want);
+    assert_memory_equal(got, want, bins * sizeof *got);
+    for (uint32_t v = 1; v < bins; v++)
+        assert_true(got[v] >= got[v - 1]); /* monotone */
+    free(got);
+    free(want);
+}
+
+static void test_match_hand_checked(void **state)
+{
+    (void)state;
+    /* src: 2 px at 0, 2 px at 1 (N_s = 4); tgt: 1 at 0, 1 at 2, 2 at 3 (N_t = 4).
+     * v = 0: C_s = 2 -> smallest w with C_t(w) >= 2: C_t = 1, 1, 2, 4 -> w = 2.
+     * v = 1: C_s = 4 -> w = 3; v = 2, 3: C_s = 4 -> 3. */
+    const uint64_t src[4] = {2, 2, 0, 0}, tgt[4] = {1, 0, 1, 2};
+    uint16_t lut[4];
+    hq_lut_match(src, tgt, 4, lut);
+    assert_int_equal(lut[0], 2);
+    assert_int_equal(lut[1], 3);
+    assert_int_equal(lut[2], 3);
+    assert_int_equal(lut[3], 3);
+    /* Below the first counted source level the rule gives 0 (C_s = 0 is met by w = 0). */
+    const uint64_t s2[4] = {0, 0, 3, 1};
+    hq_lut_match(s2, tgt, 4, lut);
+    assert_int_equal(lut[0], 0);
+    assert_int_equal(lut[1], 0);
+    assert_int_equal(lut[2], 3); /* C_s = 3 of 4: C_t(w) * 4 >= 3 * 4 -> C_t >= 3 -> w = 3 */
+    assert_int_equal(lut[3], 3);
+    /* Unequal totals: the shares are compared, 1/3 of src against 3/9 of tgt exactly. */
+    const uint64_t s3[4] = {1, 1, 1, 0}, t3[4] = {3, 3, 3, 0};
+    hq_lut_match(s3, t3, 4, lut);
+    assert_int_equal(lut[0], 0);
+    assert_int_equal(lut[1], 1);
+    assert_int_equal(lut[2], 2);
+    assert_int_equal(lut[3], 2);
+}
+
+static void test_match_empty_is_identity(void **state)
+{
+    (void)state;
+    uint64_t z[256] = {0}, h[256] = {0};
+    h[7] = 5;
+    uint16_t lut[256];
+    hq_lut_match(z, h, 256, lut);
+    for (uint32_t v = 0; v < 256; v++)
+        assert_int_equal(lut[v], v);
+    hq_lut_match(h, z, 256, lut);
+    for (uint32_t v = 0; v < 256; v++)
+        assert_int_equal(lut[v], v);
+}
+
+static void test_match_self_keeps_levels(void **state)
+{
+    (void)state;
+    uint64_t h[256] = {0};
+    srand(11);
+    for (int k = 0; k < 40; k++)
+        h[rand() % 256] += 1 + (uint64_t)(rand() % 1000);
+    uint16_t lut[256];
+    hq_lut_match(h, h, 256, lut);
+    for (uint32_t v = 0; v < 256; v++)
+        if (h[v])
+            assert_int_equal(lut[v], v);
+    check_match(h, h, 256);
+}
+
+static void test_match_random(void **state)
+{
+    (void)state;
+    srand(12);
+    static const uint32_t BITS[] = {1, 2, 4, 8, 10, 12};
+    for (size_t b = 0; b < sizeof BITS / sizeof *BITS; b++) {
+        const uint32_t bins = 1u << BITS[b];
+        uint64_t *s = calloc(bins, sizeof *s), *t = calloc(bins, sizeof *t);
+        assert_non_null(s);
+        assert_non_null(t);
+        for (int round = 0; round < 20; round++) {
+            memset(s, 0, bins * sizeof *s);
+            memset(t, 0, bins * sizeof *t);
+            const int ks = 1 + rand() % 300, kt = 1 + rand() % 300;
+            for (int k = 0; k < ks; k++)
+                s[rand() % bins] += 1 + (uint64_t)(rand() % 5000);
+            for (int k = 0; k < kt; k++)
+                t[rand() % bins] += 1 + (uint64_t)(rand() % 5000);
+            check_match(s, t, bins);
+        }
+        free(s);
+        free(t);
+    }
+}
+
+static void test_match_16bit(void **state)
+{
+    (void)state;
+    const uint32_t bins = 65536;
+    uint64_t *s = calloc(bins, sizeof *s), *t = calloc(bins, sizeof *t);
+    assert_non_null(s);
+    assert_non_null(t);
+    srand(13);
+    for (int k = 0; k < 2000; k++) {
+        s[(uint32_t)rand() % bins] += 1 + (uint64_t)(rand() % 100);
+        t[(uint32_t)rand() % 4096 + 30000] += 1 + (uint64_t)(rand() % 100);
+    }
+    check_match(s, t, bins);
+    free(s);
+    free(t);
+}
+
+/* Totals near 2^62: C_t(w) * N_s passes 2^64 by far, so 64-bit products would wrap. */
+static void test_match_huge_counts(void **state)
+{
+    (void)state;
+    const uint64_t big = (uint64_t)1 << 62;
+    uint64_t s[4] = {big / 4, big / 4, big / 2 - 1, 1}, t[4] = {big / 2, 1, 0, big / 2 - 1};
+    uint16_t lut[4];
+    hq_lut_match(s, t, 4, lut);
+    /* v = 0: share 1/4 -> w = 0 (tgt 1/2); v = 1: share 1/2 -> C_t(0) = big/2 reaches it: w = 0;
+     * v = 2: share (big - 1)/big -> C_t(1) = big/2 + 1 is short, C_t(3) = big: w = 3. */
+    assert_int_equal(lut[0], 0);
+    assert_int_equal(lut[1], 0);
+    assert_int_equal(lut[2], 3);
+    assert_int_equal(lut[3], 3);
+    check_match(s, t, 4);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -488,6 +649,12 @@ int main(void)
         cmocka_unit_test(test_counts_near_2_63),
         cmocka_unit_test(test_stretch_edges),
         cmocka_unit_test(test_hist_total),
+        cmocka_unit_test(test_match_hand_checked),
+        cmocka_unit_test(test_match_empty_is_identity),
+        cmocka_unit_test(test_match_self_keeps_levels),
+        cmocka_unit_test(test_match_random),
+        cmocka_unit_test(test_match_16bit),
+        cmocka_unit_test(test_match_huge_counts),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

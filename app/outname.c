@@ -1,0 +1,70 @@
+/* outname.c — the default output name (outname.h). */
+#define _DEFAULT_SOURCE /* realpath */
+#include "outname.h"
+
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+const char *hq_output_suffix(const char *method_name)
+{
+    static const char *const SUFFIX[][2] = {{"clahe", "_clahe"}, {"match", "_match"}};
+    for (size_t k = 0; method_name && k < sizeof SUFFIX / sizeof *SUFFIX; k++)
+        if (!strcmp(method_name, SUFFIX[k][0]))
+            return SUFFIX[k][1];
+    return "_eq";
+}
+
+int hq_output_name(const char *path, hq_outname_kind kind, const char *suffix, char **out, hq_err *err)
+{
+    *out = NULL;
+    size_t len = strlen(path);
+    while (len > 1 && path[len - 1] == '/')
+        len--;
+    const char *base = path + len;
+    while (base > path && base[-1] != '/')
+        base--;
+    const size_t blen = (size_t)(path + len - base);
+    if (blen == 0 || (blen == 1 && base[0] == '.') || (blen == 2 && base[0] == '.' && base[1] == '.') ||
+        (blen == 1 && base[0] == '/'))
+        return hq_fail(err, HQ_EUSAGE, "%s: cannot name an output beside it; give --output", path);
+    /* Where the suffix goes: before the base name's last '.', unless that dot starts the name
+     * (".hidden" has no extension). */
+    size_t cut = len;
+    if (kind != HQ_OUTNAME_DIR) {
+        for (size_t k = blen; k-- > 1;)
+            if (base[k] == '.') {
+                cut = (size_t)(base - path) + k;
+                break;
+            }
+    }
+    const char *ext = kind == HQ_OUTNAME_FILE ? path + cut : "";
+    const size_t elen = kind == HQ_OUTNAME_FILE ? len - cut : 0;
+    const size_t n = cut + strlen(suffix) + elen + 1;
+    char *s = malloc(n);
+    if (!s)
+        return hq_fail(err, HQ_EMEM, "%s: out of memory", path);
+    snprintf(s, n, "%.*s%s%.*s", (int)cut, path, suffix, (int)elen, ext);
+    *out = s;
+    return 0;
+}
+
+int hq_default_output(const hq_inventory *inv, const char *suffix, char **out, hq_err *err)
+{
+    const char *root = inv->root ? inv->root : "";
+    if (inv->format != HQ_FMT_PNG || !inv->root_is_dir)
+        return hq_output_name(root, HQ_OUTNAME_FILE, suffix, out, err);
+    struct stat st;
+    if (stat(root, &st) != 0 || !S_ISDIR(st.st_mode))
+        return hq_output_name(root, HQ_OUTNAME_LIST, suffix, out, err);
+    /* "." and ".." name nothing beside them: take the directory's real name. */
+    hq_err scratch;
+    if (!hq_output_name(root, HQ_OUTNAME_DIR, suffix, out, &scratch))
+        return 0;
+    char real[PATH_MAX];
+    if (!realpath(root, real))
+        return hq_fail(err, HQ_EUSAGE, "%s: cannot name an output beside it; give --output", root);
+    return hq_output_name(real, HQ_OUTNAME_DIR, suffix, out, err);
+}

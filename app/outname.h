@@ -1,0 +1,32 @@
+/* outname.h — where the output goes when --output is not given: beside the input, with a suffix
+ * that names the method before the extension.
+ *
+ *   dataset.h5 (or dataset.h5:/ct/volume) -> dataset_eq.h5     a.png -> a_eq.png
+ *   photos/ -> photos_eq                                      list.txt -> list_eq (a directory)
+ *
+ * The suffix is keyed on the method's NAME (core/mode.h's hq_method_name), so a new method only
+ * needs a line in hq_output_suffix. Pure string functions, except hq_default_output's stat. */
+#ifndef HQ_OUTNAME_H
+#define HQ_OUTNAME_H
+
+#include "../core/error.h"
+#include "../io/inventory.h"
+
+/* "_eq" for equalize and stretch (and anything unknown), "_clahe", "_match". */
+const char *hq_output_suffix(const char *method_name);
+
+typedef enum {
+    HQ_OUTNAME_FILE, /* suffix before the last extension of the base name: a.png -> a_eq.png */
+    HQ_OUTNAME_DIR,  /* suffix after the name, trailing slashes dropped: photos/ -> photos_eq */
+    HQ_OUTNAME_LIST  /* a list file becomes a directory: extension dropped, suffix added */
+} hq_outname_kind;
+
+/* The name for `path` (no dataset part) of the given kind; malloc'ed into *out. Fails (HQ_EUSAGE)
+ * when no name can be made: an empty path, or a directory named "/", "." or "..". */
+int hq_output_name(const char *path, hq_outname_kind kind, const char *suffix, char **out, hq_err *err);
+
+/* From a scanned inventory (rank 0): the HDF5 file or the single PNG as FILE, a PNG directory as
+ * DIR (through realpath when it is "." or ".."), a list file as LIST. */
+int hq_default_output(const hq_inventory *inv, const char *suffix, char **out, hq_err *err);
+
+#endif

@@ -1,0 +1,83 @@
+"""Without --output the output goes beside the input, named for the method before the extension:
+dataset.h5 -> dataset_eq.h5, FILE.h5:/dset -> FILE_eq.h5, a.png -> a_eq.png, photos/ -> photos_eq/,
+list.txt -> list_eq/. Rank 0 names it in one stderr line (none under -q); an existing output is
+refused without --force (exit 2) and replaced with it. The signature command,
+`mpirun -np 8 histeq_dist --input dataset.h5`, runs as written."""
+import os
+
+import h5py
+import numpy as np
+
+import pngio
+import reference as ref
+from helpers import assert_same_output, run, run_ok
+
+E_USAGE = 2
+
+
+def notes(r, word="no --output given"):
+    return [l for l in r.err.splitlines() if word in l]
+
+
+def make_h5(path):
+    with h5py.File(path, "w") as f:
+        f["ct"] = ref.stack_of(4, 30, 40, 100, 900, np.uint16, seed=90)
+        f["img"] = ref.low_contrast(20, 30, 50, 90, np.uint8, seed=91)
+
+
+def test_signature_command(tmp):
+    make_h5(tmp / "dataset.h5")
+    r = run_ok(["--input", "dataset.h5"], 8, cwd=tmp)
+    assert notes(r) == ["histeq_dist: note: no --output given: writing dataset_eq.h5"], str(r)
+    run_ok(["--input", "dataset.h5", "--output", "want.h5"], 2, cwd=tmp)
+    assert_same_output(str(tmp / "want.h5"), str(tmp / "dataset_eq.h5"))
+    with h5py.File(tmp / "dataset_eq.h5", "r") as f:
+        assert f.attrs["histeq_dist_complete"] == 1
+    # Again: refused, the output kept; with --force, replaced.
+    before = (tmp / "dataset_eq.h5").read_bytes()
+    r = run(["--input", "dataset.h5"], 2, cwd=tmp)
+    assert r.rc == E_USAGE and any("dataset_eq.h5" in l and "--force" in l for l in r.hq_lines), str(r)
+    assert (tmp / "dataset_eq.h5").read_bytes() == before
+    r = run_ok(["--input", "dataset.h5", "--force", "-q"], 2, cwd=tmp)
+    assert r.err.strip() == "", f"-q prints nothing\n{r}"
+    assert_same_output(str(tmp / "want.h5"), str(tmp / "dataset_eq.h5"))
+
+
+def test_one_dataset_and_absolute_paths(tmp):
+    make_h5(tmp / "scans.v2.h5")
+    r = run_ok(["--input", f"{tmp}/scans.v2.h5:/img"])
+    assert notes(r) == [f"histeq_dist: note: no --output given: writing {tmp}/scans.v2_eq.h5"], str(r)
+    with h5py.File(tmp / "scans.v2_eq.h5", "r") as f:
+        assert list(k for k in f if k != "histeq_dist") == ["img"]
+
+
+def test_method_names_the_suffix(tmp):
+    make_h5(tmp / "d.h5")
+    run_ok(["--input", "d.h5", "--method", "stretch"], 2, cwd=tmp)
+    assert os.path.exists(tmp / "d_eq.h5")
+
+
+def test_png_file_directory_and_list(tmp):
+    photos = tmp / "photos"
+    photos.mkdir()
+    for k in range(3):
+        pngio.write(str(photos / f"p{k}.png"), ref.low_contrast(20, 25, 30, 60 + k, np.uint8, seed=92 + k), 8, 0)
+    # One PNG file.
+    r = run_ok(["--input", "photos/p0.png"], None, cwd=tmp)
+    assert notes(r) == ["histeq_dist: note: no --output given: writing photos/p0_eq.png"], str(r)
+    assert os.path.isfile(photos / "p0_eq.png")
+    os.remove(photos / "p0_eq.png")
+    # A directory, with its trailing slash.
+    r = run_ok(["--input", "photos/"], 2, cwd=tmp)
+    assert notes(r) == ["histeq_dist: note: no --output given: writing photos_eq"], str(r)
+    assert sorted(n for n in os.listdir(tmp / "photos_eq") if n.endswith(".png")) == ["p0.png", "p1.png", "p2.png"]
+    run_ok(["--input", "photos", "--output", "want"], 2, cwd=tmp)
+    assert_same_output(str(tmp / "want"), str(tmp / "photos_eq"))
+    # "." is named by its real name, beside it.
+    r = run_ok(["--input", ".", "--force"], 2, cwd=photos)
+    assert notes(r) == [f"histeq_dist: note: no --output given: writing {os.path.realpath(tmp)}/photos_eq"], str(r)
+    # A list file: a directory named after it.
+    (tmp / "list.txt").write_text("photos/p0.png\nphotos/p2.png\n")
+    r = run_ok(["--input", "list.txt"], 2, cwd=tmp)
+    assert notes(r) == ["histeq_dist: note: no --output given: writing list_eq"], str(r)
+    assert sorted(n for n in os.listdir(tmp / "list_eq") if n.endswith(".png")) == ["p0.png", "p2.png"]

@@ -1,0 +1,46 @@
+"""Damaged files never crash the run: the inputs of fuzz/regress/hdf5/lib-*.h5 crash or hang
+libhdf5 1.10.8 itself (a damaged local heap met by the scan; a damaged global heap behind a
+variable-length attribute, met when the attributes are read for copying). Rank 0 reads that
+metadata in a child process with a time limit (io/scan_isolated.c), so each ends the run with
+exit 4 and one line naming the file, on one rank and on several, leaving no output."""
+import glob
+import os
+
+import pytest
+
+from helpers import ROOT, run
+
+FILES = sorted(glob.glob(os.path.join(ROOT, "fuzz", "regress", "hdf5", "lib-*.h5")))
+LIMIT = {"HQ_METADATA_TIMEOUT_S": "5"}  # the hang is cut after 5 s instead of 300
+
+
+def test_the_inputs_are_there():
+    names = [os.path.basename(f) for f in FILES]
+    assert names == ["lib-local-heap-accumulator-memcpy.h5", "lib-vlen-attr-global-heap-hang.h5",
+                     "lib-vlen-attr-global-heap-memcpy.h5"]
+
+
+@pytest.mark.parametrize("np_", [None, 3], ids=["single", "np3"])
+@pytest.mark.parametrize("mode", ["stop", "skip"])
+@pytest.mark.parametrize("path", FILES, ids=[os.path.basename(f) for f in FILES])
+def test_exit_4_one_line(tmp, path, mode, np_):
+    out = tmp / "o.h5"
+    r = run(["--input", path, "--output", out, "--on-error", mode], np_, timeout=120, env=LIMIT)
+    assert not r.timed_out, str(r)
+    assert r.rc == 4, f"want exit 4\n{r}"
+    lines = r.hq_lines if np_ else r.err_lines
+    assert len(lines) == 1 and lines[0].startswith(f"histeq_dist: {path}"), str(r)
+    assert "Segmentation fault" not in r.err.replace(lines[0], "") and "backtrace" not in r.err.lower(), str(r)
+    assert os.listdir(tmp) == [], f"left behind: {os.listdir(tmp)}"
+
+
+def test_damaged_metadata_named(tmp):
+    """What the line says: a crash, or the time limit."""
+    crash = [f for f in FILES if "memcpy" in f]
+    hang = [f for f in FILES if "hang" in f]
+    for f in crash:
+        r = run(["--input", f, "--output", tmp / "o.h5", "--on-error", "skip"], env=LIMIT)
+        assert "damaged" in r.err_lines[0] and "crashed" in r.err_lines[0], str(r)
+    for f in hang:
+        r = run(["--input", f, "--output", tmp / "o.h5", "--on-error", "skip"], env=LIMIT)
+        assert "took over 5 s" in r.err_lines[0], str(r)
