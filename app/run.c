@@ -1771,12 +1771,19 @@ static int pass2(run *r, hq_err *err)
 
 /* ---- engine ---- */
 
+/* --threads, or this rank's share of the node's CPUs (app/placement.h): the engine's threads, and
+ * the I/O backend's workers. */
+static int threads_per_rank(const run *r)
+{
+    return r->o->threads ? r->o->threads : r->cpus.cpus;
+}
+
 /* --device auto: the GPU only where every rank of the node has one of its own (app/placement.h);
  * where ranks would share one, the CPU engine, said once per node. */
 static int make_engine(run *r, hq_err *err)
 {
     const hq_options *o = r->o;
-    hq_engine_cfg cfg = {o->threads ? o->threads : r->cpus.cpus, r->c->local_rank, r->c->local_size, o->verbose};
+    hq_engine_cfg cfg = {threads_per_rank(r), r->c->local_rank, r->c->local_size, o->verbose};
     int rc;
     if (o->device == HQ_DEV_COPY)
         return hq_comm_agree(r->c, hq_copy_engine_create(&r->eng, err), err);
@@ -2025,6 +2032,8 @@ int hq_run(const hq_options *given, const hq_comm *c, hq_err *err)
         free_run(&r);
         return rc;
     }
+    if (r.io_ops->set_threads)
+        r.io_ops->set_threads(r.io, threads_per_rank(&r));
     hq_out_opts oo = {o->output, o->force, o->png_level, o->verbose, r.res.action == HQ_RESUME_CONTINUE};
     double t_phase = hq_now();
     rc = r.io_ops->create_output(r.io, &oo, c->world, err);

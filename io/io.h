@@ -109,6 +109,10 @@ typedef struct hq_io_ops {
      * histeq_dist_complete, written last; PNG directory: the file histeq_dist.complete) and move
      * it to its final name. commit = 0: remove the temporary output. Also closes the input. */
     int (*close)(hq_io *io, int commit, const hq_run_meta *meta, hq_err *err);
+    /* Optional (NULL: the format has no workers). After open_input: how many threads the backend
+     * may keep busy moving and (de)compressing a block's bytes, the calling thread included (the
+     * rank's share of the node's cores); 1, the default, keeps everything on the calling thread. */
+    void (*set_threads)(hq_io *io, int threads);
 } hq_io_ops;
 
 extern const hq_io_ops hq_hdf5_ops;

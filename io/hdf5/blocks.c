@@ -220,7 +220,16 @@ static int transfer(hq_io *io, uint64_t item, const hq_block *b, int collective,
      * chunks trusts a damaged chunk index that its independent read refuses, and dies in its
      * Fletcher-32 check on a chunk listed twice, once with size 0 (fuzz/regress/hdf5/chunk-index-*). */
     const int coll_io = collective && (writing || !it->collective);
-    if (fspace >= 0 && select_block(fspace, it, io->frank[item], b, &mspace) >= 0) {
+    /* The direct path (direct_io.c) moves the block itself where it can; else HDF5, as before. */
+    const int direct = b && !rc && hdf5_direct_wanted(io, item, writing, coll_io) &&
+                       hdf5_direct_transfer(io, item, b, buf, writing) == 0;
+    if (b) {
+        io->blocks[writing]++;
+        io->direct_blocks[writing] += (uint64_t)direct;
+    }
+    if (direct)
+        st = 0;
+    else if (fspace >= 0 && select_block(fspace, it, io->frank[item], b, &mspace) >= 0) {
         const hid_t dxpl = coll_io ? io->dxpl_coll : io->dxpl_ind;
         void *p = b ? buf : &nothing;
         /* by_chunk: 1 leaves the whole block to HDF5, 0 moved it, -1 failed */
@@ -241,7 +250,7 @@ static int transfer(hq_io *io, uint64_t item, const hq_block *b, int collective,
         else
             rc = hq_fail(err, HQ_EIO, "%s:%s: %s failed (collective, no selection)%s", file, it->name, verb, det);
     }
-    if (st >= 0 && coll_io)
+    if (st >= 0 && coll_io && !direct)
         hdf5_note_fallback(io, item, writing);
     if (mspace >= 0)
         H5Sclose(mspace);
