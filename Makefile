@@ -21,10 +21,18 @@ PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null || echo -lhdf5 -lpng16)
 OPT       ?= -O3
 CFLAGS    ?= $(OPT) -g
-# -ffp-contract=off: CLAHE's float arithmetic (core/clahe.h) must not fuse multiply-adds, as OpenCV's does not.
-CFLAGS    += -std=c11 -ffp-contract=off -Wall -Wextra -Wshadow -Wno-unknown-pragmas -D_POSIX_C_SOURCE=200809L -fopenmp \
+# -ffp-contract=off: no fused multiply-add anywhere on the host, so float arithmetic that the GPU
+# repeats (core/fbin.h) rounds each operation as written, whatever -march allows, and CLAHE's
+# (core/clahe.h) as OpenCV's does.
+CFLAGS    += -ffp-contract=off -std=c11 -Wall -Wextra -Wshadow -Wno-unknown-pragmas -D_POSIX_C_SOURCE=200809L -fopenmp \
              -DHQ_VERSION=\"$(VERSION)\" $(PKG_CFLAGS) $(SAN)
-LDLIBS    += $(PKG_LIBS) -lm
+# libdeflate (Debian: libdeflate-dev) inflates and deflates HDF5 chunks on the backend's workers, 2-3x
+# faster than zlib; without it zlib does (DEFLATE=0 forces that).
+DEFLATE   ?= $(shell echo '\#include <libdeflate.h>' | $(CC) -E - >/dev/null 2>&1 && echo 1 || echo 0)
+DEFLATE_CFLAGS := $(if $(filter 1,$(DEFLATE)),-DHQ_HAVE_LIBDEFLATE)
+DEFLATE_LIBS   := $(if $(filter 1,$(DEFLATE)),-ldeflate) -lz
+CFLAGS    += $(DEFLATE_CFLAGS)
+LDLIBS    += $(PKG_LIBS) $(DEFLATE_LIBS) -lm
 LDFLAGS   += -fopenmp $(SAN)
 
 # The GPU engine is built whenever nvcc is there (CI has nvcc but no GPU); CUDA=0 turns it off.
@@ -65,6 +73,10 @@ $(BUILD)/%.o: %.c
 $(BUILD)/gpu/%.o: gpu/%.cu
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVCCFLAGS) -MMD -MP -c $< -o $@
+
+# The float path spells its roundings out (__dsub_rn, __dmul_rn, __ddiv_rn: core/fbin.h); no
+# contraction anywhere else in it either, so it matches the host's -ffp-contract=off.
+$(BUILD)/gpu/gpu_float.o: NVCCFLAGS += -fmad=false
 
 # The man page is the --help text (app/options.c) set in roff by man/usage2man.awk: one source.
 $(BUILD)/man/print_usage: man/print_usage.c $(BUILD)/app/options.o $(BUILD)/core/error.o
@@ -130,7 +142,7 @@ deps:
 
 # GPU engine against the CPU engine, every mode, on random data (needs a GPU).
 $(BUILD)/tests/gpu_equal: tests/gpu/gpu_equal.c $(BUILD)/core/error.o $(BUILD)/core/lut.o $(BUILD)/core/clahe.o \
-                          $(BUILD)/engine/cpu_engine.o $(BUILD)/engine/cpu_clahe.o \
+                          $(BUILD)/engine/cpu_engine.o $(BUILD)/engine/cpu_clahe.o $(BUILD)/engine/cpu_float.o \
                           $(BUILD)/engine/block_pool.o $(GPU_OBJ)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -o $@ $^ $(LDFLAGS) $(LDLIBS)
@@ -141,7 +153,7 @@ gpu-check: $(BUILD)/tests/gpu_equal
 # GPU machine through bench/device_run.sh and bench/device_full.sh.
 OPENCV = $$(pkg-config --cflags --libs opencv4)
 $(BUILD)/bench/cpu_bench: bench/cpu_bench.cpp $(BUILD)/core/error.o $(BUILD)/core/lut.o $(BUILD)/core/clahe.o \
-                          $(BUILD)/engine/cpu_engine.o $(BUILD)/engine/cpu_clahe.o \
+                          $(BUILD)/engine/cpu_engine.o $(BUILD)/engine/cpu_clahe.o $(BUILD)/engine/cpu_float.o \
                           $(BUILD)/engine/block_pool.o
 	@mkdir -p $(dir $@)
 	g++ -O2 -std=c++17 -fopenmp -I. -o $@ $^ $(OPENCV)
@@ -172,8 +184,8 @@ FUZZ_LIB_SRC := $(wildcard io/*.c io/hdf5/*.c) core/error.c core/clahe.c jobs/pl
 FUZZ_OBJ     := $(FUZZ_LIB_SRC:%.c=$(FUZZ_BUILD)/obj/%.o) $(FUZZ_BUILD)/obj/fuzz/harness.o
 FUZZ_CFLAGS  := -O1 -g -std=c11 -Wall -Wextra -D_POSIX_C_SOURCE=200809L -DHQ_VERSION=\"$(VERSION)\" \
                 -fno-omit-frame-pointer -fsanitize=fuzzer-no-link,address,undefined \
-                $(shell mpicc --showme:compile 2>/dev/null) $(PKG_CFLAGS)
-FUZZ_LIBS    := $(PKG_LIBS) $(shell mpicc --showme:link 2>/dev/null) -lz -lm
+                $(shell mpicc --showme:compile 2>/dev/null) $(PKG_CFLAGS) $(DEFLATE_CFLAGS)
+FUZZ_LIBS    := $(PKG_LIBS) $(shell mpicc --showme:link 2>/dev/null) $(DEFLATE_LIBS) -lm
 # Open MPI's and HDF5's own allocations at start-up are not ours to fix (fuzz/lsan.supp). Leaks are
 # checked after each input, not at exit, and thread-local storage is not scanned: LeakSanitizer's
 # tracer crashes on that of Open MPI's threads. malloc returns NULL for absurd sizes, as glibc's

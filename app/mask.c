@@ -1,6 +1,7 @@
 /* mask.c — the mask plane of mask.h: --mask read through the io layer, --ignore folded in for luma. */
 #include "mask.h"
 
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,6 +19,9 @@ struct hq_mask {
     uint64_t *map;           /* per input item: its mask item */
     uint8_t *per_slice;      /* per input item: 1 = mask slice s for image slice s; 0 = one mask for all */
     uint8_t *luma;           /* per input item: --ignore folded in on luma (--mask-apply inside) */
+    /* The driver's I/O threads may read blocks at once (io.h `concurrent`, a PNG input); a mask in
+     * a format that is not concurrent (HDF5) is then read one block at a time. */
+    pthread_mutex_t lock;
 };
 
 static int is_luma_ignore(const hq_options *o, const hq_item *it)
@@ -40,6 +44,9 @@ static int match_item(hq_mask *m, size_t i, hq_err *err)
             k++;
         if (k == m->minv.n)
             return hq_fail(err, HQ_EINPUT, "%s: no mask named %s (for %s)", src, it->name, it->src);
+    } else if (m->inv->format == HQ_FMT_PNG && m->minv.format != HQ_FMT_PNG) {
+        /* PNG input is read by several I/O threads at once, which HDF5 does not allow. */
+        return hq_fail(err, HQ_EINPUT, "%s: the mask of PNG input is a PNG file or a directory of PNGs", src);
     } else if (m->minv.n != 1) {
         return hq_fail(err, HQ_EINPUT, "%s: holds %llu images; a mask is one dataset (FILE.h5:/path), one PNG, or "
                        "a directory of PNGs", src, (unsigned long long)m->minv.n);
@@ -81,6 +88,7 @@ static int scan_and_share(hq_mask *m, const hq_comm *c, hq_err *err)
 
 static void free_mask(hq_mask *m)
 {
+    pthread_mutex_destroy(&m->lock);
     hq_inventory_free(&m->minv);
     free(m->map);
     free(m->per_slice);
@@ -99,6 +107,7 @@ int hq_mask_open(const hq_options *o, const hq_inventory *inv, const hq_comm *c,
     hq_mask *m = calloc(1, sizeof *m);
     const size_t n = inv->n ? inv->n : 1;
     if (m) {
+        pthread_mutex_init(&m->lock, NULL);
         m->map = calloc(n, sizeof *m->map);
         m->per_slice = calloc(n, 1);
         m->luma = calloc(n, 1);
@@ -153,7 +162,12 @@ static int read_file_plane(hq_mask *m, const hq_block *b, uint8_t *plane, hq_err
     uint8_t *raw = spb == 1 ? plane : malloc(px * spb);
     if (!raw)
         return hq_fail(err, HQ_EMEM, "%s: out of memory for a mask block", mk->src);
+    const int serial = !m->ops->concurrent;
+    if (serial)
+        pthread_mutex_lock(&m->lock);
     int rc = m->ops->read_block(m->io, mb.item, &mb, 0, raw, err);
+    if (serial)
+        pthread_mutex_unlock(&m->lock);
     if (!rc && spb != 1) {
         for (uint64_t p = 0; p < px; p++) {
             const uint8_t *s = raw + p * spb;

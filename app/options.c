@@ -57,12 +57,18 @@ static const char USAGE[] =
     "      --color C         RGB: luma (default; BT.601 Y, chroma kept), channels (R, G, B\n"
     "                        independently) or value (V = max(R,G,B); hue and saturation kept)\n"
     "      --bits N          significant bits, 1-16 (default: 8 for uint8, 16 for uint16; e.g. 12 for CT)\n"
+    "      --bins N          float data: N bins of equal width, 2-65536 (default 65536), between the\n"
+    "                        minimum and maximum of each histogram's finite samples; b(x) =\n"
+    "                        min(N-1, floor((x-min)*N/(max-min))); output lut[b]/(N-1), in [0, 1]\n"
+    "      --range LO:HI     float data: bin over [LO, HI] instead of the data's minimum and maximum\n"
+    "                        (no pass over the data to find them; values outside go to the end bins)\n"
     "\n"
     "Resources:\n"
     "      --device D        auto (default), gpu or cpu; auto takes the GPU when every rank on the\n"
     "                        node has one of its own, else the CPU engine (faster than a shared GPU);\n"
     "                        copy reads and writes without equalizing (benchmarks' I/O baseline)\n"
-    "      --threads N       CPU engine threads per rank (default: the node's cores / ranks on the node)\n"
+    "      --threads N       CPU threads per rank, for the engine and the HDF5 workers\n"
+    "                        (default: the node's cores / ranks on the node)\n"
     "      --io-threads N    threads reading and writing blocks at once, per rank, for PNG collections\n"
     "                        (default: the node's cores / ranks on the node); HDF5 uses one\n"
     "      --memory SIZE     per-rank budget for pixels in memory: blocks in flight (3, or up to\n"
@@ -92,7 +98,7 @@ const char *hq_options_usage(void)
 enum { OPT_SCOPE = 256, OPT_COLOR, OPT_METHOD, OPT_BITS, OPT_DEVICE, OPT_THREADS, OPT_MEMORY, OPT_BLOCK,
        OPT_PNG_LEVEL, OPT_ON_ERROR, OPT_FORCE, OPT_VERSION, OPT_PROGRESS, OPT_SUMMARY,
        OPT_RESUME, OPT_REPORT, OPT_REPORT_SAMPLE, OPT_REPORT_SCALE, OPT_IO_THREADS, OPT_IGNORE, OPT_MASK,
-       OPT_MASK_APPLY, OPT_REFERENCE, OPT_CLAHE_GRID, OPT_CLAHE_TILE, OPT_CLIP_LIMIT };
+       OPT_MASK_APPLY, OPT_REFERENCE, OPT_CLAHE_GRID, OPT_CLAHE_TILE, OPT_CLIP_LIMIT, OPT_BINS, OPT_RANGE };
 
 static const struct option LONG_OPTS[] = {
     {"input", required_argument, NULL, 'i'},      {"output", required_argument, NULL, 'o'},
@@ -111,6 +117,7 @@ static const struct option LONG_OPTS[] = {
     {"mask", required_argument, NULL, OPT_MASK},   {"mask-apply", required_argument, NULL, OPT_MASK_APPLY},
     {"reference", required_argument, NULL, OPT_REFERENCE}, {"clahe-grid", required_argument, NULL, OPT_CLAHE_GRID},
     {"clahe-tile", required_argument, NULL, OPT_CLAHE_TILE}, {"clip-limit", required_argument, NULL, OPT_CLIP_LIMIT},
+    {"bins", required_argument, NULL, OPT_BINS}, {"range", required_argument, NULL, OPT_RANGE},
     {NULL, 0, NULL, 0},
 };
 
@@ -131,6 +138,20 @@ static int parse_int(const char *s, long lo, long hi, long *out)
         return -1;
     *out = v;
     return 0;
+}
+
+/* "LO:HI", two finite numbers with LO < HI (strtod's syntax, e.g. -1024:3071 or 0:1e-3). */
+static int parse_frange(const char *s, double *lo, double *hi)
+{
+    char *end;
+    *lo = strtod(s, &end);
+    if (end == s || *end != ':')
+        return -1;
+    const char *t = end + 1;
+    *hi = strtod(t, &end);
+    if (end == t || *end)
+        return -1;
+    return isfinite(*lo) && isfinite(*hi) && *lo < *hi ? 0 : -1;
 }
 
 /* "LO" or "LO:HI", 0 <= LO <= HI <= 65535. */
@@ -225,6 +246,7 @@ int hq_options_parse(int argc, char **argv, int print, hq_options *o, hq_err *er
     o->clahe = (hq_clahe_cfg){8, 8, 0, 40.0};
     int clahe_set = 0, grid_set = 0;
     const char *clahe_opt = NULL;
+    o->fbins = 65536;
     opterr = 0;
     optind = 1;
     int c;
@@ -276,6 +298,16 @@ int hq_options_parse(int argc, char **argv, int print, hq_options *o, hq_err *er
             if (parse_int(optarg, 1, 16, &v))
                 return hq_fail(err, HQ_EUSAGE, "--bits: '%s' is not a number from 1 to 16", optarg);
             o->bits = (uint32_t)v;
+            break;
+        case OPT_BINS:
+            if (parse_int(optarg, 2, 65536, &v))
+                return hq_fail(err, HQ_EUSAGE, "--bins: '%s' is not a number from 2 to 65536", optarg);
+            o->fbins = (uint32_t)v;
+            break;
+        case OPT_RANGE:
+            if (parse_frange(optarg, &o->range_lo, &o->range_hi))
+                return hq_fail(err, HQ_EUSAGE, "--range: '%s' is not LO:HI with finite LO < HI", optarg);
+            o->range_set = 1;
             break;
         case OPT_THREADS:
             if (parse_int(optarg, 1, 4096, &v))

@@ -15,6 +15,8 @@
 #include "run.h"
 
 #include <fcntl.h>
+#include <float.h>
+#include <math.h>
 #include <omp.h>
 #include <pthread.h>
 #include <signal.h>
@@ -26,7 +28,9 @@
 #include <unistd.h>
 
 #include "../core/clahe.h"
+#include "../core/fbin.h"
 #include "../core/lut.h"
+#include "../core/sample.h"
 #include "../engine/engine.h"
 #include "../io/io.h"
 #include "../jobs/journal.h"
@@ -96,7 +100,8 @@ typedef struct run {
     pthread_mutex_t tick_mu; /* one progress tick at a time: MPI is initialized SERIALIZED */
     double t[PH_N];
     uint64_t pixels_done, bytes_done; /* written; updated by the thread that writes */
-    uint64_t bytes_histogrammed;      /* pending blocks through pass 1; updated by the compute thread */
+    uint64_t bytes_histogrammed;      /* pending blocks through pass 1, float blocks through pass 0;
+                                         updated by the compute thread */
     hq_progress prog;
     uint64_t nskipped;    /* this rank's skipped inputs (their reasons: my_block.why) */
     char *skipped;        /* the reasons, one line each in block order, once the passes are over */
@@ -112,15 +117,21 @@ typedef struct run {
     uint64_t *target;     /* --method match: the target histogram(s), nhist * bins, the same on every rank */
     /* --mask: the mask opened as a second input, read block by block with the image (app/mask.h) */
     hq_mask *mask;
+    /* Float data (core/fbin.h): each group's binning, from pass 0's reduced extremes or --range;
+     * indexed by group (the image, or 0 under scope global). NULL when no item is float. */
+    hq_fbin *fbin;
+    uint64_t nfgroups;
+    uint8_t *fmine;       /* groups whose binning this rank found itself: whole images in one block,
+                             which pass 0 leaves to pass 1 (they are in memory there anyway) */
+    hq_frange *facc;      /* pass 0 only: each group's extremes so far */
+    uint64_t *finf;       /* pass 0 only: infinite samples met per item */
 } run;
 
 /* ---- small facts derived from the inventory and options ---- */
 
 static hq_mode mode_of(const run *r, uint64_t item)
 {
-    const hq_item *it = &r->inv.items[item];
-    hq_mode m = {it->channels, it->sample_bytes, r->o->bits ? r->o->bits : it->depth, r->o->color};
-    return m;
+    return hq_item_mode(&r->inv.items[item], r->o->bits, r->o->color, r->o->fbins);
 }
 
 static size_t hist_len(const hq_mode *m)
@@ -210,7 +221,21 @@ static int check_modes(run *r, hq_err *err)
         if (it->bad)
             continue;
         images += it->slices;
-        if (r->o->bits && r->o->bits > it->depth)
+        /* Signed samples are equalized offset to unsigned (core/sample.h): every bit is significant. */
+        if (r->o->bits && it->sample == HQ_SAMPLE_INT && r->o->bits != it->depth)
+            return hq_fail(err, HQ_EUSAGE, "%s:%s: --bits does not apply to signed data (int%u: all %u bits are "
+                           "equalized)", it->src, it->name, it->depth, it->depth);
+        /* --ignore names integer levels and match maps onto integer levels: neither means anything yet
+         * for float bins, nor for signed levels (which the engines see offset to unsigned). */
+        if (it->sample != HQ_SAMPLE_UINT && (r->o->ignore || r->o->method == HQ_METHOD_MATCH))
+            return hq_fail(err, HQ_EUSAGE, "%s:%s: %s does not apply to %s data yet", it->src, it->name,
+                           r->o->ignore ? "--ignore" : "--method match",
+                           it->sample == HQ_SAMPLE_FLOAT ? "float" : "signed");
+        /* CLAHE's tiles count integer levels; signed data, which the engines see offset to unsigned,
+         * goes through it as through equalize, float bins do not (yet). */
+        if (it->sample == HQ_SAMPLE_FLOAT && is_clahe(r))
+            return hq_fail(err, HQ_EUSAGE, "%s:%s: --method clahe does not apply to float data yet", it->src, it->name);
+        if (r->o->bits && it->sample != HQ_SAMPLE_FLOAT && r->o->bits > it->depth)
             return hq_fail(err, HQ_EUSAGE, "%s%s%s: --bits %u exceeds the data's %u bits", it->src,
                            r->inv.format == HQ_FMT_HDF5 ? ":" : "", r->inv.format == HQ_FMT_HDF5 ? it->name : "",
                            r->o->bits, it->depth);
@@ -647,6 +672,8 @@ static void note_nothing_counted(const run *r, uint64_t group)
             "unchanged\n", it->src, hdf5 ? ":" : "", hdf5 ? it->name : "", slice);
 }
 
+static int threads_per_rank(const run *r);
+
 /* CLAHE: every tile's LUT, tiles in parallel (each is independent and exact). */
 static int build_clahe_luts(const run *r, uint64_t item, const uint64_t *hist, uint16_t *lut)
 {
@@ -655,7 +682,7 @@ static int build_clahe_luts(const run *r, uint64_t item, const uint64_t *hist, u
     const uint32_t bins = hq_mode_bins(&m);
     const uint64_t n = hq_clahe_ntiles(&g) * hq_mode_nhist(&m), area = hq_clahe_area(&g);
     const int64_t limit = hq_clahe_clip_limit(r->o->clahe.clip, area, bins);
-    const int threads = r->o->threads > 0 ? r->o->threads : r->cpus.cpus > 0 ? r->cpus.cpus : 1;
+    const int t = threads_per_rank(r), threads = t > 0 ? t : 1;
     uint64_t *scratch = malloc((size_t)threads * bins * sizeof *scratch);
     if (!scratch)
         return -1;
@@ -709,13 +736,16 @@ static int build_luts(const run *r, const hq_mode *m, uint64_t item, uint64_t gr
 static hq_block_data block_view(const run *r, const hq_block *b, void *data, int per_image, int remap)
 {
     const uint64_t px = hq_block_pixels(b);
-    hq_block_data d = {data, 1, px, 0, NULL};
+    hq_block_data d = {data, 1, px, 0, NULL, NULL};
     if (hq_mask_plane_bytes(r->mask, b) && (!remap || r->o->mask_inside))
         d.mask = (const uint8_t *)data + block_bytes(r, b);
     if (per_image && b->s1 - b->s0 > 1) {
         d.nseg = b->s1 - b->s0;
         d.seg_pixels = px / d.nseg;
     }
+    /* Segments are consecutive images, hence consecutive groups (or the one global group). */
+    if (r->fbin && r->inv.items[b->item].sample == HQ_SAMPLE_FLOAT)
+        d.fbin = &r->fbin[group_of(r, b)];
     return d;
 }
 
@@ -927,6 +957,8 @@ static int timed_read(run *r, const hq_block *b, uint64_t item, int collective, 
         }
     }
     int rc = r->io_ops->read_block(r->io, item, b, collective, *data, err);
+    if (!rc && *data && r->inv.items[item].sample == HQ_SAMPLE_INT)
+        hq_sample_flip(*data, hq_block_pixels(b) * r->inv.items[item].channels, r->inv.items[item].sample_bytes);
     if (!rc && b && hq_mask_plane_bytes(r->mask, b))
         rc = hq_mask_read(r->mask, b, *data, (uint8_t *)*data + block_bytes(r, b), err);
     io_leave(r, IO_READ);
@@ -940,7 +972,15 @@ static int timed_read(run *r, const hq_block *b, uint64_t item, int collective, 
 static int timed_write(run *r, const hq_block *b, uint64_t item, int collective, const void *data, hq_err *err)
 {
     io_enter(r, IO_WRITE);
+    /* Signed data back from the offset form for the file, and again after: the caller's pixels are
+     * const here (and the block is this thread's alone while it is written). */
+    const int flip = b && data && r->inv.items[item].sample == HQ_SAMPLE_INT;
+    const uint64_t nflip = flip ? hq_block_pixels(b) * r->inv.items[item].channels : 0;
+    if (flip)
+        hq_sample_flip((void *)data, nflip, r->inv.items[item].sample_bytes);
     int rc = r->io_ops->write_block(r->io, item, b, collective, data, err);
+    if (flip)
+        hq_sample_flip((void *)data, nflip, r->inv.items[item].sample_bytes);
     if (!rc && b) {
         hq_writeback_kick(r->wb);
         __atomic_add_fetch(&r->pixels_done, hq_block_pixels(b), __ATOMIC_RELAXED);
@@ -995,6 +1035,44 @@ static int clahe_fused(run *r, const hq_block *b, void *data, hq_err *err)
     return rc;
 }
 
+/* An engine refuses infinite float samples without knowing the file: name it. */
+static int name_float_failure(const run *r, uint64_t item, int rc, hq_err *err)
+{
+    if (rc != HQ_EINPUT || r->inv.items[item].sample != HQ_SAMPLE_FLOAT)
+        return rc;
+    hq_err e = *err;
+    return hq_fail(err, rc, "%s:%s: %s; float data must be finite or NaN", r->inv.items[item].src,
+                   r->inv.items[item].name, e.msg);
+}
+
+/* Float data, whole images in one block, no --range: pass 0 left their extremes to be found here,
+ * from the pixels in memory, by this rank alone (no other rank has any of them). */
+static int fused_ranges(run *r, const hq_block *b, const hq_block_data *d, const hq_mode *m, hq_err *err)
+{
+    if (!m->fbins || r->o->range_set || !r->eng->ops->minmax)
+        return 0;
+    hq_frange *mm = malloc(d->nseg * sizeof *mm);
+    if (!mm)
+        return hq_fail(err, HQ_EMEM, "%s: out of memory for %llu ranges", r->inv.items[b->item].src,
+                       (unsigned long long)d->nseg);
+    for (uint64_t s = 0; s < d->nseg; s++)
+        mm[s] = hq_frange_empty();
+    int rc = r->eng->ops->minmax(r->eng, d, m, mm, err);
+    for (uint64_t s = 0; s < d->nseg && !rc; s++) {
+        const uint64_t g = image_of(r, b, b->s0 + s); /* the group: the image, or the dataset's first */
+        if (mm[s].inf)
+            rc = hq_fail(err, HQ_EINPUT, "%s:%s: %llu infinite sample%s (+inf or -inf); float data must be finite or "
+                         "NaN", r->inv.items[b->item].src, r->inv.items[b->item].name, (unsigned long long)mm[s].inf,
+                         mm[s].inf == 1 ? "" : "s");
+        else
+            r->fbin[g] = mm[s].lo <= mm[s].hi ? hq_fbin_make(mm[s].lo, mm[s].hi, r->o->fbins)
+                                              : hq_fbin_make(NAN, NAN, r->o->fbins);
+        r->fmine[g] = 1;
+    }
+    free(mm);
+    return rc;
+}
+
 /* Fused: every image of the block is complete here, so histogram, LUT and remap happen at once. */
 static int equalize_fused(run *r, const hq_block *b, void *data, hq_err *err)
 {
@@ -1019,7 +1097,9 @@ static int equalize_fused(run *r, const hq_block *b, void *data, hq_err *err)
         lp[s] = lut + s * hl;
     }
     double t0 = hq_now();
-    rc = r->eng->ops->histogram(r->eng, &d, &m, hp, err);
+    rc = fused_ranges(r, b, &d, &m, err);
+    if (!rc)
+        rc = name_float_failure(r, b->item, r->eng->ops->histogram(r->eng, &d, &m, hp, err), err);
     r->t[PH_HIST] += hq_now() - t0;
     if (rc)
         goto done;
@@ -1055,7 +1135,7 @@ static int equalize_fused(run *r, const hq_block *b, void *data, hq_err *err)
             if (!hp[s])
                 continue;
             hq_block_data one = {(char *)data + s * dr.seg_pixels * px_bytes, 1, dr.seg_pixels, 0,
-                                 dr.mask ? dr.mask + s * dr.seg_pixels : NULL};
+                                 dr.mask ? dr.mask + s * dr.seg_pixels : NULL, dr.fbin ? dr.fbin + s : NULL};
             rc = r->eng->ops->remap(r->eng, &one, &m, &lp[s], err);
         }
     }
@@ -1087,7 +1167,7 @@ static int histogram_pending(run *r, const hq_block *b, void *data, hq_err *err)
         hq_clahe_piece pc = {data, b->r0, b->c0, b->r1 - b->r0, b->c1 - b->c0};
         rc = r->eng->ops->clahe_histogram(r->eng, &pc, &m, &g, gh->hist, err);
     } else {
-        rc = r->eng->ops->histogram(r->eng, &d, &m, hp, err);
+        rc = name_float_failure(r, b->item, r->eng->ops->histogram(r->eng, &d, &m, hp, err), err);
     }
     r->t[PH_HIST] += hq_now() - t0;
     if (!rc) {
@@ -1301,7 +1381,9 @@ static int equalize_local_image(run *r, my_block *first, uint64_t n, hq_err *err
 
 /* Blocks of this rank's own items stream through the I/O pipeline: I/O threads read the next
  * blocks and write the finished ones while this thread computes. */
-typedef enum { STREAM_FUSED, STREAM_HIST, STREAM_REMAP } stream_kind;
+typedef enum { STREAM_FUSED, STREAM_HIST, STREAM_REMAP, STREAM_RANGE } stream_kind;
+
+static int range_block(run *r, const hq_block *b, void *data, hq_err *err);
 
 typedef struct stream {
     run *r;
@@ -1313,6 +1395,8 @@ static int stream_read(void *ctx, uint64_t i, void **data, hq_err *err)
 {
     stream *st = ctx;
     my_block *mb = st->list[i];
+    if (st->kind == STREAM_RANGE)
+        tick(st->r); /* pass 0 writes nothing: its progress is told here, on the I/O thread */
     if (mb->held) {
         *data = mb->held;
         return 0;
@@ -1328,6 +1412,8 @@ static int stream_compute(void *ctx, uint64_t i, void *data, hq_err *err)
     const hq_block *b = st->list[i]->b;
     if (!data)
         return 0;
+    if (st->kind == STREAM_RANGE)
+        return range_block(st->r, b, data, err);
     if (st->kind == STREAM_FUSED)
         return equalize_fused(st->r, b, data, err);
     if (st->kind == STREAM_HIST)
@@ -1345,6 +1431,10 @@ static void stream_finish(void *ctx, uint64_t i, void *data, int ok)
 {
     stream *st = ctx;
     my_block *mb = st->list[i];
+    if (st->kind == STREAM_RANGE) { /* pass 0 only looks */
+        hq_block_free(st->r->eng, data);
+        return;
+    }
     if (st->kind == STREAM_HIST && ok && data) {
         hold_or_drop(st->r, mb, data);
         return;
@@ -1359,7 +1449,7 @@ static int run_stream(run *r, stream_kind kind, my_block **list, uint64_t n, hq_
     static const hq_pipeline_ops with_write = {stream_read, stream_compute, stream_write, stream_finish};
     static const hq_pipeline_ops hist_only = {stream_read, stream_compute, NULL, stream_finish};
     stream st = {r, kind, list};
-    return hq_pipeline_run(kind == STREAM_HIST ? &hist_only : &with_write, &st, n, &r->pipe, err);
+    return hq_pipeline_run(kind == STREAM_HIST || kind == STREAM_RANGE ? &hist_only : &with_write, &st, n, &r->pipe, err);
 }
 
 /* Pass 1 over this rank's own items: independent I/O, no waiting on anyone. Consecutive blocks of
@@ -1487,14 +1577,14 @@ static int target_from_file(run *r, const hq_mode *m0, hq_err *err)
     for (uint64_t j = 0; !rc && j < plan.nblocks; j++) {
         const hq_block *b = &plan.blocks[j];
         const hq_item *it = &inv.items[b->item];
-        const hq_mode m = {it->channels, it->sample_bytes, m0->bits, r->o->color};
+        const hq_mode m = {it->channels, it->sample_bytes, m0->bits, r->o->color, 0};
         void *data = malloc(hq_block_pixels(b) * it->channels * it->sample_bytes);
         if (!data) {
             rc = hq_fail(err, HQ_EMEM, "%s: out of memory for a block (lower --block)", ref);
             break;
         }
         rc = ops->read_block(io, b->item, b, 0, data, err);
-        hq_block_data d = {data, 1, hq_block_pixels(b), 0, NULL};
+        hq_block_data d = {data, 1, hq_block_pixels(b), 0, NULL, NULL};
         uint64_t *hp[1] = {r->target};
         if (!rc)
             rc = r->eng->ops->histogram(r->eng, &d, &m, hp, err);
@@ -1535,6 +1625,179 @@ static int make_target(run *r, hq_err *err)
     if (hq_hist_total(r->target, (uint32_t)len) == 0 && r->o->device != HQ_DEV_COPY)
         rc = hq_fail(err, HQ_EINPUT, "%s: the reference has no counted pixels (all ignored or masked out)",
                      r->o->reference);
+    return rc;
+}
+
+/* ---- pass 0: the extremes of float data ---- */
+
+static int is_float(const run *r, uint64_t item)
+{
+    return !r->inv.items[item].bad && r->inv.items[item].sample == HQ_SAMPLE_FLOAT;
+}
+
+/* Adds a block's finite extremes into its groups' accumulators, its infinite samples to its item. */
+static int range_block(run *r, const hq_block *b, void *data, hq_err *err)
+{
+    if (!r->eng->ops->minmax)
+        return 0; /* the copy engine: nothing is binned */
+    const hq_mode m = mode_of(r, b->item);
+    const hq_block_data d = block_view(r, b, data, r->scope == HQ_SCOPE_IMAGE, 0);
+    hq_frange one, *mm = d.nseg == 1 ? &one : malloc(d.nseg * sizeof *mm);
+    if (!mm)
+        return hq_fail(err, HQ_EMEM, "%s: out of memory for %llu ranges", r->inv.items[b->item].src,
+                       (unsigned long long)d.nseg);
+    for (uint64_t s = 0; s < d.nseg; s++)
+        mm[s] = hq_frange_empty();
+    const double t0 = hq_now();
+    int rc = r->eng->ops->minmax(r->eng, &d, &m, mm, err);
+    r->t[PH_HIST] += hq_now() - t0;
+    if (!rc) /* counted here, ticked by the thread that makes the I/O calls (MPI stays on one) */
+        __atomic_add_fetch(&r->bytes_histogrammed, block_bytes(r, b), __ATOMIC_RELAXED);
+    for (uint64_t s = 0; s < d.nseg && !rc; s++) {
+        hq_frange *g = &r->facc[d.nseg > 1 ? image_of(r, b, b->s0 + s) : group_of(r, b)];
+        g->lo = mm[s].lo < g->lo ? mm[s].lo : g->lo;
+        g->hi = mm[s].hi > g->hi ? mm[s].hi : g->hi;
+        r->finf[b->item] += mm[s].inf;
+    }
+    if (mm != &one)
+        free(mm);
+    return rc;
+}
+
+/* Whether pass 0 reads a block: a whole image in one block waits for pass 1 (fused_ranges), unless
+ * an interrupted run wrote it already (its range is then still needed for the output's record). */
+static int range_in_pass0(const my_block *mb)
+{
+    return !mb->fused || mb->done;
+}
+
+/* This rank's part of pass 0: the blocks of float items that range_in_pass0 picks, read once,
+ * shared items in lockstep. */
+static int range_mine(run *r, hq_err *err)
+{
+    int rc = 0;
+    for (uint64_t i = 0; i < r->inv.n; i++) {
+        if (!r->item_shared[i] || !is_float(r, i))
+            continue;
+        const uint64_t rounds = rounds_for(r, i, 0);
+        for (uint64_t k = 0; k < rounds; k++) {
+            my_block *mb = rc ? NULL : nth_mine(r, i, k, 0);
+            if (mb && !range_in_pass0(mb))
+                mb = NULL; /* only joins the collective read */
+            hq_err scratch, *e = rc ? &scratch : err;
+            void *data = NULL;
+            int rc2 = timed_read(r, mb ? mb->b : NULL, i, 1, &data, e);
+            if (!rc2 && mb)
+                rc2 = range_block(r, mb->b, data, e);
+            rc = rc ? rc : rc2;
+            hq_block_free(r->eng, data);
+            tick(r);
+        }
+    }
+    if (rc)
+        return rc;
+    my_block **list = malloc((r->nmine ? r->nmine : 1) * sizeof *list);
+    if (!list)
+        return hq_fail(err, HQ_EMEM, "out of memory listing blocks");
+    uint64_t n = 0;
+    for (uint64_t j = 0; j < r->nmine; j++)
+        if (!r->item_shared[r->mine[j].b->item] && is_float(r, r->mine[j].b->item) && range_in_pass0(&r->mine[j]))
+            list[n++] = &r->mine[j];
+    rc = run_stream(r, STREAM_RANGE, list, n, err);
+    free(list);
+    return rc;
+}
+
+/* Pass 0, collective: each float group's binning (core/fbin.h), from the minimum and maximum of
+ * its finite samples over all ranks, or from --range without reading anything. Infinite samples
+ * are refused here, naming the first item that has them. Returns the agreed status. */
+static int pass0_ranges(run *r, hq_err *err)
+{
+    int any = 0;
+    for (uint64_t i = 0; i < r->inv.n; i++)
+        any |= is_float(r, i);
+    if (!any)
+        return 0;
+    r->nfgroups = r->scope == HQ_SCOPE_GLOBAL ? 1 : r->plan.nimages;
+    r->fbin = calloc(r->nfgroups ? r->nfgroups : 1, sizeof *r->fbin);
+    r->facc = malloc((r->nfgroups ? r->nfgroups : 1) * sizeof *r->facc);
+    r->finf = calloc(r->inv.n ? r->inv.n : 1, sizeof *r->finf);
+    r->fmine = calloc(r->nfgroups ? r->nfgroups : 1, 1);
+    double *lo = malloc((r->nfgroups ? r->nfgroups : 1) * sizeof *lo), *hi = malloc((r->nfgroups ? r->nfgroups : 1) * sizeof *hi);
+    int rc = r->fbin && r->facc && r->finf && r->fmine && lo && hi ? 0
+             : hq_fail(err, HQ_EMEM, "out of memory for the float ranges");
+    for (uint64_t g = 0; g < r->nfgroups && !rc; g++)
+        r->facc[g] = hq_frange_empty();
+    if (!rc && !r->o->range_set)
+        rc = range_mine(r, err);
+    rc = hq_comm_agree(r->c, rc, err);
+    if (!rc && !r->o->range_set) {
+        for (uint64_t g = 0; g < r->nfgroups; g++) {
+            lo[g] = r->facc[g].lo;
+            hi[g] = r->facc[g].hi;
+        }
+        if (hq_comm_minmax_f64(r->c, lo, hi, r->nfgroups) || hq_comm_sum_u64(r->c, r->finf, r->inv.n))
+            rc = hq_fail(err, HQ_EIO, "MPI_Allreduce of the float ranges failed");
+        for (uint64_t i = 0; i < r->inv.n && !rc; i++)
+            if (r->finf[i])
+                rc = hq_fail(err, HQ_EINPUT, "%s:%s: %llu infinite sample%s (+inf or -inf); float data must be "
+                             "finite or NaN", r->inv.items[i].src, r->inv.items[i].name,
+                             (unsigned long long)r->finf[i], r->finf[i] == 1 ? "" : "s");
+    }
+    for (uint64_t g = 0; g < r->nfgroups && !rc; g++) {
+        if (r->o->range_set)
+            r->fbin[g] = hq_fbin_make(r->o->range_lo, r->o->range_hi, r->o->fbins);
+        else if (lo[g] <= hi[g])
+            r->fbin[g] = hq_fbin_make(lo[g], hi[g], r->o->fbins);
+        else /* no finite sample: nothing to bin; recorded as NaN */
+            r->fbin[g] = hq_fbin_make(NAN, NAN, r->o->fbins);
+    }
+    free(lo);
+    free(hi);
+    free(r->facc);
+    free(r->finf);
+    r->facc = NULL;
+    r->finf = NULL;
+    return hq_comm_agree(r->c, rc, err);
+}
+
+/* Collective, after the passes: the binnings fused_ranges found, made known to every rank for the
+ * output's record. Exactly one rank found each of them, and the others add +0.0: a sum that is
+ * exact (NaN, for an image without finite samples, passes too). Groups no rank found keep pass 0's
+ * value, which every rank has. */
+static int share_fused_ranges(run *r, hq_err *err)
+{
+    if (!r->fbin || r->o->range_set)
+        return 0;
+    const uint64_t n = r->nfgroups;
+    double *v = calloc(2 * n, sizeof *v);
+    uint64_t *cnt = calloc(n, sizeof *cnt);
+    int ok = v && cnt, all_ok = 0;
+    MPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, r->c->world);
+    int rc = all_ok ? 0 : hq_fail(err, HQ_EMEM, "out of memory for the float ranges");
+    if (!rc) {
+        for (uint64_t g = 0; g < n; g++)
+            if (r->fmine[g]) {
+                v[2 * g] = r->fbin[g].lo;
+                v[2 * g + 1] = r->fbin[g].hi;
+                cnt[g] = 1;
+            }
+        int mpi = MPI_SUCCESS;
+        for (uint64_t off = 0; off < 2 * n && mpi == MPI_SUCCESS; off += 1u << 28)
+            mpi = MPI_Allreduce(MPI_IN_PLACE, v + off, (int)(2 * n - off < (1u << 28) ? 2 * n - off : 1u << 28),
+                                MPI_DOUBLE, MPI_SUM, r->c->world);
+        if (mpi != MPI_SUCCESS || hq_comm_sum_u64(r->c, cnt, n))
+            rc = hq_fail(err, HQ_EIO, "MPI_Allreduce of the float ranges failed");
+        for (uint64_t g = 0; g < n && !rc; g++)
+            if (cnt[g])
+                r->fbin[g] = hq_fbin_make(v[2 * g], v[2 * g + 1], r->o->fbins);
+    }
+    free(v);
+    free(cnt);
+    /* The record is per slice: under scope dataset every slice carries its dataset's binning. */
+    for (size_t i = 0; i < r->inv.n && !rc && r->scope == HQ_SCOPE_DATASET; i++)
+        for (uint64_t k = 1; k < r->inv.items[i].slices; k++)
+            r->fbin[r->plan.item_image0[i] + k] = r->fbin[r->plan.item_image0[i]];
     return rc;
 }
 
@@ -1755,12 +2018,19 @@ static int pass2(run *r, hq_err *err)
 
 /* ---- engine ---- */
 
+/* --threads, or this rank's share of the node's CPUs (app/placement.h): the engine's threads, and
+ * the I/O backend's workers. */
+static int threads_per_rank(const run *r)
+{
+    return r->o->threads ? r->o->threads : r->cpus.cpus;
+}
+
 /* --device auto: the GPU only where every rank of the node has one of its own (app/placement.h);
  * where ranks would share one, the CPU engine, said once per node. */
 static int make_engine(run *r, hq_err *err)
 {
     const hq_options *o = r->o;
-    hq_engine_cfg cfg = {o->threads ? o->threads : r->cpus.cpus, r->c->local_rank, r->c->local_size, o->verbose};
+    hq_engine_cfg cfg = {threads_per_rank(r), r->c->local_rank, r->c->local_size, o->verbose};
     int rc;
     if (o->device == HQ_DEV_COPY)
         return hq_comm_agree(r->c, hq_copy_engine_create(&r->eng, err), err);
@@ -1904,6 +2174,8 @@ static void free_run(run *r)
         free(r->groups[i].lut);
     }
     free(r->groups);
+    free(r->fbin);
+    free(r->fmine);
     free(r->mine);
     free(r->shared);
     free(r->item_shared);
@@ -2013,6 +2285,8 @@ int hq_run(const hq_options *given, const hq_comm *c, hq_err *err)
         free_run(&r);
         return rc;
     }
+    if (r.io_ops->set_threads)
+        r.io_ops->set_threads(r.io, threads_per_rank(&r));
     /* Per pixel, not per colour: CLAHE's tiles, and a --mask that leaves some pixels of a colour as
      * they were (--mask-apply inside). */
     hq_out_opts oo = {o->output, o->force, o->png_level, o->verbose, r.res.action == HQ_RESUME_CONTINUE,
@@ -2034,9 +2308,12 @@ int hq_run(const hq_options *given, const hq_comm *c, hq_err *err)
     if (!rc && o->method == HQ_METHOD_MATCH)
         rc = hq_comm_agree(c, make_target(&r, err), err);
     if (!rc) {
-        uint64_t total_bytes = 0;
+        uint64_t total_bytes = 0, pass0_bytes = 0;
         for (size_t i = 0; i < r.inv.n; i++)
             total_bytes += r.inv.items[i].bad ? 0 : r.inv.items[i].slices * hq_item_image_bytes(&r.inv.items[i]);
+        for (uint64_t j = 0; j < r.plan.nblocks && !o->range_set; j++) /* read once more, by pass 0 */
+            if (is_float(&r, r.plan.blocks[j].item) && !is_fused(&r, &r.plan.blocks[j]))
+                pass0_bytes += block_bytes(&r, &r.plan.blocks[j]);
         uint64_t done[2] = {done_px, done_bytes};
         MPI_Allreduce(MPI_IN_PLACE, done, 2, MPI_UINT64_T, MPI_SUM, c->world);
         if (r.res.action == HQ_RESUME_CONTINUE && c->rank == 0 && !o->quiet)
@@ -2044,10 +2321,12 @@ int hq_run(const hq_options *given, const hq_comm *c, hq_err *err)
                     "run%s\n", o->output, r.plan.total_pixels ? 100.0 * (double)done[0] / (double)r.plan.total_pixels : 0.0,
                     r.res.st.nhists ? ", and its histograms are kept" : "");
         hq_progress_start(&r.prog, c->world, o->quiet ? 0 : o->progress, r.plan.total_pixels - done[0],
-                          2 * total_bytes - done[1]);
+                          2 * total_bytes + pass0_bytes - done[1]);
         /* The passes. Each rank carries its own status through the collective parts and the ranks
          * agree on it only where they next meet, so a failure never strands a rank in a call. */
-        int mine = pass1_shared(&r, err);
+        int mine = pass0_ranges(&r, err); /* float data only; agreed */
+        if (!mine)
+            mine = pass1_shared(&r, err);
         if (!mine)
             mine = pass1_own(&r, err);
         rc = hq_comm_agree(c, mine, err);
@@ -2062,16 +2341,20 @@ int hq_run(const hq_options *given, const hq_comm *c, hq_err *err)
         }
         hq_progress_finish(&r.prog);
     }
+    if (!rc)
+        rc = hq_comm_agree(c, share_fused_ranges(&r, err), err);
     hq_writeback_stop(r.wb); /* the last writes are the close's fdatasync's, or nobody's */
     r.wb = NULL;
-    hq_mode gm = {1, 1, 8, 0};
+    hq_mode gm = {1, 1, 8, 0, 0};
     const group_hist *gg = rc ? NULL : global_group(&r, &gm);
     hq_run_meta meta = {.version = HQ_VERSION, .method = o->method, .scope = r.scope, .color = o->color, .bits = o->bits,
                         .clahe = is_clahe(&r) ? &o->clahe : NULL,
                         .global_hist = gg ? gg->hist : NULL, .global_nhist = hq_mode_nhist(&gm),
                         .global_bins = hq_mode_bins(&gm), .global_lut = gg ? gg->lut : NULL,
                         .reference = o->reference, .mask = o->mask,
-                        .mask_apply = o->mask || o->ignore ? (o->mask_inside ? "inside" : "all") : NULL};
+                        .mask_apply = o->mask || o->ignore ? (o->mask_inside ? "inside" : "all") : NULL,
+                        .fbins = r.fbin ? o->fbins : 0, .frange_given = o->range_set, .fbin = r.fbin,
+                        .item_image0 = r.plan.item_image0};
     char ignore_text[16];
     if (o->ignore) {
         snprintf(ignore_text, sizeof ignore_text, "%u:%u", o->ignore_lo, o->ignore_hi);

@@ -109,7 +109,7 @@ int main(int argc, char **argv)
     int bad = 0;
     for (int depth = 8; depth <= 16; depth += 8) {
         const cv::Mat src = depth == 8 ? make_image<uint8_t>(CV_8UC1, 255) : make_image<uint16_t>(CV_16UC1, 65535);
-        const hq_mode m = {1, (uint32_t)depth / 8, (uint32_t)depth, HQ_COLOR_LUMA};
+        const hq_mode m = {1, (uint32_t)depth / 8, (uint32_t)depth, HQ_COLOR_LUMA, 0};
         for (double clip : {40.0, 2.0}) {
             hq_clahe_cfg cfg = {8, 8, 0, clip};
             hq_clahe_geom g;

@@ -1,7 +1,9 @@
 /* mode.h — what is being equalized: the sample layout of a block and the options that decide how.
  *
- * A block is a run of pixels, channels interleaved, samples native-endian uint8 or uint16.
- * hq_mode fixes how many histograms a block yields (nhist) and how many bins each has (1 << bits). */
+ * A block is a run of pixels, channels interleaved, samples native-endian uint8 or uint16, or, for
+ * float data (fbins != 0, one channel), float32 or float64.
+ * hq_mode fixes how many histograms a block yields (nhist) and how many bins each has (1 << bits,
+ * or fbins for float data, binned as core/fbin.h says). */
 #ifndef HQ_MODE_H
 #define HQ_MODE_H
 
@@ -19,11 +21,13 @@ typedef struct hq_mode {
     uint32_t sample_bytes; /* 1 or 2 */
     uint32_t bits;         /* significant bits: 1..16; bins = 1 << bits */
     hq_color color;        /* only read when channels >= 3 */
+    uint32_t fbins;        /* float data: bins of equal width, 2..65536 (sample_bytes 4: float32,
+                              8: float64; bits unused); 0: integer samples */
 } hq_mode;
 
 static inline uint32_t hq_mode_bins(const hq_mode *m)
 {
-    return 1u << m->bits;
+    return m->fbins ? m->fbins : 1u << m->bits;
 }
 
 /* Histograms per block: three for independent R, G, B; one otherwise (gray, luma, value). */

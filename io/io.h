@@ -24,6 +24,7 @@
 
 #include "../core/clahe.h"
 #include "../core/error.h"
+#include "../core/fbin.h"
 #include "../core/mode.h"
 #include "../jobs/plan.h"
 #include "inventory.h"
@@ -53,6 +54,12 @@ typedef struct hq_run_meta {
     const hq_lut_rec *luts;      /* scope image: the LUTs this rank recorded; each image's LUT is */
     uint64_t nluts;              /* recorded by exactly one rank */
     const hq_clahe_cfg *clahe;   /* --method clahe: its settings (each item's tiles follow), else NULL */
+    /* Float data (core/fbin.h); fbin NULL when no item is float: */
+    uint32_t fbins;              /* bins (--bins) */
+    int frange_given;            /* 1: --range set every binning; 0: each group's own extremes */
+    const hq_fbin *fbin;         /* each group's binning (lo, hi): scope image by image index, global [0],
+                                    the same on every rank */
+    const uint64_t *item_image0; /* the image index of each item's first slice (jobs/plan.h) */
 } hq_run_meta;
 
 typedef struct hq_out_opts {
@@ -107,6 +114,10 @@ typedef struct hq_io_ops {
      * histeq_dist_complete, written last; PNG directory: the file histeq_dist.complete) and move
      * it to its final name. commit = 0: remove the temporary output. Also closes the input. */
     int (*close)(hq_io *io, int commit, const hq_run_meta *meta, hq_err *err);
+    /* Optional (NULL: the format has no workers). After open_input: how many threads the backend
+     * may keep busy moving and (de)compressing a block's bytes, the calling thread included (the
+     * rank's share of the node's cores); 1, the default, keeps everything on the calling thread. */
+    void (*set_threads)(hq_io *io, int threads);
 } hq_io_ops;
 
 extern const hq_io_ops hq_hdf5_ops;

@@ -50,6 +50,7 @@ struct hq_report {
     uint16_t *global_lut;
     uint32_t global_nhist, global_bins;
     char *options, *command_line;
+    int has_float;     /* the input holds float data (--bins and --range then shape the output) */
     int rc;            /* the first failure of a hook, reported by hq_report_meta */
     hq_err err;
 };
@@ -58,9 +59,7 @@ struct hq_report {
 
 static hq_mode mode_of(const hq_report *r, uint64_t item)
 {
-    const hq_item *it = &r->cfg.inv->items[item];
-    hq_mode m = {it->channels, it->sample_bytes, r->cfg.o->bits ? r->cfg.o->bits : it->depth, r->cfg.o->color};
-    return m;
+    return hq_item_mode(&r->cfg.inv->items[item], r->cfg.o->bits, r->cfg.o->color, r->cfg.o->fbins);
 }
 
 static size_t hist_len(const hq_mode *m)
@@ -332,6 +331,17 @@ static char *options_line(const hq_report *r)
         add_arg(&s, &len, &cap, "--bits");
         add_arg(&s, &len, &cap, num);
     }
+    if (r->has_float) {
+        snprintf(num, sizeof num, "%u", o->fbins);
+        add_arg(&s, &len, &cap, "--bins");
+        add_arg(&s, &len, &cap, num);
+    }
+    if (r->has_float && o->range_set) {
+        char range[64];
+        snprintf(range, sizeof range, "%.17g:%.17g", o->range_lo, o->range_hi);
+        add_arg(&s, &len, &cap, "--range");
+        add_arg(&s, &len, &cap, range);
+    }
     if (o->reference) {
         add_arg(&s, &len, &cap, "--reference");
         add_arg(&s, &len, &cap, o->reference);
@@ -376,9 +386,14 @@ int hq_report_open(const hq_report_cfg *cfg, hq_report **out, hq_err *err)
     if (!rc) {
         r->cfg = *cfg;
         r->provenance = cfg->inv->format == HQ_FMT_HDF5 && cfg->scope != HQ_SCOPE_GLOBAL;
+        for (size_t i = 0; i < cfg->inv->n; i++)
+            r->has_float |= !cfg->inv->items[i].bad && cfg->inv->items[i].sample == HQ_SAMPLE_FLOAT;
+        /* The page's thumbnails and plots are made for integer levels. */
+        if (cfg->o->report && r->has_float)
+            rc = hq_fail(err, HQ_EUSAGE, "%s: --report does not support float data yet", cfg->o->input);
         r->options = options_line(r);
         r->command_line = command_line();
-        if (cfg->o->report && cfg->c->rank == 0)
+        if (!rc && cfg->o->report && cfg->c->rank == 0)
             rc = check_dir(r, err);
         if (!rc && cfg->o->report)
             rc = pick_samples(r, err);
@@ -742,7 +757,7 @@ static int write_global(hq_report *r, FILE *f, hq_err *err)
 {
     if (!r->global_hist)
         return 0;
-    hq_mode m = {1, 1, 8, r->cfg.o->color};
+    hq_mode m = {1, 1, 8, r->cfg.o->color, 0};
     for (size_t i = 0; i < r->cfg.inv->n; i++)
         if (!r->cfg.inv->items[i].bad) {
             m = mode_of(r, i);

@@ -47,4 +47,5 @@ const hq_io_ops hq_hdf5_ops = {
     .output_state = hdf5_output_state,
     .sync_path = hdf5_sync_path,
     .check_metadata = hdf5_check_metadata,
+    .set_threads = hdf5_set_threads,
 };

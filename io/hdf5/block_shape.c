@@ -97,3 +97,16 @@ int hdf5_walk_next(chunk_walk *w)
     walk_step(w);
     return 1;
 }
+
+/* The dataset's extent in the order block_extent uses (slices, rows, columns, channels, as the
+ * dataset has them). Returns the rank. */
+int hdf5_item_dims(const hq_io *io, uint64_t item, uint64_t *dims)
+{
+    const hq_item *it = &io->inv.items[item];
+    const hq_block all = {item, 0, it->slices, 0, it->height, 0, it->width};
+    hsize_t start[MAX_RANK], count[MAX_RANK];
+    const int k = hdf5_block_extent(it, io->frank[item], &all, start, count);
+    for (int i = 0; i < k; i++)
+        dims[i] = count[i];
+    return k;
+}

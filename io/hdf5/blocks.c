@@ -209,7 +209,10 @@ static int transfer(hq_io *io, uint64_t item, const hq_block *b, int collective,
             return rc;
     }
     static unsigned char nothing;
-    const hid_t mtype = it->sample_bytes == 2 ? H5T_NATIVE_UINT16 : H5T_NATIVE_UINT8;
+    const hid_t mtype = it->sample == HQ_SAMPLE_FLOAT ? (it->sample_bytes == 8 ? H5T_NATIVE_DOUBLE : H5T_NATIVE_FLOAT)
+                        : it->sample == HQ_SAMPLE_INT ? (it->sample_bytes == 2 ? H5T_NATIVE_INT16 : H5T_NATIVE_INT8)
+                        : it->sample_bytes == 2        ? H5T_NATIVE_UINT16
+                                                       : H5T_NATIVE_UINT8;
     hid_t mspace = H5I_INVALID_HID, fspace = H5Dget_space(d);
     herr_t st = -1;
     /* Compressed input is read independently even when the caller asks for a collective read (the
@@ -217,7 +220,16 @@ static int transfer(hq_io *io, uint64_t item, const hq_block *b, int collective,
      * chunks trusts a damaged chunk index that its independent read refuses, and dies in its
      * Fletcher-32 check on a chunk listed twice, once with size 0 (fuzz/regress/hdf5/chunk-index-*). */
     const int coll_io = collective && (writing || !it->collective);
-    if (fspace >= 0 && select_block(fspace, it, io->frank[item], b, &mspace) >= 0) {
+    /* The direct path (direct_io.c) moves the block itself where it can; else HDF5, as before. */
+    const int direct = b && !rc && hdf5_direct_wanted(io, item, writing, coll_io) &&
+                       hdf5_direct_transfer(io, item, b, buf, writing) == 0;
+    if (b) {
+        io->blocks[writing]++;
+        io->direct_blocks[writing] += (uint64_t)direct;
+    }
+    if (direct)
+        st = 0;
+    else if (fspace >= 0 && select_block(fspace, it, io->frank[item], b, &mspace) >= 0) {
         const hid_t dxpl = coll_io ? io->dxpl_coll : io->dxpl_ind;
         void *p = b ? buf : &nothing;
         /* by_chunk: 1 leaves the whole block to HDF5, 0 moved it, -1 failed */
@@ -238,7 +250,7 @@ static int transfer(hq_io *io, uint64_t item, const hq_block *b, int collective,
         else
             rc = hq_fail(err, HQ_EIO, "%s:%s: %s failed (collective, no selection)%s", file, it->name, verb, det);
     }
-    if (st >= 0 && coll_io)
+    if (st >= 0 && coll_io && !direct)
         hdf5_note_fallback(io, item, writing);
     if (mspace >= 0)
         H5Sclose(mspace);

@@ -17,6 +17,7 @@
 /* Closes the output's datasets and file; a failure here is a failed flush (disk full). */
 static int close_output_ids(hq_io *io, hq_err *err)
 {
+    hdf5_direct_close_output(io);
     int rc = 0;
     char det[512];
     for (size_t i = 0; io->out_dset && i < io->inv.n; i++) {
@@ -95,6 +96,7 @@ int hdf5_close(hq_io *io, int commit, const hq_run_meta *meta, hq_err *err)
         return 0;
     hdf5_quiet();
     hdf5_report_fallbacks(io);
+    hdf5_report_direct(io);
     const int had_output = io->part_ours;
     int rc = 0, keep = 0;
     if (had_output) {

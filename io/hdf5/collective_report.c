@@ -1,7 +1,9 @@
 /* collective_report.c — verbose mode: when HDF5 silently turned a collective transfer
  * independent, remember why (hdf5_note_fallback, after each collective transfer) and say so once
  * for the whole run at close (hdf5_report_fallbacks, collective: one line from rank 0 with the
- * count, the first dataset and the union of H5Pget_mpio_no_collective_cause over all ranks). */
+ * count, the first dataset and the union of H5Pget_mpio_no_collective_cause over all ranks).
+ * hdf5_report_direct (collective, verbose): one note from rank 0 with how many blocks, over all
+ * ranks, the direct path (direct_io.c) moved, and on how many threads a rank. */
 #include <stdio.h>
 
 #include "hdf5_internal.h"
@@ -72,4 +74,19 @@ void hdf5_report_fallbacks(hq_io *io)
     fprintf(stderr, "histeq_dist: HDF5 fell back to independent I/O in %llu of %llu collective transfers (first: %s "
             "%s:%s): %s\n", (unsigned long long)all[0], (unsigned long long)all[1], writing ? "writing" : "reading",
             writing && io->out_path ? io->out_path : io->inv.root, io->inv.items[first_all / 2].name, why);
+}
+
+void hdf5_report_direct(hq_io *io)
+{
+    int verbose = io->verbose, any_verbose = 0;
+    MPI_Allreduce(&verbose, &any_verbose, 1, MPI_INT, MPI_MAX, io->comm);
+    if (!any_verbose)
+        return;
+    uint64_t mine[4] = {io->direct_blocks[0], io->blocks[0], io->direct_blocks[1], io->blocks[1]}, all[4] = {0};
+    MPI_Reduce(mine, all, 4, MPI_UINT64_T, MPI_SUM, 0, io->comm);
+    if (io->rank == 0)
+        fprintf(stderr, "histeq_dist: note: HDF5 direct path: %llu of %llu blocks read, %llu of %llu written (%d "
+                "thread%s a rank%s)\n", (unsigned long long)all[0], (unsigned long long)all[1],
+                (unsigned long long)all[2], (unsigned long long)all[3], hdf5_pool_threads(io->pool),
+                hdf5_pool_threads(io->pool) == 1 ? "" : "s", io->direct ? "" : ", off: HQ_HDF5_DIRECT=0");
 }

@@ -172,6 +172,7 @@ void hdf5_empty_output(hq_io *io)
 /* Undoes create_output: closes what it opened and removes OUT.part. Collective. */
 static void drop_output(hq_io *io)
 {
+    hdf5_direct_close_output(io);
     if (io->out_file >= 0)
         hdf5_empty_output(io);
     for (size_t i = 0; io->out_dset && i < io->inv.n; i++)
@@ -295,6 +296,8 @@ int hdf5_create_output(hq_io *io, const hq_out_opts *o, MPI_Comm comm, hq_err *e
             rc = hq_fail(err, HQ_EIO, "%s: cannot flush %s", io->out_path, io->part_path);
         rc = hdf5_agree(io->comm, rc, err);
     }
+    if (!rc)
+        hdf5_direct_note_output(io);
     if (rc)
         drop_output(io);
     return rc;

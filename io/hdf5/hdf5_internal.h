@@ -6,10 +6,13 @@
  * ranks), open_input.c, block_shape.c (where a block lies, chunk walks), blocks.c (read/write of a
  * block), collective_report.c (collective transfers HDF5 made independent), reserve.c (disk space
  * reserved ahead), output_layout.c (an output dataset laid out like its input), create_output.c,
- * provenance.c (the run recorded in the output), close.c.
+ * provenance.c (the run recorded in the output), close.c; and the direct path, which moves pixel
+ * bytes outside HDF5: direct.c (which datasets, their file offsets), direct_io.c (one block cut
+ * into tasks), pool.c (the workers), codec.c (deflate, shuffle, byte swap).
  *
  * struct hq_io is the state of one opened input and its output; every function here takes it from
- * the one thread that calls the backend (HDF5 1.10 is not thread-safe). */
+ * the one thread that calls the backend (HDF5 1.10 is not thread-safe), except the direct path's
+ * tasks, which run on pool.c's workers and make no HDF5 call. */
 #ifndef HQ_HDF5_INTERNAL_H
 #define HQ_HDF5_INTERNAL_H
 
@@ -24,6 +27,7 @@
 #define OWN_HIST OWN_GROUP "/global_histogram"
 #define OWN_GLOBAL_LUT OWN_GROUP "/global_lut"
 #define OWN_LUTS OWN_GROUP "/lut" /* + each dataset's path: that dataset's per-image LUTs */
+#define OWN_RANGES OWN_GROUP "/range" /* + each float dataset's path: each slice's binning [min, max] */
 #define OWN_VERSION_ATTR "histeq_dist_version"
 #define OWN_COMPLETE_ATTR "histeq_dist_complete" /* written last: a file without it is unfinished */
 #define MAX_RANK 4
@@ -33,6 +37,35 @@
 /* Per item flags: whether the output dataset is filtered (then parallel HDF5 1.10 writes it only
  * collectively); whether the item's blocks travel in chunk order (see chunk_order_ok). */
 enum { OUT_FILTERED = 4, CHUNK_ORDER = 8 };
+
+typedef struct hdf5_pool hdf5_pool;
+typedef struct hdf5_codec hdf5_codec;
+
+/* How the direct path sees one side (input or output dataset) of an item. */
+enum { DIRECT_NONE = 0, DIRECT_CONTIG, DIRECT_CHUNKED, DIRECT_FILTERED };
+enum { FILT_SHUFFLE = 1, FILT_DEFLATE = 2 };
+#define PIPE_MAX 4
+typedef struct hdf5_side {
+    int kind;               /* DIRECT_NONE: every block of this side goes through HDF5 */
+    int swap;               /* 16-bit samples stored big-endian */
+    uint64_t addr;          /* DIRECT_CONTIG: where the data starts in the file */
+    int nfilt;              /* DIRECT_FILTERED: the pipeline, in HDF5's order (encoding order) */
+    unsigned char filt[PIPE_MAX];
+    int level;              /* deflate level */
+    size_t shuffle_elem;    /* shuffle's element size */
+    uint64_t *chunk_addr;   /* unfiltered chunked output: every chunk's address, row-major over the grid */
+} hdf5_side;
+
+typedef struct hdf5_direct {
+    hdf5_side in, out;
+} hdf5_direct;
+
+/* A worker's own buffers and codec, kept from block to block. */
+typedef struct hdf5_scratch {
+    unsigned char *buf[3];
+    size_t len[3];
+    hdf5_codec *codec;
+} hdf5_scratch;
 
 struct hq_io {
     MPI_Comm comm; /* our own duplicate, so our collectives never mix with the caller's */
@@ -60,6 +93,15 @@ struct hq_io {
     uint32_t fell_causes;
     unsigned char *stage; /* one chunk, for by_chunk's row-order writes */
     size_t stage_bytes;
+    /* The direct path (direct*.c): pixel bytes moved by the backend's workers, HDF5 giving only
+     * the addresses. Off with HQ_HDF5_DIRECT=0. */
+    int direct;
+    hdf5_direct *dir;      /* per item */
+    int in_fd, out_fd;     /* the input and OUT.part, opened again for pread/pwrite; -1: none */
+    hdf5_pool *pool;       /* set_threads; NULL: the calling thread alone */
+    hdf5_scratch *scratch; /* per thread of the pool */
+    int nscratch;
+    uint64_t blocks[2], direct_blocks[2]; /* [writing]: blocks moved, and how many the direct way */
 };
 
 /* The chunks a block touches, walked in odometer order: each step gives the box where the block
@@ -115,6 +157,7 @@ const char *hdf5_block_text(const hq_item *it, const hq_block *b, char *buf, siz
 int hdf5_block_extent(const hq_item *it, int frank, const hq_block *b, hsize_t *start, hsize_t *count);
 int hdf5_walk_begin(chunk_walk *w, const hq_io *io, uint64_t item, const hq_block *b);
 int hdf5_walk_next(chunk_walk *w);
+int hdf5_item_dims(const hq_io *io, uint64_t item, uint64_t *dims);
 
 /* reserve.c */
 int hdf5_reserve_more(hq_io *io, uint64_t more, const char *what, hq_err *err);
@@ -126,6 +169,7 @@ void hdf5_release_reserve(hq_io *io);
 /* collective_report.c */
 void hdf5_note_fallback(hq_io *io, uint64_t item, int writing);
 void hdf5_report_fallbacks(hq_io *io);
+void hdf5_report_direct(hq_io *io);
 
 /* blocks.c */
 int hdf5_needs_collective(const hq_io *io, uint64_t item, int writing);
@@ -155,5 +199,37 @@ int hdf5_close(hq_io *io, int commit, const hq_run_meta *meta, hq_err *err);
 int hdf5_flush(hq_io *io, int collective, hq_err *err);
 int hdf5_output_state(const hq_inventory *inv, const char *out, int *partial, int *finished);
 const char *hdf5_sync_path(const hq_io *io);
+
+/* pool.c */
+hdf5_pool *hdf5_pool_new(int threads);
+int hdf5_pool_threads(const hdf5_pool *p);
+void hdf5_pool_free(hdf5_pool *p);
+int hdf5_pool_run(hdf5_pool *p, uint64_t n, int (*fn)(void *, uint64_t, int), int (*consume)(void *, uint64_t),
+                  void *ctx, uint64_t window);
+
+/* codec.c */
+hdf5_codec *hdf5_codec_new(void);
+void hdf5_codec_free(hdf5_codec *c);
+int hdf5_inflate(hdf5_codec *c, const void *in, size_t n, void *out, size_t want);
+size_t hdf5_deflate_bound(hdf5_codec *c, int level, size_t n);
+size_t hdf5_deflate(hdf5_codec *c, int level, const void *in, size_t n, void *out, size_t cap);
+void hdf5_shuffle(unsigned char *dst, const unsigned char *src, size_t n, size_t elem);
+void hdf5_unshuffle(unsigned char *dst, const unsigned char *src, size_t n, size_t elem);
+void hdf5_swap16(unsigned char *p, size_t n);
+
+/* direct.c */
+void hdf5_direct_init(hq_io *io);
+int hdf5_direct_alloc(hq_io *io);
+void hdf5_direct_note_input(hq_io *io, uint64_t i, hid_t d);
+void hdf5_direct_note_output(hq_io *io);
+void hdf5_direct_close_output(hq_io *io);
+void hdf5_direct_free(hq_io *io);
+void hdf5_set_threads(hq_io *io, int threads);
+int hdf5_scratch_ready(hq_io *io);
+unsigned char *hdf5_scratch_buf(hq_io *io, int worker, int which, size_t bytes);
+int hdf5_direct_wanted(const hq_io *io, uint64_t item, int writing, int coll_io);
+
+/* direct_io.c */
+int hdf5_direct_transfer(hq_io *io, uint64_t item, const hq_block *b, void *buf, int writing);
 
 #endif

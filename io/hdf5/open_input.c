@@ -114,7 +114,7 @@ static int open_item(hq_io *io, uint64_t i, hq_err *err)
     int frank = 0;
     int rc = hdf5_describe_dataset(d, file, it->name, &now, &frank, err);
     if (!rc && (now.slices != it->slices || now.height != it->height || now.width != it->width ||
-                now.channels != it->channels || now.sample_bytes != it->sample_bytes))
+                now.channels != it->channels || now.sample_bytes != it->sample_bytes || now.sample != it->sample))
         rc = hq_fail(err, HQ_EINPUT, "%s:%s: the dataset changed since it was scanned", file, it->name);
     if (rc) {
         H5Dclose(d);
@@ -140,6 +140,7 @@ static int open_item(hq_io *io, uint64_t i, hq_err *err)
         return hq_fail(err, HQ_EIO, "%s:%s: cannot open the dataset%s", file, it->name, det);
     }
     io->in_dset[i] = d;
+    hdf5_direct_note_input(io, i, d);
     return 0;
 }
 
@@ -156,6 +157,7 @@ void hdf5_free_io(hq_io *io)
     hdf5_close_id(&io->in_file, H5Fclose);
     hdf5_close_id(&io->dxpl_coll, H5Pclose);
     hdf5_close_id(&io->dxpl_ind, H5Pclose);
+    hdf5_direct_free(io);
     free(io->in_dset);
     free(io->out_dset);
     free(io->frank);
@@ -189,6 +191,7 @@ static hq_io *new_io(void)
     io->comm = MPI_COMM_NULL;
     io->in_file = io->out_file = H5I_INVALID_HID;
     io->dxpl_coll = io->dxpl_ind = H5I_INVALID_HID;
+    hdf5_direct_init(io);
     return io;
 }
 
@@ -207,7 +210,7 @@ static int prepare_io(hq_io *io, const hq_inventory *inv, hq_err *err)
     io->flags = calloc(n ? n : 1, 1);
     io->dxpl_coll = H5Pcreate(H5P_DATASET_XFER);
     io->dxpl_ind = H5Pcreate(H5P_DATASET_XFER);
-    if (!io->in_dset || !io->frank || !io->flags || !io->in_chunk)
+    if (!io->in_dset || !io->frank || !io->flags || !io->in_chunk || hdf5_direct_alloc(io))
         return hq_fail(err, HQ_EMEM, "%s: out of memory", inv->root);
     for (size_t i = 0; i < n; i++)
         io->in_dset[i] = H5I_INVALID_HID;

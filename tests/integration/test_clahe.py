@@ -296,3 +296,33 @@ def test_report_shows_thumbnails(tmp):
     for i in range(3):
         for when in ("before", "after"):
             assert f"thumb-{i}-{when}.png" in page and (tmp / "rep" / f"thumb-{i}-{when}.png").exists()
+
+
+@pytest.mark.parametrize("dtype,udtype", [(np.int16, np.uint16), (np.int8, np.uint8)])
+def test_signed_data(tmp, dtype, udtype):
+    """int8/int16 go through CLAHE offset to unsigned (the sign bit flipped), as through equalize:
+    OpenCV's CLAHE of the offset image, shifted back, on 1 and 3 ranks (blocks cut over ranks)."""
+    off = 1 << (8 * np.dtype(dtype).itemsize - 1)
+    u = ref.low_contrast(130, 117, 3 * off // 4, 5 * off // 4, udtype, 61)
+    im = (u.astype(np.int64) - off).astype(dtype)
+    with h5py.File(tmp / "in.h5", "w") as f:
+        f.create_dataset("ct", data=im, chunks=(26, 39))
+    want = (cv2.createCLAHE(2.0, (4, 3)).apply(u).astype(np.int64) - off).astype(dtype)
+    for np_ in (None, 3):
+        out = tmp / f"out{np_}.h5"
+        equalize(tmp / "in.h5", out, "--method", "clahe", "--clahe-grid", "3x4", "--clip-limit", "2", "--block", "2K",
+                 np_=np_)
+        with h5py.File(out, "r") as f:
+            assert f["ct"].dtype == dtype
+            assert_array_equal(f["ct"][()], want, f"{np.dtype(dtype).name} CLAHE vs cv2 on the offset image")
+
+
+def test_float_data_refused(tmp):
+    """CLAHE counts integer levels: a float dataset is refused in one line, exit 2, nothing written."""
+    with h5py.File(tmp / "in.h5", "w") as f:
+        f.create_dataset("u8", data=np.zeros((20, 30), np.uint8))
+        f.create_dataset("f32", data=np.linspace(0, 1, 600, dtype=np.float32).reshape(20, 30))
+    r = run(["-i", tmp / "in.h5", "-o", tmp / "out.h5", "--method", "clahe"])
+    assert r.rc == 2, str(r)
+    assert len(r.hq_lines) == 1 and "f32: --method clahe does not apply to float data" in r.hq_lines[0], str(r)
+    assert not (tmp / "out.h5").exists()

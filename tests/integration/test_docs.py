@@ -6,7 +6,7 @@ loops stay whole) and run one after the other, in the order of the documents, wi
 root of a fresh copy of the source tree (its tracked and untracked, not ignored files, plus a copy
 of the build that HQ_BIN belongs to as build/), with histeq_dist on PATH. README's ```python
 blocks run with python3 the same way. The files the usage examples name (dataset.h5, scans.h5,
-slides/, huge.h5, phantoms.h5, in.h5/out.h5) are made first, small.
+body.h5, slides/, huge.h5, phantoms.h5, in.h5/out.h5) are made first, small.
 
 What cannot run here is in SKIP, each with its reason: a GPU, a SLURM controller, the network, the
 reader's own data, placeholders, or minutes of benchmark. A chain `A && B` is judged piece by
@@ -180,6 +180,8 @@ def ws(tmp_path_factory):
     h5_stack(root / "dataset.h5", {"stack": (u16(4, 48, 100), {})})
     h5_stack(root / "scans.h5", {"ct/volume": (u16(5, 40, 101), {"chunks": (1, 40, 40), "compression": "gzip"}),
                                  "ct/scout": (u16(1, 50, 102)[0], {})})
+    y, x = np.mgrid[0:40, 0:40]
+    h5_stack(root / "body.h5", {"mask": ((((y - 20) ** 2 + (x - 20) ** 2) < 15 ** 2).astype(np.uint8), {})})
     h5_stack(root / "huge.h5", {"image": (ref.low_contrast(300, 400, 60, 120, np.uint8, seed=103),
                                           {"chunks": (100, 100)})})
     h5_stack(root / "in.h5", {"ct/volume": (u16(8, 32, 104), {})})

@@ -186,6 +186,11 @@ def test_mask_png_directory_and_file(tmp):
     equalize(d, out, "--mask", md)
     for name, img in imgs.items():
         assert_array_equal(read_png(out / name), ref.process_one(img, 8, mask=masks[name]), name)
+    # Masks read by several I/O threads at once, on 1 and 2 ranks: the same files.
+    for n in (None, 2):
+        out_t = tmp / f"out_threads{n}"
+        equalize(d, out_t, "--mask", md, "--io-threads", "3", np_=n)
+        assert_same_output(str(out), str(out_t))
     # A mask PNG inside the input directory masks the others and is not equalized itself.
     d2 = tmp / "in2"
     os.makedirs(d2)
@@ -240,6 +245,9 @@ def test_mask_mismatches(tmp, np_):
     pngio.write(md / "a0.png", np.ones((10, 10), np.uint8), 8, pngio.GRAY)
     r = run(["-i", d, "-o", tmp / "o", "--mask", md], np_)
     one_line(r, E_INPUT, "a1.png")
+    write_h5(tmp / "pm.h5", m=np.ones((10, 10), np.uint8))
+    r = run(["-i", d, "-o", tmp / "o", "--mask", f"{tmp / 'pm.h5'}:/m"], np_)
+    one_line(r, E_INPUT, "pm.h5")
     r = run(["-i", d, "-o", tmp / "o", "--mask-apply", "inside"], np_)
     one_line(r, E_USAGE, "--mask-apply")
 

@@ -143,3 +143,27 @@ def test_kill_and_resume(tmp):
     assert_same_output(str(want), str(out))
     with h5py.File(want, "r") as fw, h5py.File(out, "r") as fo:
         assert np.array_equal(fw["histeq_dist/lut/ct/volume"][()], fo["histeq_dist/lut/ct/volume"][()])
+
+
+def test_report_shows_the_datasets_histogram(tmp):
+    """--report under scope dataset: a sampled image's section holds its dataset's histogram and
+    LUT (checked against numpy like scope image's in test_report.py), its thumbnails its own slice."""
+    from test_report import check_section, check_summary, check_thumbs, decode_thumbs, parse_report
+    inp = tmp / "in.h5"
+    stack = ref.stack_of(5, 30, 40, 200, 3000, np.uint16, seed=77)
+    with h5py.File(inp, "w") as f:
+        f["v"] = stack
+    out, rep = tmp / "out.h5", tmp / "rep"
+    run_ok(["--input", inp, "--output", out, "--scope", "dataset", "--bits", "12", "--report", rep,
+            "--report-sample", "2", "--block", "2K"], 2)
+    p = parse_report(rep)
+    check_summary(p, 2, 5, "dataset")
+    thumbs = decode_thumbs(rep, p)
+    with h5py.File(out, "r") as f:
+        got = f["v"][()]
+    assert_array_equal(got, ref.equalize_stack(stack, 12, scope="dataset")[0], "output")
+    secs = [s for s in p.sections if s["kind"] == "image"]
+    assert [s["image"] for s in secs] == [0, 4]
+    for s in secs:
+        check_section(s, list(stack), list(got), 12, "luma", "equalize")
+        check_thumbs(s, stack[s["image"]], got[s["image"]], 12, thumbs)

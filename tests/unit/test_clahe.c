@@ -193,8 +193,8 @@ static void check_pieces(const hq_mode *m, uint64_t h, uint64_t w, uint64_t gy, 
 static void test_engine_pieces(void **state)
 {
     (void)state;
-    const hq_mode gray8 = {1, 1, 8, HQ_COLOR_LUMA}, gray16 = {1, 2, 16, HQ_COLOR_LUMA}, gray12 = {1, 2, 12, HQ_COLOR_LUMA};
-    const hq_mode rgb8 = {3, 1, 8, HQ_COLOR_CHANNELS}, rgba8 = {4, 1, 8, HQ_COLOR_LUMA}, rgb16v = {3, 2, 10, HQ_COLOR_VALUE};
+    const hq_mode gray8 = {1, 1, 8, HQ_COLOR_LUMA, 0}, gray16 = {1, 2, 16, HQ_COLOR_LUMA, 0}, gray12 = {1, 2, 12, HQ_COLOR_LUMA, 0};
+    const hq_mode rgb8 = {3, 1, 8, HQ_COLOR_CHANNELS, 0}, rgba8 = {4, 1, 8, HQ_COLOR_LUMA, 0}, rgb16v = {3, 2, 10, HQ_COLOR_VALUE, 0};
     for (int threads = 1; threads <= 3; threads++) {
         check_pieces(&gray8, 97, 131, 8, 8, threads);
         check_pieces(&gray8, 9, 11, 8, 8, threads); /* padding longer than a tile: reflections of reflections */

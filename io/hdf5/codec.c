@@ -1,0 +1,133 @@
+/* codec.c — the filters the backend runs itself on its workers, bit-compatible with HDF5's own:
+ * deflate (H5Z_FILTER_DEFLATE: a zlib stream, as zlib's compress2 writes it), shuffle
+ * (H5Z_FILTER_SHUFFLE: byte planes), and the byte swap of big-endian 16-bit samples.
+ *
+ * Contract:
+ *  - One hdf5_codec per worker thread (libdeflate's (de)compressors are not shared); everything
+ *    else here is a pure function of its arguments and safe on any thread.
+ *  - hdf5_inflate succeeds only when the stream decodes to exactly `want` bytes; anything else is
+ *    left for HDF5 to judge (the caller falls back to the library path).
+ *  - hdf5_deflate writes a zlib stream any inflater reads (h5py, h5dump, HDF5 itself); its bytes may
+ *    differ from zlib's at the same level, never the data they decode to. With libdeflate (built
+ *    with HQ_HAVE_LIBDEFLATE) both ways run 2-3x faster than zlib; zlib is the fallback. */
+#include <stdlib.h>
+#include <string.h>
+
+#ifdef HQ_HAVE_LIBDEFLATE
+#include <libdeflate.h>
+#else
+#include <zlib.h>
+#endif
+
+#include "hdf5_internal.h"
+
+struct hdf5_codec {
+#ifdef HQ_HAVE_LIBDEFLATE
+    struct libdeflate_decompressor *dec;
+    struct libdeflate_compressor *enc;
+    int enc_level;
+#else
+    int unused;
+#endif
+};
+
+hdf5_codec *hdf5_codec_new(void)
+{
+    return calloc(1, sizeof(hdf5_codec));
+}
+
+void hdf5_codec_free(hdf5_codec *c)
+{
+    if (!c)
+        return;
+#ifdef HQ_HAVE_LIBDEFLATE
+    if (c->dec)
+        libdeflate_free_decompressor(c->dec);
+    if (c->enc)
+        libdeflate_free_compressor(c->enc);
+#endif
+    free(c);
+}
+
+int hdf5_inflate(hdf5_codec *c, const void *in, size_t n, void *out, size_t want)
+{
+#ifdef HQ_HAVE_LIBDEFLATE
+    if (!c->dec && !(c->dec = libdeflate_alloc_decompressor()))
+        return -1;
+    size_t got = 0;
+    return libdeflate_zlib_decompress(c->dec, in, n, out, want, &got) == LIBDEFLATE_SUCCESS && got == want ? 0 : -1;
+#else
+    (void)c;
+    uLongf got = (uLongf)want;
+    return uncompress(out, &got, in, (uLong)n) == Z_OK && got == want ? 0 : -1;
+#endif
+}
+
+#ifdef HQ_HAVE_LIBDEFLATE
+/* The worker's compressor at `level` (HDF5's 0-9 mean the same in libdeflate, which goes to 12). */
+static struct libdeflate_compressor *encoder(hdf5_codec *c, int level)
+{
+    if (c->enc && c->enc_level != level) {
+        libdeflate_free_compressor(c->enc);
+        c->enc = NULL;
+    }
+    if (!c->enc) {
+        c->enc = libdeflate_alloc_compressor(level);
+        c->enc_level = level;
+    }
+    return c->enc;
+}
+#endif
+
+size_t hdf5_deflate_bound(hdf5_codec *c, int level, size_t n)
+{
+#ifdef HQ_HAVE_LIBDEFLATE
+    struct libdeflate_compressor *e = encoder(c, level);
+    return e ? libdeflate_zlib_compress_bound(e, n) : 0;
+#else
+    (void)c;
+    (void)level;
+    return (size_t)compressBound((uLong)n);
+#endif
+}
+
+size_t hdf5_deflate(hdf5_codec *c, int level, const void *in, size_t n, void *out, size_t cap)
+{
+#ifdef HQ_HAVE_LIBDEFLATE
+    struct libdeflate_compressor *e = encoder(c, level);
+    return e ? libdeflate_zlib_compress(e, in, n, out, cap) : 0;
+#else
+    (void)c;
+    uLongf got = (uLongf)cap;
+    return compress2(out, &got, in, (uLong)n, level) == Z_OK ? (size_t)got : 0;
+#endif
+}
+
+/* HDF5's shuffle: byte j of element i goes to plane j, position i; bytes past the last whole
+ * element stay where they are. Elements of one byte are left as they are. */
+void hdf5_shuffle(unsigned char *dst, const unsigned char *src, size_t n, size_t elem)
+{
+    const size_t count = elem > 1 ? n / elem : 0;
+    for (size_t j = 0; j < elem && count; j++)
+        for (size_t i = 0; i < count; i++)
+            dst[j * count + i] = src[i * elem + j];
+    memcpy(dst + count * elem, src + count * elem, n - count * elem);
+}
+
+void hdf5_unshuffle(unsigned char *dst, const unsigned char *src, size_t n, size_t elem)
+{
+    const size_t count = elem > 1 ? n / elem : 0;
+    for (size_t j = 0; j < elem && count; j++)
+        for (size_t i = 0; i < count; i++)
+            dst[i * elem + j] = src[j * count + i];
+    memcpy(dst + count * elem, src + count * elem, n - count * elem);
+}
+
+void hdf5_swap16(unsigned char *p, size_t n)
+{
+    for (size_t i = 0; i + 1 < n; i += 2) {
+        const unsigned char t = p[i];
+        p[i] = p[i + 1];
+        p[i + 1] = t;
+    }
+}

@@ -1,0 +1,275 @@
+/* direct.c — which datasets the direct path may move itself, and what it needs for them: the
+ * file offsets HDF5 gives (H5Dget_offset, H5Dget_chunk_info_by_coord), file descriptors of its own
+ * for pread/pwrite, the worker pool and each worker's scratch. HDF5 1.10 is not thread-safe:
+ * everything here runs on the one thread that calls the backend.
+ *
+ * Contract:
+ *  - A side (input or output dataset) is direct only when its bytes are exactly what the block
+ *    holds, up to a byte swap and the filters codec.c runs: unsigned 8/16-bit integers using every
+ *    bit, little- or big-endian; contiguous with its storage allocated, or chunked and unfiltered,
+ *    or chunked with a pipeline of shuffle and deflate only. Anything else stays with HDF5.
+ *  - A filtered output is direct only with one rank in the communicator: parallel HDF5 1.10 lets
+ *    a rank allocate chunks (H5Dwrite_chunk) only when every rank makes the same allocations, and
+ *    two ranks writing different chunks each lose the other's (tried: 1.10.8, Open MPI, 2 ranks,
+ *    half the chunks read back as zeros). With several ranks it stays collective, through HDF5.
+ *  - hdf5_direct_note_output is collective (the output's chunk index is read with collective
+ *    metadata reads) and makes the same HDF5 calls on every rank; it never fails, a side it cannot
+ *    describe is left to HDF5.
+ *  - HQ_HDF5_DIRECT=0 sends every block through HDF5 as before (for tests and benchmarks). */
+#define _GNU_SOURCE /* O_CLOEXEC */
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "hdf5_internal.h"
+
+/* Larger chunk grids keep the library path for an unfiltered chunked output: their address
+ * table (8 bytes a chunk, on every rank) is not worth it. */
+#define OUT_TABLE_MAX ((uint64_t)1 << 22)
+
+void hdf5_direct_init(hq_io *io)
+{
+    const char *s = getenv("HQ_HDF5_DIRECT");
+    io->direct = !(s && strcmp(s, "0") == 0);
+    io->in_fd = io->out_fd = -1;
+}
+
+int hdf5_direct_alloc(hq_io *io)
+{
+    io->dir = calloc(io->inv.n ? io->inv.n : 1, sizeof *io->dir);
+    return io->dir ? 0 : -1;
+}
+
+/* The type: unsigned, every bit used, 1 or 2 bytes, either byte order. */
+static int plain_type(hid_t d, int *swap)
+{
+    hid_t t = H5Dget_type(d);
+    if (t < 0)
+        return 0;
+    const size_t size = H5Tget_size(t);
+    const H5T_order_t order = H5Tget_order(t);
+    const int ok = H5Tget_class(t) == H5T_INTEGER && H5Tget_sign(t) == H5T_SGN_NONE && (size == 1 || size == 2) &&
+                   H5Tget_precision(t) == 8 * size && H5Tget_offset(t) == 0 &&
+                   (size == 1 || order == H5T_ORDER_LE || order == H5T_ORDER_BE);
+    *swap = ok && size == 2 && order == H5T_ORDER_BE;
+    H5Tclose(t);
+    return ok;
+}
+
+/* The filter pipeline, if codec.c can run every filter of it. */
+static int plain_pipeline(hid_t dcpl, size_t elem, hdf5_side *s)
+{
+    const int nf = H5Pget_nfilters(dcpl);
+    if (nf < 1 || nf > PIPE_MAX)
+        return 0;
+    for (int i = 0; i < nf; i++) {
+        unsigned flags = 0, cd[8];
+        size_t ncd = sizeof cd / sizeof cd[0];
+        char name[32];
+        const H5Z_filter_t f = H5Pget_filter2(dcpl, (unsigned)i, &flags, &ncd, cd, sizeof name, name, NULL);
+        if (f == H5Z_FILTER_DEFLATE && ncd >= 1 && cd[0] <= 9) {
+            s->filt[i] = FILT_DEFLATE;
+            s->level = (int)cd[0];
+        } else if (f == H5Z_FILTER_SHUFFLE) {
+            s->filt[i] = FILT_SHUFFLE;
+            s->shuffle_elem = ncd >= 1 && cd[0] > 0 ? cd[0] : elem;
+        } else {
+            return 0;
+        }
+    }
+    s->nfilt = nf;
+    return 1;
+}
+
+/* Fills *s for dataset d; kind DIRECT_NONE when the direct path cannot take it. */
+static void describe_side(hq_io *io, uint64_t i, hid_t d, hdf5_side *s)
+{
+    memset(s, 0, sizeof *s);
+    hid_t dcpl = d >= 0 ? H5Dget_create_plist(d) : H5I_INVALID_HID;
+    int swap = 0;
+    if (dcpl < 0 || !plain_type(d, &swap) || H5Pget_external_count(dcpl) > 0) {
+        if (dcpl >= 0)
+            H5Pclose(dcpl);
+        H5Eclear2(H5E_DEFAULT);
+        return;
+    }
+    const H5D_layout_t layout = H5Pget_layout(dcpl);
+    s->swap = swap;
+    if (layout == H5D_CONTIGUOUS) {
+        const haddr_t a = H5Dget_offset(d);
+        if (a != HADDR_UNDEF) {
+            s->kind = DIRECT_CONTIG;
+            s->addr = a;
+        }
+    } else if (layout == H5D_CHUNKED && io->in_chunk[i][0] != 0) {
+        if (H5Pget_nfilters(dcpl) == 0)
+            s->kind = DIRECT_CHUNKED;
+        else if (plain_pipeline(dcpl, io->inv.items[i].sample_bytes, s))
+            s->kind = DIRECT_FILTERED;
+    }
+    H5Pclose(dcpl);
+    H5Eclear2(H5E_DEFAULT);
+}
+
+void hdf5_direct_note_input(hq_io *io, uint64_t i, hid_t d)
+{
+    if (!io->direct || !io->dir)
+        return;
+    if (io->in_fd < 0)
+        io->in_fd = open(io->inv.root, O_RDONLY | O_CLOEXEC);
+    if (io->in_fd >= 0)
+        describe_side(io, i, d, &io->dir[i].in);
+}
+
+/* Every chunk's address in an unfiltered chunked output, allocated at creation. Every rank makes
+ * the same calls, to the end, whatever they return. */
+static void chunk_table(hq_io *io, uint64_t i, hdf5_side *s)
+{
+    uint64_t dims[MAX_RANK], grid[MAX_RANK], n = 1, chunk_bytes = io->inv.items[i].sample_bytes;
+    const int k = hdf5_item_dims(io, i, dims);
+    for (int j = 0; j < k; j++) {
+        grid[j] = (dims[j] + io->in_chunk[i][j] - 1) / io->in_chunk[i][j];
+        n *= grid[j];
+        chunk_bytes *= io->in_chunk[i][j];
+    }
+    s->chunk_addr = n <= OUT_TABLE_MAX ? malloc(n * sizeof *s->chunk_addr) : NULL;
+    if (!s->chunk_addr) {
+        s->kind = DIRECT_NONE;
+        return;
+    }
+    int ok = 1;
+    uint64_t idx[MAX_RANK] = {0};
+    for (uint64_t c = 0; c < n; c++) {
+        hsize_t off[MAX_RANK], size = 0;
+        haddr_t addr = HADDR_UNDEF;
+        unsigned mask = 0;
+        for (int j = 0; j < k; j++)
+            off[j] = idx[j] * io->in_chunk[i][j];
+        if (H5Dget_chunk_info_by_coord(io->out_dset[i], off, &mask, &addr, &size) < 0 || addr == HADDR_UNDEF ||
+            size != chunk_bytes)
+            ok = 0;
+        s->chunk_addr[c] = addr;
+        for (int j = k - 1; j >= 0 && ++idx[j] == grid[j]; j--)
+            idx[j] = 0;
+    }
+    H5Eclear2(H5E_DEFAULT);
+    if (!ok) {
+        free(s->chunk_addr);
+        s->chunk_addr = NULL;
+        s->kind = DIRECT_NONE;
+    }
+}
+
+void hdf5_direct_note_output(hq_io *io)
+{
+    if (!io->direct || !io->dir || !io->out_dset)
+        return;
+    /* The same decision on every rank: it decides which collective calls follow. */
+    if (io->out_fd < 0)
+        io->out_fd = open(io->part_path, O_WRONLY | O_CLOEXEC);
+    for (size_t i = 0; i < io->inv.n; i++) {
+        hdf5_side *s = &io->dir[i].out;
+        if (io->inv.items[i].bad || io->out_dset[i] < 0)
+            continue;
+        describe_side(io, i, io->out_dset[i], s);
+        if (s->kind == DIRECT_FILTERED && io->nranks > 1)
+            s->kind = DIRECT_NONE;
+        if (s->kind == DIRECT_CHUNKED)
+            chunk_table(io, i, s);
+    }
+    if (io->out_fd < 0)
+        for (size_t i = 0; i < io->inv.n; i++)
+            if (io->dir[i].out.kind != DIRECT_FILTERED) /* H5Dwrite_chunk needs no descriptor */
+                io->dir[i].out.kind = DIRECT_NONE;
+}
+
+void hdf5_direct_close_output(hq_io *io)
+{
+    for (size_t i = 0; io->dir && i < io->inv.n; i++) {
+        free(io->dir[i].out.chunk_addr);
+        memset(&io->dir[i].out, 0, sizeof io->dir[i].out);
+    }
+    if (io->out_fd >= 0)
+        close(io->out_fd);
+    io->out_fd = -1;
+}
+
+void hdf5_direct_free(hq_io *io)
+{
+    hdf5_direct_close_output(io);
+    if (io->in_fd >= 0)
+        close(io->in_fd);
+    io->in_fd = -1;
+    hdf5_pool_free(io->pool);
+    io->pool = NULL;
+    for (int w = 0; io->scratch && w < io->nscratch; w++) {
+        for (int j = 0; j < 3; j++)
+            free(io->scratch[w].buf[j]);
+        hdf5_codec_free(io->scratch[w].codec);
+    }
+    free(io->scratch);
+    io->scratch = NULL;
+    free(io->dir);
+    io->dir = NULL;
+}
+
+void hdf5_set_threads(hq_io *io, int threads)
+{
+    if (!io || threads < 1 || io->pool)
+        return;
+    io->pool = threads > 1 ? hdf5_pool_new(threads) : NULL;
+    const int n = hdf5_pool_threads(io->pool);
+    hdf5_scratch *s = calloc((size_t)n, sizeof *s);
+    if (!s) {
+        hdf5_pool_free(io->pool);
+        io->pool = NULL;
+        return;
+    }
+    if (io->scratch) /* the calling thread's, made before: it keeps its buffers as the last one */
+        s[n - 1] = io->scratch[0];
+    free(io->scratch);
+    io->scratch = s;
+    io->nscratch = n;
+}
+
+/* Calling thread, before a transfer: every thread's scratch exists (one, without a pool). */
+int hdf5_scratch_ready(hq_io *io)
+{
+    if (!io->scratch) {
+        io->scratch = calloc(1, sizeof *io->scratch);
+        io->nscratch = io->scratch ? 1 : 0;
+    }
+    return io->scratch ? 0 : -1;
+}
+
+/* Worker w's buffer `which` (0-2), at least `bytes` long; NULL when out of memory. Each worker
+ * touches its own only. */
+unsigned char *hdf5_scratch_buf(hq_io *io, int worker, int which, size_t bytes)
+{
+    if (worker < 0 || worker >= io->nscratch)
+        return NULL;
+    hdf5_scratch *s = &io->scratch[worker];
+    if (s->len[which] < bytes) {
+        unsigned char *p = realloc(s->buf[which], bytes);
+        if (!p)
+            return NULL;
+        s->buf[which] = p;
+        s->len[which] = bytes;
+    }
+    return s->buf[which];
+}
+
+/* Whether a block of this item, in this direction, may go the direct way. coll_io: HDF5 would
+ * make the transfer collective; only a one-rank filtered write may still go direct. */
+int hdf5_direct_wanted(const hq_io *io, uint64_t item, int writing, int coll_io)
+{
+    if (!io->direct || !io->dir || item >= io->inv.n)
+        return 0;
+    const hdf5_side *s = writing ? &io->dir[item].out : &io->dir[item].in;
+    if (s->kind == DIRECT_NONE)
+        return 0;
+    if (coll_io)
+        return writing && s->kind == DIRECT_FILTERED && io->nranks == 1;
+    return 1;
+}

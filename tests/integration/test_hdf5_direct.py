@@ -1,0 +1,230 @@
+"""The HDF5 direct path (io/hdf5/direct*.c): pixel bytes moved by the backend's workers with
+pread/pwrite at the offsets HDF5 gives, deflate and shuffle run by the project itself (libdeflate),
+filtered chunks written with H5Dwrite_chunk on one rank. HQ_HDF5_DIRECT=0 keeps the library path,
+as before; both must give the same datasets on every layout (contiguous, chunked, chunks that do not
+divide the image, gzip, shuffle+gzip, big-endian, RGB, stacks), for 1-4 ranks and several thread
+counts. Where both paths write the same bytes (unfiltered outputs; filtered ones written
+collectively by HDF5 on several ranks) the stored bytes of every dataset must be equal, each chunk
+at the same place (the files themselves differ in the times HDF5 records in object headers)."""
+import os
+import re
+import shutil
+import subprocess
+
+import h5py
+import numpy as np
+import pytest
+
+import reference as ref
+from helpers import assert_array_equal, assert_same_output, run_ok
+
+DIRECT_NOTE = re.compile(r"HDF5 direct path: (\d+) of (\d+) blocks read, (\d+) of (\d+) written \((\d+) threads?")
+
+
+def plain_file(p):
+    """Unfiltered datasets of every layout; {dataset: expected}."""
+    stack = ref.stack_of(3, 203, 301, 900, 1400, np.uint16, seed=80)
+    rgb = ref.low_contrast_rgb(150, 171, 40, 90, np.uint8, seed=81)
+    rgb_stack = ref.stack_of(2, 61, 47, 30, 90, np.uint8, seed=82, rgb=True)
+    wide = ref.low_contrast(90, 2000, 60, 120, np.uint8, seed=83)
+    be = ref.low_contrast(77, 91, 300, 900, np.uint16, seed=84)
+    be_stack = ref.stack_of(2, 70, 66, 1000, 3000, np.uint16, seed=85)
+    even = ref.low_contrast(128, 192, 10, 200, np.uint8, seed=86)
+    with h5py.File(p, "w") as f:
+        f.create_dataset("stack", data=stack, chunks=(1, 64, 50))  # edge chunks are partial
+        f.create_dataset("rgb", data=rgb, chunks=(32, 40, 1))  # a chunk holds one channel
+        f.create_dataset("rgb_stack", data=rgb_stack, chunks=(1, 16, 16, 3))
+        f.create_dataset("wide", data=wide)  # contiguous
+        f.create_dataset("be", data=be.astype(">u2"))  # contiguous, big-endian
+        f.create_dataset("be_chunked", data=be_stack.astype(">u2"), chunks=(1, 32, 32))
+        f.create_dataset("even", data=even, chunks=(64, 64))  # chunks divide the image
+        f.create_dataset("deep", data=stack, chunks=(2, 64, 64))  # chunks deeper than a slice
+    return {
+        "/stack": ref.equalize_stack(stack, 16)[0],
+        "/rgb": ref.equalize_one(rgb, 8),
+        "/rgb_stack": ref.equalize_stack(rgb_stack, 8)[0],
+        "/wide": ref.equalize_one(wide, 8),
+        "/be": ref.equalize_one(be, 16),
+        "/be_chunked": ref.equalize_stack(be_stack, 16)[0],
+        "/even": ref.equalize_one(even, 8),
+        "/deep": ref.equalize_stack(stack, 16)[0],
+    }
+
+
+def packed_file(p, big_endian=False):
+    """Filtered datasets: gzip, shuffle+gzip, RGB, stacks, a filter HDF5 keeps (fletcher32), and
+    with big_endian a big-endian gzip one; {dataset: expected}. The library path cannot write that
+    one: parallel HDF5 refuses to write a filtered dataset that needs a type conversion ("Can't
+    perform independent write with filters in pipeline ... datatype conversions were required"),
+    even with one rank; the direct path writes it with one rank."""
+    stack = ref.stack_of(3, 130, 170, 900, 1400, np.uint16, seed=90)
+    gray = ref.low_contrast(120, 130, 10, 60, np.uint8, seed=91)
+    rgb = ref.low_contrast_rgb(100, 90, 40, 90, np.uint8, seed=92)
+    be = ref.low_contrast(77, 91, 300, 900, np.uint16, seed=93)
+    with h5py.File(p, "w") as f:
+        f.create_dataset("gz", data=gray, chunks=(32, 32), compression="gzip", compression_opts=1)
+        f.create_dataset("shuf_gz", data=stack, chunks=(1, 64, 50), compression="gzip", shuffle=True)
+        f.create_dataset("gz_rgb", data=rgb, chunks=(25, 30, 3), compression="gzip", compression_opts=6)
+        if big_endian:
+            f.create_dataset("gz_be", data=be.astype(">u2"), chunks=(20, 91), compression="gzip", shuffle=True)
+        f.create_dataset("fletcher", data=gray, chunks=(60, 65), compression="gzip", fletcher32=True)
+    want = {
+        "/gz": ref.equalize_one(gray, 8),
+        "/shuf_gz": ref.equalize_stack(stack, 16)[0],
+        "/gz_rgb": ref.equalize_one(rgb, 8),
+        "/gz_be": ref.equalize_one(be, 16),
+        "/fletcher": ref.equalize_one(gray, 8),
+    }
+    if not big_endian:
+        del want["/gz_be"]
+    return want
+
+
+def stored_bytes(path):
+    """{dataset: [(chunk offset, filter mask, file address, stored bytes)]}: what lies in the file."""
+    found = {}
+    with h5py.File(path, "r") as f, open(path, "rb") as raw:
+
+        def grab(addr, size):
+            raw.seek(addr)
+            return raw.read(size)
+
+        def visit(name, d):
+            if not isinstance(d, h5py.Dataset) or name.startswith("histeq_dist"):
+                return
+            if d.chunks is None:
+                found[name] = [((), 0, d.id.get_offset(), grab(d.id.get_offset(), d.id.get_storage_size()))]
+                return
+            infos = [d.id.get_chunk_info(i) for i in range(d.id.get_num_chunks())]
+            found[name] = sorted((c.chunk_offset, c.filter_mask, c.byte_offset, grab(c.byte_offset, c.size))
+                                 for c in infos)
+
+        f.visititems(visit)
+    return found
+
+
+def assert_same_stored_bytes(a, b):
+    sa, sb = stored_bytes(a), stored_bytes(b)
+    assert sorted(sa) == sorted(sb)
+    for name in sa:
+        assert len(sa[name]) == len(sb[name]), name
+        for x, y in zip(sa[name], sb[name]):
+            assert x == y, f"{name}: chunk at {x[0]} stored differently (address {x[2]} vs {y[2]})"
+
+
+def direct_counts(r):
+    m = DIRECT_NOTE.search(r.err)
+    assert m, f"no direct-path note\n{r}"
+    return tuple(int(x) for x in m.groups())
+
+
+def equalize_as(inp, out, np_, threads, direct, *opts):
+    r = run_ok(["--input", inp, "--output", out, "--device", "cpu", "--force", "-v", "--threads", threads] +
+               list(opts), np_, env={"HQ_HDF5_DIRECT": "1" if direct else "0"})
+    return direct_counts(r)
+
+
+def library_reference(tmp, inp, np_, threads, *opts):
+    """The library path's output (HQ_HDF5_DIRECT=0), under the name and with the options the new
+    path will use, so that the recorded command line is the same."""
+    out = tmp / "out.h5"
+    counts = equalize_as(inp, out, np_, threads, False, *opts)
+    assert counts[0] == 0 and counts[2] == 0, f"HQ_HDF5_DIRECT=0 moved blocks the direct way: {counts}"
+    ref_out = tmp / f"library_{np_}.h5"
+    os.replace(out, ref_out)
+    return out, ref_out
+
+
+CASES = [(1, 1), (1, 2), (1, 3), (2, 1), (2, 2), (3, 2), (4, 1), (4, 3)]
+
+
+@pytest.mark.parametrize("np_,threads", CASES)
+@pytest.mark.parametrize("block", ["default", "tiles"])
+def test_unfiltered_layouts_same_bytes_as_the_library(tmp, np_, threads, block):
+    inp = tmp / "plain.h5"
+    want = plain_file(inp)
+    opts = ["--block", "12K"] if block == "tiles" else []
+    out, lib = library_reference(tmp, inp, np_, threads, *opts)
+    read, nread, wrote, nwrote, nthreads = equalize_as(inp, out, np_, threads, True, *opts)
+    assert nthreads == threads
+    assert read > 0 and wrote > 0, f"the direct path moved nothing: {read}/{nread} read, {wrote}/{nwrote} written"
+    with h5py.File(out, "r") as f:
+        for name, w in want.items():
+            assert_array_equal(f[name][()].astype(w.dtype), w, f"{np_} ranks, {threads} threads: {name}")
+        assert f["be"].dtype == np.dtype(">u2") and f["be_chunked"].dtype == np.dtype(">u2")
+    assert_same_stored_bytes(out, lib)
+
+
+@pytest.mark.parametrize("np_,threads", CASES)
+def test_filtered_layouts_same_data_as_the_library(tmp, np_, threads):
+    inp = tmp / "packed.h5"
+    want = packed_file(inp)
+    out, lib = library_reference(tmp, inp, np_, threads)
+    read, nread, wrote, nwrote, _ = equalize_as(inp, out, np_, threads, True)
+    assert read > 0, f"no block read the direct way ({read} of {nread})"
+    if np_ == 1:
+        assert wrote > 0, f"one rank: no filtered block written with H5Dwrite_chunk ({wrote} of {nwrote})"
+    else:
+        assert wrote == 0, "several ranks must write filtered datasets collectively, through HDF5"
+    assert_same_output(str(out), str(lib))
+    with h5py.File(out, "r") as f:
+        for name, w in want.items():
+            assert_array_equal(f[name][()].astype(w.dtype), w, f"{np_} ranks, {threads} threads: {name}")
+        assert f["shuf_gz"].shuffle and f["shuf_gz"].compression == "gzip"
+        assert f["gz_rgb"].compression_opts == 6
+        assert f["fletcher"].fletcher32
+    if np_ > 1:  # HDF5 wrote the same compressed bytes either way
+        assert_same_stored_bytes(out, lib)
+
+
+@pytest.mark.skipif(shutil.which("h5dump") is None, reason="h5dump not installed")
+def test_chunks_written_directly_read_back_with_h5dump(tmp):
+    inp = tmp / "packed.h5"
+    want = packed_file(inp, big_endian=True)
+    out = tmp / "out.h5"
+    equalize_as(inp, out, 1, 2, True)
+    for name, w in want.items():
+        p = subprocess.run(["h5dump", "-d", name, "-b", "LE", "-o", str(tmp / "raw.bin"), str(out)],
+                           capture_output=True, text=True)
+        assert p.returncode == 0, f"h5dump cannot read {name}: {p.stderr}"
+        got = np.fromfile(tmp / "raw.bin", dtype=w.dtype.newbyteorder("<")).reshape(w.shape)
+        assert_array_equal(got.astype(w.dtype), w, f"h5dump {name}")
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_one_rank_writes_big_endian_gzip(tmp, threads):
+    inp = tmp / "packed.h5"
+    want = packed_file(inp, big_endian=True)
+    out = tmp / "out.h5"
+    read, nread, wrote, nwrote, _ = equalize_as(inp, out, 1, threads, True)
+    assert wrote > 0
+    with h5py.File(out, "r") as f:
+        assert f["gz_be"].dtype == np.dtype(">u2") and f["gz_be"].shuffle
+        for name, w in want.items():
+            assert_array_equal(f[name][()].astype(w.dtype), w, name)
+
+
+def test_corrupt_chunk_reads_the_same_on_either_path(tmp):
+    """A chunk that does not inflate: the direct path hands the block back to HDF5, whose message
+    the user sees, as before."""
+    inp = tmp / "bad.h5"
+    img = ref.low_contrast(64, 64, 10, 60, np.uint8, seed=95)
+    with h5py.File(inp, "w") as f:
+        f.create_dataset("gz", data=img, chunks=(32, 32), compression="gzip")
+        off = f["gz"].id.get_chunk_info(1).byte_offset
+    with open(inp, "r+b") as fh:
+        fh.seek(off + 2)
+        fh.write(b"\xff" * 16)
+    errs = []
+    for direct in ("0", "1"):
+        r = run_ok_or_fail(["--input", inp, "--output", tmp / "o.h5", "--device", "cpu", "--force"], direct)
+        errs.append(r)
+    assert errs[0] == errs[1], f"library path: {errs[0]}\ndirect path: {errs[1]}"
+    assert errs[0][0] == 4 and "cannot decompress" in errs[0][1]
+
+
+def run_ok_or_fail(args, direct):
+    from helpers import run
+    r = run(args, 1, env={"HQ_HDF5_DIRECT": direct})
+    assert not r.timed_out, str(r)
+    return r.rc, "\n".join(r.hq_lines)
