@@ -298,8 +298,10 @@ static int clahe_case(hq_engine *cpu, hq_engine *gpu, const hq_mode *m, uint64_t
 
 static void clahe_cases(hq_engine *cpu, hq_engine *gpu, int small, tally *t)
 {
+    /* The last two: 8-bit gray LUTs of 100 tile columns too many for shared memory when whole (the
+     * global-memory remap), and one column (no 16-byte vector in a row). */
     static const uint64_t geo[][4] = {{97, 131, 8, 8}, {9, 11, 8, 8}, {64, 40, 3, 5}, {33, 21, 1, 1},
-                                      {1080, 1920, 8, 8}, {517, 1203, 7, 13}};
+                                      {1080, 1920, 8, 8}, {517, 1203, 7, 13}, {31, 1000, 2, 100}, {300, 1, 5, 1}};
     static const uint32_t bitsv[] = {4, 8, 12, 16};
     static const double clips[] = {0.0, 1.0, 2.0, 40.0};
     int caseno = 0;
@@ -309,7 +311,7 @@ static void clahe_cases(hq_engine *cpu, hq_engine *gpu, int small, tally *t)
                 continue;
             for (uint32_t ch = 1; ch <= 4; ch++)
                 for (int color = 0; color < (ch >= 3 ? 3 : 1); color++)
-                    for (int gi = 0; gi < (small ? 4 : 6); gi++) {
+                    for (int gi = 0; gi < (small ? 4 : 8); gi++) {
                         hq_mode m = {ch, bytes, bitsv[bi], (hq_color)color, 0};
                         const int pat = caseno % NPAT, split = caseno % 4 != 3;
                         const double clip = clips[caseno % 4];
