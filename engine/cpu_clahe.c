@@ -208,36 +208,7 @@ static inline __m128 blend4(__m128 a, __m128 b, __m128 c, __m128 d, __m128 x1, _
     return _mm_add_ps(_mm_mul_ps(top, y1), _mm_mul_ps(bot, y2));
 }
 
-/* Four LUT entries (pixels j .. j + 3, values v0 .. v3) as floats, built in registers: four scalar
- * stores read back as one vector would stall on store forwarding. The conversions are exact. */
-#define GATHER4(L, O)                                                                                   \
-    _mm_cvtepi32_ps(_mm_set_epi32((int)(L)[(O)[j + 3] + v3], (int)(L)[(O)[j + 2] + v2], (int)(L)[(O)[j + 1] + v1], \
-                                  (int)(L)[(O)[j] + v0]))
 #endif
-
-/* 8-bit gray, 256 bins: LUTs narrowed to bytes (a quarter of the cache of 16-bit entries). */
-static void row_gray8(uint8_t *px, uint64_t n, const uint8_t *l1, const uint8_t *l2, const cols *c, hq_clahe_w wy)
-{
-    uint64_t j = 0;
-#ifdef __SSE2__
-    const __m128 y1 = _mm_set1_ps(wy.w1), y2 = _mm_set1_ps(wy.w2);
-    for (; j + 4 <= n; j += 4) {
-        const uint32_t v0 = px[j], v1 = px[j + 1], v2 = px[j + 2], v3 = px[j + 3];
-        const __m128 r = blend4(GATHER4(l1, c->o1), GATHER4(l1, c->o2), GATHER4(l2, c->o1), GATHER4(l2, c->o2),
-                                _mm_loadu_ps(c->w1 + j), _mm_loadu_ps(c->w2 + j), y1, y2);
-        __m128i q = _mm_cvtps_epi32(r);
-        q = _mm_packs_epi32(q, q); /* saturating: clamp to [0, 255] */
-        q = _mm_packus_epi16(q, q);
-        const uint32_t four = (uint32_t)_mm_cvtsi128_si32(q);
-        memcpy(px + j, &four, 4);
-    }
-#endif
-    for (; j < n; j++) {
-        const uint32_t v = px[j];
-        px[j] = (uint8_t)hq_clahe_blend(l1[c->o1[j] + v], l1[c->o2[j] + v], l2[c->o1[j] + v], l2[c->o2[j] + v],
-                                        c->wx[j], wy, 255);
-    }
-}
 
 static void row_any(void *row, uint64_t n, const hq_mode *m, const uint16_t *l1, const uint16_t *l2, const cols *c,
                     hq_clahe_w wy)
@@ -383,16 +354,46 @@ static void quad_row(uint16_t *px, uint64_t n, const uint64_t *q, const float *w
         quad_row_body(px, n, q, w1, w2, wx, wy, maxv);
 }
 
+/* The 8-bit form of quad_row_body (same tables: 8-bit LUTs arrive as 16-bit entries). */
+static void quad_row8(uint8_t *px, uint64_t n, const uint64_t *q, const float *w1, const float *w2,
+                      const hq_clahe_w *wx, hq_clahe_w wy, uint32_t maxv)
+{
+    uint64_t j = 0;
+#ifdef __SSE2__
+    const __m128 y1 = _mm_set1_ps(wy.w1), y2 = _mm_set1_ps(wy.w2);
+    const __m128i top = _mm_set1_epi8((char)(uint8_t)maxv);
+    for (; j + 8 <= n; j += 8) {
+        __m128 a, b, c, d;
+        quad_gather4(q, hq_bin(px[j], maxv), hq_bin(px[j + 1], maxv), hq_bin(px[j + 2], maxv),
+                     hq_bin(px[j + 3], maxv), &a, &b, &c, &d);
+        const __m128i r0 = _mm_cvtps_epi32(blend4(a, b, c, d, _mm_loadu_ps(w1 + j), _mm_loadu_ps(w2 + j), y1, y2));
+        quad_gather4(q, hq_bin(px[j + 4], maxv), hq_bin(px[j + 5], maxv), hq_bin(px[j + 6], maxv),
+                     hq_bin(px[j + 7], maxv), &a, &b, &c, &d);
+        const __m128i r1 =
+            _mm_cvtps_epi32(blend4(a, b, c, d, _mm_loadu_ps(w1 + j + 4), _mm_loadu_ps(w2 + j + 4), y1, y2));
+        /* Saturating packs clamp to [0, 255]; then to maxv. */
+        __m128i o = _mm_packus_epi16(_mm_packs_epi32(r0, r1), _mm_setzero_si128());
+        o = _mm_min_epu8(o, top);
+        _mm_storel_epi64((__m128i *)(px + j), o);
+    }
+#else
+    (void)w1;
+    (void)w2;
+#endif
+    for (; j < n; j++)
+        px[j] = (uint8_t)quad_blend(q[hq_bin(px[j], maxv)], wx[j], wy, maxv);
+}
+
 typedef struct chunk {
     uint32_t band, seg;
     uint64_t r0, r1; /* piece rows */
 } chunk;
 
-/* 16-bit gray columns [j0, j0 + n) of the piece, block by block: chunks of rows in block order
+/* Gray columns [j0, j0 + n) of the piece, block by block: chunks of rows in block order
  * (bands, then blocks across, then rows), dealt to threads in a few contiguous runs each, so a
  * thread builds a block's table once per run that enters it, in its own buffer, and the only
  * barrier is the loop's end (a thread waiting at one on a busy machine stalls everyone). */
-static int remap_gray16(int threads, hq_clahe_piece *p, uint64_t j0, uint64_t n, const hq_mode *m,
+static int remap_gray(int threads, hq_clahe_piece *p, uint64_t j0, uint64_t n, const hq_mode *m,
                         const hq_clahe_geom *g, const uint16_t *lut, const cols *c, hq_err *err)
 {
     const uint32_t bins = hq_mode_bins(m), maxv = bins - 1;
@@ -422,7 +423,7 @@ static int remap_gray16(int threads, hq_clahe_piece *p, uint64_t j0, uint64_t n,
             }
     }
     const int64_t runs = (int64_t)threads * RUNS_PER_THREAD;
-    const uint64_t row_len = p->cols * 2, tile_row = g->tiles_x * bins;
+    const uint64_t row_len = p->cols * m->sample_bytes, tile_row = g->tiles_x * bins;
     int failed = 0;
 #pragma omp parallel num_threads(threads)
     {
@@ -445,8 +446,12 @@ static int remap_gray16(int threads, hq_clahe_piece *p, uint64_t j0, uint64_t n,
                 }
                 for (uint64_t y = ck.r0; y < ck.r1; y++) {
                     const hq_clahe_w wy = hq_clahe_weight(p->r0 + y, inv_h, g->tiles_y);
-                    uint16_t *row = (uint16_t *)((uint8_t *)p->data + y * row_len) + j0 + sg.lo;
-                    quad_row(row, sg.hi - sg.lo, q, c->w1 + sg.lo, c->w2 + sg.lo, c->wx + sg.lo, wy, maxv);
+                    uint8_t *row = (uint8_t *)p->data + y * row_len + (j0 + sg.lo) * m->sample_bytes;
+                    if (m->sample_bytes == 2)
+                        quad_row((uint16_t *)row, sg.hi - sg.lo, q, c->w1 + sg.lo, c->w2 + sg.lo, c->wx + sg.lo, wy,
+                                 maxv);
+                    else
+                        quad_row8(row, sg.hi - sg.lo, q, c->w1 + sg.lo, c->w2 + sg.lo, c->wx + sg.lo, wy, maxv);
                 }
             }
         }
@@ -465,48 +470,35 @@ done:
 static int remap_strip(int threads, hq_clahe_piece *p, uint64_t j0, uint64_t n, const hq_mode *m,
                        const hq_clahe_geom *g, const uint16_t *lut, hq_err *err)
 {
-    const uint32_t bins = hq_mode_bins(m), maxv = bins - 1;
+    const uint32_t bins = hq_mode_bins(m);
     const uint64_t hl = (uint64_t)hq_mode_nhist(m) * bins;
     const float inv_w = hq_clahe_inv(g->tile_w), inv_h = hq_clahe_inv(g->tile_h);
-    /* The tiles this strip blends: the blend's tiles grow with the position. */
-    const uint64_t ty0 = hq_clahe_weight(p->r0, inv_h, g->tiles_y).t1;
-    const uint64_t ty1 = hq_clahe_weight(p->r0 + p->rows - 1, inv_h, g->tiles_y).t2;
+    /* The first tile column this strip blends: the blend's tiles grow with the position. */
     const uint64_t tx0 = hq_clahe_weight(p->c0 + j0, inv_w, g->tiles_x).t1;
-    const uint64_t tx1 = hq_clahe_weight(p->c0 + j0 + n - 1, inv_w, g->tiles_x).t2;
-    const uint64_t nty = ty1 - ty0 + 1, ntx = tx1 - tx0 + 1;
-    const int narrow = m->channels == 1 && m->sample_bytes == 1 && maxv == 255;
     cols c = {malloc(n * sizeof *c.wx), malloc(n * sizeof *c.o1), malloc(n * sizeof *c.o2), malloc(n * sizeof *c.w1),
               malloc(n * sizeof *c.w2)};
-    uint8_t *lut8 = narrow ? malloc(nty * ntx * 256) : NULL;
     int rc = 0;
-    if (!c.wx || !c.o1 || !c.o2 || !c.w1 || !c.w2 || (narrow && !lut8)) {
+    if (!c.wx || !c.o1 || !c.o2 || !c.w1 || !c.w2) {
         rc = hq_fail(err, HQ_EMEM, "cpu engine: out of memory for CLAHE weights");
         goto done;
     }
-    /* Offsets into the LUTs of tiles [tx0, tx1] of a tile row (narrowed to bytes for 8-bit). */
+    /* Offsets into the LUTs of tiles [tx0, tx1] of a tile row. */
     for (uint64_t j = 0; j < n; j++) {
         c.wx[j] = hq_clahe_weight(p->c0 + j0 + j, inv_w, g->tiles_x);
         c.w1[j] = c.wx[j].w1;
         c.w2[j] = c.wx[j].w2;
-        c.o1[j] = (uint32_t)((c.wx[j].t1 - tx0) * (narrow ? 256 : hl));
-        c.o2[j] = (uint32_t)((c.wx[j].t2 - tx0) * (narrow ? 256 : hl));
+        c.o1[j] = (uint32_t)((c.wx[j].t1 - tx0) * hl);
+        c.o2[j] = (uint32_t)((c.wx[j].t2 - tx0) * hl);
     }
-    if (m->channels == 1 && m->sample_bytes == 2) {
-        rc = remap_gray16(threads, p, j0, n, m, g, lut, &c, err);
+    if (m->channels == 1) {
+        rc = remap_gray(threads, p, j0, n, m, g, lut, &c, err);
         goto done;
     }
-    for (uint64_t ty = ty0; narrow && ty <= ty1; ty++)
-        for (uint64_t k = 0; k < ntx * 256; k++)
-            lut8[(ty - ty0) * ntx * 256 + k] = (uint8_t)lut[(ty * g->tiles_x + tx0) * 256 + k];
     const uint64_t px_len = (uint64_t)m->channels * m->sample_bytes, row_len = p->cols * px_len;
 #pragma omp parallel for schedule(dynamic, 16) num_threads(threads)
     for (int64_t i = 0; i < (int64_t)p->rows; i++) {
         const hq_clahe_w wy = hq_clahe_weight(p->r0 + (uint64_t)i, inv_h, g->tiles_y);
         void *row = (uint8_t *)p->data + (uint64_t)i * row_len + j0 * px_len;
-        if (narrow) {
-            row_gray8(row, n, lut8 + (wy.t1 - ty0) * ntx * 256, lut8 + (wy.t2 - ty0) * ntx * 256, &c, wy);
-            continue;
-        }
         const uint16_t *l1 = lut + (wy.t1 * g->tiles_x + tx0) * hl, *l2 = lut + (wy.t2 * g->tiles_x + tx0) * hl;
         row_any(row, n, m, l1, l2, &c, wy);
     }
@@ -516,7 +508,6 @@ done:
     free(c.o2);
     free(c.w1);
     free(c.w2);
-    free(lut8);
     return rc;
 }
 
