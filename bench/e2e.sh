@@ -16,8 +16,9 @@
 # Defaults: --size 1 --gzip-size 1 --pngs 64 --png-side 2048 --runs 3 --warmup 1
 # --dir /dev/shm/hq_e2e (give a disk path to measure a disk); ranks: 1, G and the cores, less
 # repeats. --compare adds the same histeq_dist rows for another binary (e.g. a build of main),
-# labelled "before". Data is made once per size and kept in DIR; outputs are removed before each
-# run (not timed). The device run: --size 8 --gzip-size 8 --pngs 192 --png-side 4096.
+# labelled "before". Data is made once per size and kept in DIR (runs at the same time may share
+# it); each run writes its outputs in a directory of its own under DIR, removed after each command
+# (not timed) and at the end. The device run: --size 8 --gzip-size 8 --pngs 192 --png-side 4096.
 #
 # mpirun gets $HQ_MPIRUN_FLAGS (default: --oversubscribe, and --allow-run-as-root as root) and
 # nothing else: histeq_dist is run as a user would run it.
@@ -60,7 +61,11 @@ echo "# host: $(hostname), $cores CPUs ($(awk -F': ' '/model name/ {print $2; ex
 nvidia-smi -L 2>/dev/null | sed 's/^/#   /' || true
 mkdir -p "$dir"
 echo "# data: $dir on $(stat -f -c %T "$dir") ($(df -h --output=avail "$dir" | tail -1 | tr -d ' ') free)"
-echo "# histeq_dist: $bin ($(git rev-parse --short HEAD 2>/dev/null || echo '?')$(git diff --quiet 2>/dev/null || echo ', with local changes'))${compare:+; before: $compare}"
+rev='not a git checkout'
+if git rev-parse --git-dir >/dev/null 2>&1; then
+  rev=$(git rev-parse --short HEAD)$(git diff --quiet HEAD -- . 2>/dev/null || echo ', with local changes')
+fi
+echo "# histeq_dist: $bin ($rev)${compare:+; before: $compare}"
 echo "# mpirun flags: $mpirun_flags"
 
 # ---- data, made once ----
@@ -75,14 +80,19 @@ fi
 raw=$dir/raw_${size}g.h5
 gz=$dir/gzip_${gzip_size}g.h5
 pngdir=$dir/png_${pngs}x${png_side}
-if [[ $cases == *raw* ]] && [ ! -f "$raw" ]; then "$tools/make_stack" "$raw.tmp" "$size" >/dev/null && mv "$raw.tmp" "$raw"; fi
+# Made under a name of this run's own and renamed into place: runs at the same time never see a
+# half-made input (the loser of a race throws its copy away).
+make_raw() { # path GiB
+  [ -f "$1" ] || { "$tools/make_stack" "$1.tmp$$" "$2" >/dev/null && mv "$1.tmp$$" "$1"; }
+}
+if [[ $cases == *raw* ]]; then make_raw "$raw" "$size"; fi
 if [[ $cases == *gzip* ]] && [ ! -f "$gz" ]; then
-  src=$dir/raw_${gzip_size}g.h5
-  [ -f "$src" ] || { "$tools/make_stack" "$src.tmp" "$gzip_size" >/dev/null && mv "$src.tmp" "$src"; }
-  h5repack -f SHUF -f GZIP=1 "$src" "$gz.tmp" && mv "$gz.tmp" "$gz"
+  make_raw "$dir/raw_${gzip_size}g.h5" "$gzip_size"
+  h5repack -f SHUF -f GZIP=1 "$dir/raw_${gzip_size}g.h5" "$gz.tmp$$" && mv "$gz.tmp$$" "$gz"
 fi
 if [[ $cases == *png* ]] && [ ! -d "$pngdir" ]; then
-  mkdir -p "$pngdir.tmp" && "$tools/make_pngs" "$pngdir.tmp" "$pngs" "$png_side" && mv "$pngdir.tmp" "$pngdir"
+  mkdir -p "$pngdir.tmp$$" && "$tools/make_pngs" "$pngdir.tmp$$" "$pngs" "$png_side"
+  mv -T "$pngdir.tmp$$" "$pngdir" 2>/dev/null || rm -rf "$pngdir.tmp$$"
 fi
 
 cat > "$tools/h5py_copy.py" <<'EOF'
@@ -161,9 +171,10 @@ done
 
 n=${#R_CMD[@]}
 times=$(mktemp -d)
-trap 'rm -rf "$times"' EXIT
+outs=$(mktemp -d "$dir/run.XXXXXX") # this run's outputs, on the data's file system
+trap 'rm -rf "$times" "$outs"' EXIT
 run_row() { # index -> seconds on stdout, or FAIL
-  local k=$1 o="$dir/out_$k" cmd t0 t1
+  local k=$1 o="$outs/out_$k" cmd t0 t1
   rm -rf "$o" "$o.journal"
   cmd=${R_CMD[$k]//OUT/$o}
   t0=$(date +%s.%N)

@@ -169,8 +169,24 @@ static int chunk_place(xfer *x, const chunk_walk *w, const hsize_t *coord, task 
     return 0;
 }
 
+/* Where a whole chunk lands in the block as one run of bytes: dense in chunk order, or in row
+ * order when it spans the block in every dimension but the first (a slice of a stack); else
+ * UINT64_MAX. */
+static uint64_t run_place(const xfer *x, const chunk_walk *w, uint64_t at)
+{
+    if (x->dense)
+        return at;
+    uint64_t plane = x->elem;
+    for (int i = 1; i < x->k; i++) {
+        if (w->n[i] != x->bcount[i])
+            return UINT64_MAX;
+        plane *= x->bcount[i];
+    }
+    return w->in_block[0] * plane;
+}
+
 /* A chunked dataset: a task per chunk the block touches, each covered whole by the block (as far
- * as the dataset reaches); a whole unfiltered chunk that lands dense in the block is a run. */
+ * as the dataset reaches); a whole unfiltered chunk that lands in the block as one run is a run. */
 static int plan_chunks(xfer *x, const hq_block *b)
 {
     chunk_walk w;
@@ -194,8 +210,9 @@ static int plan_chunks(xfer *x, const hq_block *b)
         const int rc = chunk_place(x, &w, coord, &probe);
         if (rc)
             return rc;
-        if (!filtered && x->dense && whole) {
-            if (add_runs(x, probe.file_off, at, x->chunk_bytes, 1, 0, 0))
+        const uint64_t place = !filtered && whole ? run_place(x, &w, at) : UINT64_MAX;
+        if (place != UINT64_MAX) {
+            if (add_runs(x, probe.file_off, place, x->chunk_bytes, 1, 0, 0))
                 return -1;
         } else {
             task *t = add_task(x);

@@ -6,7 +6,7 @@ loops stay whole) and run one after the other, in the order of the documents, wi
 root of a fresh copy of the source tree (its tracked and untracked, not ignored files, plus a copy
 of the build that HQ_BIN belongs to as build/), with histeq_dist on PATH. README's ```python
 blocks run with python3 the same way. The files the usage examples name (dataset.h5, scans.h5,
-body.h5, slides/, huge.h5, phantoms.h5, in.h5/out.h5) are made first, small.
+body.h5, site_a.png, site_b/, slides/, huge.h5, phantoms.h5, in.h5/out.h5) are made first, small.
 
 What cannot run here is in SKIP, each with its reason: a GPU, a SLURM controller, the network, the
 reader's own data, placeholders, or minutes of benchmark. A chain `A && B` is judged piece by
@@ -46,6 +46,12 @@ SKIP = [
     (r"^build/bench/cpu_bench +# everything", "the full benchmark, minutes of both cores; the --only gray8 line runs the same binary"),
     (r"^build/bench/cpu_bench --threads 1,2", "a benchmark, minutes of both cores; the --only gray8 line runs the same binary"),
     (r"^build/png_bench 5", "a benchmark: about 3 minutes of both cores here; its build line runs"),
+    (r"^bash bench/e2e\.sh +# 2-core box", "a benchmark: minutes of both cores and 3 GiB of /dev/shm; the "
+     "quick check of the same script (--size 0.02 ...) runs"),
+    (r"^bash bench/e2e\.sh --cases raw,png --compare /tmp/main/", "compares with a second build the reader made "
+     "(/tmp/main/histeq_dist) and rewrites a kept result file"),
+    (r"^bash bench/e2e\.sh --size 8 ", GPU + ": 8 GiB stacks and 192 PNGs of 4096^2"),
+    (r"^bash bench/e2e\.sh --dir /scratch/me/", "the reader's own disk (/scratch/me)"),
     (r"^bash bench/(device_run|device_full|profile_weak)\.sh", GPU),
     (r"\bnvcc\b|build/dma_paths|^WAYS=", GPU),
     (r"^bash bench/(e2e_hdf5|scaling|vm_memory)\.sh \[", PLACEHOLDERS + " (and its default device is the GPU or 32 GiB of /dev/shm)"),
@@ -179,9 +185,13 @@ def ws(tmp_path_factory):
     u16 = lambda n, s, seed: ref.stack_of(n, s, s, 1000, 1400, np.uint16, seed=seed)
     h5_stack(root / "dataset.h5", {"stack": (u16(4, 48, 100), {})})
     h5_stack(root / "scans.h5", {"ct/volume": (u16(5, 40, 101), {"chunks": (1, 40, 40), "compression": "gzip"}),
-                                 "ct/scout": (u16(1, 50, 102)[0], {})})
-    y, x = np.mgrid[0:40, 0:40]
-    h5_stack(root / "body.h5", {"mask": ((((y - 20) ** 2 + (x - 20) ** 2) < 15 ** 2).astype(np.uint8), {})})
+                                 "ct/scout": (u16(1, 40, 102)[0], {})})
+    yy, xx = np.mgrid[0:40, 0:40]
+    h5_stack(root / "body.h5", {"mask": (((yy - 20) ** 2 + (xx - 20) ** 2 < 15 ** 2).astype(np.uint8), {})})
+    pngio.write(str(root / "site_a.png"), ref.low_contrast(32, 32, 20, 220, np.uint8, seed=108), 8, 0)
+    (root / "site_b").mkdir()
+    for k in range(3):
+        pngio.write(str(root / "site_b" / f"b{k}.png"), ref.low_contrast(32, 32, 60, 120, np.uint8, seed=109 + k), 8, 0)
     h5_stack(root / "huge.h5", {"image": (ref.low_contrast(300, 400, 60, 120, np.uint8, seed=103),
                                           {"chunks": (100, 100)})})
     h5_stack(root / "in.h5", {"ct/volume": (u16(8, 32, 104), {})})

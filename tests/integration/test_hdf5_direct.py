@@ -30,6 +30,7 @@ def plain_file(p):
     be = ref.low_contrast(77, 91, 300, 900, np.uint16, seed=84)
     be_stack = ref.stack_of(2, 70, 66, 1000, 3000, np.uint16, seed=85)
     even = ref.low_contrast(128, 192, 10, 200, np.uint8, seed=86)
+    slices = ref.stack_of(5, 50, 60, 20, 90, np.uint8, seed=87)
     with h5py.File(p, "w") as f:
         f.create_dataset("stack", data=stack, chunks=(1, 64, 50))  # edge chunks are partial
         f.create_dataset("rgb", data=rgb, chunks=(32, 40, 1))  # a chunk holds one channel
@@ -39,6 +40,8 @@ def plain_file(p):
         f.create_dataset("be_chunked", data=be_stack.astype(">u2"), chunks=(1, 32, 32))
         f.create_dataset("even", data=even, chunks=(64, 64))  # chunks divide the image
         f.create_dataset("deep", data=stack, chunks=(2, 64, 64))  # chunks deeper than a slice
+        f.create_dataset("slices", data=slices, chunks=(1, 50, 60))  # a chunk per slice
+        f.create_dataset("be_slices", data=be_stack.astype(">u2"), chunks=(1, 70, 66))
     return {
         "/stack": ref.equalize_stack(stack, 16)[0],
         "/rgb": ref.equalize_one(rgb, 8),
@@ -48,6 +51,8 @@ def plain_file(p):
         "/be_chunked": ref.equalize_stack(be_stack, 16)[0],
         "/even": ref.equalize_one(even, 8),
         "/deep": ref.equalize_stack(stack, 16)[0],
+        "/slices": ref.equalize_stack(slices, 8)[0],
+        "/be_slices": ref.equalize_stack(be_stack, 16)[0],
     }
 
 
@@ -118,17 +123,19 @@ def direct_counts(r):
     return tuple(int(x) for x in m.groups())
 
 
-def equalize_as(inp, out, np_, threads, direct, *opts):
+def equalize_as(inp, out, np_, threads, direct, *opts, env=None):
+    e = {"HQ_HDF5_DIRECT": "1" if direct else "0"}
+    e.update(env or {})
     r = run_ok(["--input", inp, "--output", out, "--device", "cpu", "--force", "-v", "--threads", threads] +
-               list(opts), np_, env={"HQ_HDF5_DIRECT": "1" if direct else "0"})
+               list(opts), np_, env=e)
     return direct_counts(r)
 
 
-def library_reference(tmp, inp, np_, threads, *opts):
+def library_reference(tmp, inp, np_, threads, *opts, env=None):
     """The library path's output (HQ_HDF5_DIRECT=0), under the name and with the options the new
     path will use, so that the recorded command line is the same."""
     out = tmp / "out.h5"
-    counts = equalize_as(inp, out, np_, threads, False, *opts)
+    counts = equalize_as(inp, out, np_, threads, False, *opts, env=env)
     assert counts[0] == 0 and counts[2] == 0, f"HQ_HDF5_DIRECT=0 moved blocks the direct way: {counts}"
     ref_out = tmp / f"library_{np_}.h5"
     os.replace(out, ref_out)
@@ -139,13 +146,16 @@ CASES = [(1, 1), (1, 2), (1, 3), (2, 1), (2, 2), (3, 2), (4, 1), (4, 3)]
 
 
 @pytest.mark.parametrize("np_,threads", CASES)
-@pytest.mark.parametrize("block", ["default", "tiles"])
+@pytest.mark.parametrize("block", ["default", "tiles", "row-order"])
 def test_unfiltered_layouts_same_bytes_as_the_library(tmp, np_, threads, block):
+    """row-order: blocks laid out [slice][row][col] (HQ_BLOCK_ORDER=row), where a whole slice's
+    chunk is still one run of the block."""
     inp = tmp / "plain.h5"
     want = plain_file(inp)
-    opts = ["--block", "12K"] if block == "tiles" else []
-    out, lib = library_reference(tmp, inp, np_, threads, *opts)
-    read, nread, wrote, nwrote, nthreads = equalize_as(inp, out, np_, threads, True, *opts)
+    opts = ["--block", "12K"] if block == "tiles" else ["--block", "300K"] if block == "row-order" else []
+    env = {"HQ_BLOCK_ORDER": "row"} if block == "row-order" else None
+    out, lib = library_reference(tmp, inp, np_, threads, *opts, env=env)
+    read, nread, wrote, nwrote, nthreads = equalize_as(inp, out, np_, threads, True, *opts, env=env)
     assert nthreads == threads
     assert read > 0 and wrote > 0, f"the direct path moved nothing: {read}/{nread} read, {wrote}/{nwrote} written"
     with h5py.File(out, "r") as f:

@@ -152,3 +152,4 @@ def test_auto_leaves_a_shared_gpu_to_the_cpu(tmp):
     r = run_ok(["--input", inp, "--output", tmp / "forced", "--device", "gpu", "-v"], ngpu + 1)
     assert all(p[1].startswith("gpu") for p in plans(r)), str(r)
     assert tree_hash(tmp / "one") == tree_hash(tmp / "shared") == tree_hash(tmp / "forced")
+
