@@ -21,7 +21,10 @@ PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null || echo -lhdf5 -lpng16)
 OPT       ?= -O3
 CFLAGS    ?= $(OPT) -g
-CFLAGS    += -std=c11 -Wall -Wextra -Wshadow -Wno-unknown-pragmas -D_POSIX_C_SOURCE=200809L -fopenmp \
+# -ffp-contract=off: no fused multiply-add anywhere on the host, so float arithmetic that the GPU
+# repeats (core/fbin.h) rounds each operation as written, whatever -march allows, and CLAHE's
+# (core/clahe.h) as OpenCV's does.
+CFLAGS    += -ffp-contract=off -std=c11 -Wall -Wextra -Wshadow -Wno-unknown-pragmas -D_POSIX_C_SOURCE=200809L -fopenmp \
              -DHQ_VERSION=\"$(VERSION)\" $(PKG_CFLAGS) $(SAN)
 # libdeflate (Debian: libdeflate-dev) inflates and deflates HDF5 chunks on the backend's workers, 2-3x
 # faster than zlib; without it zlib does (DEFLATE=0 forces that).
@@ -70,6 +73,10 @@ $(BUILD)/%.o: %.c
 $(BUILD)/gpu/%.o: gpu/%.cu
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVCCFLAGS) -MMD -MP -c $< -o $@
+
+# The float path spells its roundings out (__dsub_rn, __dmul_rn, __ddiv_rn: core/fbin.h); no
+# contraction anywhere else in it either, so it matches the host's -ffp-contract=off.
+$(BUILD)/gpu/gpu_float.o: NVCCFLAGS += -fmad=false
 
 # The man page is the --help text (app/options.c) set in roff by man/usage2man.awk: one source.
 $(BUILD)/man/print_usage: man/print_usage.c $(BUILD)/app/options.o $(BUILD)/core/error.o
@@ -134,7 +141,8 @@ deps:
 	sh .ci/deps.sh
 
 # GPU engine against the CPU engine, every mode, on random data (needs a GPU).
-$(BUILD)/tests/gpu_equal: tests/gpu/gpu_equal.c $(BUILD)/core/error.o $(BUILD)/core/lut.o $(BUILD)/engine/cpu_engine.o \
+$(BUILD)/tests/gpu_equal: tests/gpu/gpu_equal.c $(BUILD)/core/error.o $(BUILD)/core/lut.o $(BUILD)/core/clahe.o \
+                          $(BUILD)/engine/cpu_engine.o $(BUILD)/engine/cpu_clahe.o $(BUILD)/engine/cpu_float.o \
                           $(BUILD)/engine/block_pool.o $(GPU_OBJ)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -o $@ $^ $(LDFLAGS) $(LDLIBS)
@@ -144,15 +152,21 @@ gpu-check: $(BUILD)/tests/gpu_equal
 # Benchmarks (bench/README.md): CPU engine and PNG codec beside OpenCV here; the GPU ones run on a
 # GPU machine through bench/device_run.sh and bench/device_full.sh.
 OPENCV = $$(pkg-config --cflags --libs opencv4)
-$(BUILD)/bench/cpu_bench: bench/cpu_bench.cpp $(BUILD)/core/error.o $(BUILD)/core/lut.o $(BUILD)/engine/cpu_engine.o \
+$(BUILD)/bench/cpu_bench: bench/cpu_bench.cpp $(BUILD)/core/error.o $(BUILD)/core/lut.o $(BUILD)/core/clahe.o \
+                          $(BUILD)/engine/cpu_engine.o $(BUILD)/engine/cpu_clahe.o $(BUILD)/engine/cpu_float.o \
                           $(BUILD)/engine/block_pool.o
+	@mkdir -p $(dir $@)
+	g++ -O2 -std=c++17 -fopenmp -I. -o $@ $^ $(OPENCV)
+$(BUILD)/bench/clahe_bench: bench/clahe_bench.cpp $(BUILD)/core/error.o $(BUILD)/core/lut.o $(BUILD)/core/clahe.o \
+                            $(BUILD)/engine/cpu_engine.o $(BUILD)/engine/cpu_clahe.o $(BUILD)/engine/block_pool.o
 	@mkdir -p $(dir $@)
 	g++ -O2 -std=c++17 -fopenmp -I. -o $@ $^ $(OPENCV)
 $(BUILD)/bench/png_bench: bench/png_bench.cpp $(BUILD)/io/png_codec.o $(BUILD)/core/error.o
 	@mkdir -p $(dir $@)
 	g++ -O2 -std=c++17 -I. -o $@ $^ $(OPENCV) $$(pkg-config --cflags --libs libpng zlib)
-bench: $(BUILD)/bench/cpu_bench $(BUILD)/bench/png_bench
+bench: $(BUILD)/bench/cpu_bench $(BUILD)/bench/png_bench $(BUILD)/bench/clahe_bench
 	$(BUILD)/bench/cpu_bench
+	$(BUILD)/bench/clahe_bench
 	$(BUILD)/bench/png_bench 5
 
 # Fuzzing (fuzz/README.md). `fuzz` builds the libFuzzer harnesses with clang and runs each for
@@ -166,7 +180,7 @@ FUZZ_PYTHON  ?= /usr/bin/python3
 FUZZ_CC      ?= clang-14
 FUZZ_BUILD   := build-fuzz
 FUZZ_TARGETS := png hdf5
-FUZZ_LIB_SRC := $(wildcard io/*.c io/hdf5/*.c) core/error.c jobs/plan.c
+FUZZ_LIB_SRC := $(wildcard io/*.c io/hdf5/*.c) core/error.c core/clahe.c jobs/plan.c
 FUZZ_OBJ     := $(FUZZ_LIB_SRC:%.c=$(FUZZ_BUILD)/obj/%.o) $(FUZZ_BUILD)/obj/fuzz/harness.o
 FUZZ_CFLAGS  := -O1 -g -std=c11 -Wall -Wextra -D_POSIX_C_SOURCE=200809L -DHQ_VERSION=\"$(VERSION)\" \
                 -fno-omit-frame-pointer -fsanitize=fuzzer-no-link,address,undefined \

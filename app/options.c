@@ -3,6 +3,7 @@
 
 #include <ctype.h>
 #include <getopt.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -35,8 +36,13 @@ static const char USAGE[] =
     "      --scope S         image: one CDF per image; dataset: one CDF per dataset (an N x H x W\n"
     "                        stack as one 3-D image; each PNG file is its own); global: one CDF over\n"
     "                        everything (default: image for a collection or stack, global for one image)\n"
-    "      --method M        equalize (default), stretch (linear [min,max] to the full range) or\n"
-    "                        match (each image's histogram mapped onto --reference's)\n"
+    "      --method M        equalize (default), stretch (linear [min,max] to the full range),\n"
+    "                        match (each image's histogram mapped onto --reference's) or\n"
+    "                        clahe (contrast-limited adaptive, per tile: OpenCV's createCLAHE;\n"
+    "                        scope image only, without --mask or --ignore)\n"
+    "      --clahe-grid RxC  clahe: ROWS x COLS tiles (default 8x8; OpenCV's tileGridSize(COLS, ROWS))\n"
+    "      --clahe-tile N    clahe: tiles of about N x N pixels (grid ceil(H/N) x ceil(W/N)) instead\n"
+    "      --clip-limit F    clahe: OpenCV's clipLimit (default 40; 0 or below: no clipping)\n"
     "      --reference REF   with --method match: the target histogram, an image (a PNG, or\n"
     "                        FILE.h5:/dset: one image or a stack, summed) or 'global' (the histogram\n"
     "                        of the whole input); lut[v] = the smallest w with\n"
@@ -51,6 +57,11 @@ static const char USAGE[] =
     "      --color C         RGB: luma (default; BT.601 Y, chroma kept), channels (R, G, B\n"
     "                        independently) or value (V = max(R,G,B); hue and saturation kept)\n"
     "      --bits N          significant bits, 1-16 (default: 8 for uint8, 16 for uint16; e.g. 12 for CT)\n"
+    "      --bins N          float data: N bins of equal width, 2-65536 (default 65536), between the\n"
+    "                        minimum and maximum of each histogram's finite samples; b(x) =\n"
+    "                        min(N-1, floor((x-min)*N/(max-min))); output lut[b]/(N-1), in [0, 1]\n"
+    "      --range LO:HI     float data: bin over [LO, HI] instead of the data's minimum and maximum\n"
+    "                        (no pass over the data to find them; values outside go to the end bins)\n"
     "\n"
     "Resources:\n"
     "      --device D        auto (default), gpu or cpu; auto takes the GPU when every rank on the\n"
@@ -87,7 +98,7 @@ const char *hq_options_usage(void)
 enum { OPT_SCOPE = 256, OPT_COLOR, OPT_METHOD, OPT_BITS, OPT_DEVICE, OPT_THREADS, OPT_MEMORY, OPT_BLOCK,
        OPT_PNG_LEVEL, OPT_ON_ERROR, OPT_FORCE, OPT_VERSION, OPT_PROGRESS, OPT_SUMMARY,
        OPT_RESUME, OPT_REPORT, OPT_REPORT_SAMPLE, OPT_REPORT_SCALE, OPT_IO_THREADS, OPT_IGNORE, OPT_MASK,
-       OPT_MASK_APPLY, OPT_REFERENCE };
+       OPT_MASK_APPLY, OPT_REFERENCE, OPT_CLAHE_GRID, OPT_CLAHE_TILE, OPT_CLIP_LIMIT, OPT_BINS, OPT_RANGE };
 
 static const struct option LONG_OPTS[] = {
     {"input", required_argument, NULL, 'i'},      {"output", required_argument, NULL, 'o'},
@@ -104,7 +115,10 @@ static const struct option LONG_OPTS[] = {
     {"report", required_argument, NULL, OPT_REPORT}, {"report-sample", required_argument, NULL, OPT_REPORT_SAMPLE},
     {"report-scale", required_argument, NULL, OPT_REPORT_SCALE}, {"ignore", required_argument, NULL, OPT_IGNORE},
     {"mask", required_argument, NULL, OPT_MASK},   {"mask-apply", required_argument, NULL, OPT_MASK_APPLY},
-    {"reference", required_argument, NULL, OPT_REFERENCE}, {NULL, 0, NULL, 0},
+    {"reference", required_argument, NULL, OPT_REFERENCE}, {"clahe-grid", required_argument, NULL, OPT_CLAHE_GRID},
+    {"clahe-tile", required_argument, NULL, OPT_CLAHE_TILE}, {"clip-limit", required_argument, NULL, OPT_CLIP_LIMIT},
+    {"bins", required_argument, NULL, OPT_BINS}, {"range", required_argument, NULL, OPT_RANGE},
+    {NULL, 0, NULL, 0},
 };
 
 /* Picks s out of a NULL-terminated list of names; returns its index or -1. */
@@ -126,6 +140,20 @@ static int parse_int(const char *s, long lo, long hi, long *out)
     return 0;
 }
 
+/* "LO:HI", two finite numbers with LO < HI (strtod's syntax, e.g. -1024:3071 or 0:1e-3). */
+static int parse_frange(const char *s, double *lo, double *hi)
+{
+    char *end;
+    *lo = strtod(s, &end);
+    if (end == s || *end != ':')
+        return -1;
+    const char *t = end + 1;
+    *hi = strtod(t, &end);
+    if (end == t || *end)
+        return -1;
+    return isfinite(*lo) && isfinite(*hi) && *lo < *hi ? 0 : -1;
+}
+
 /* "LO" or "LO:HI", 0 <= LO <= HI <= 65535. */
 static int parse_range(const char *s, uint32_t *lo, uint32_t *hi)
 {
@@ -143,6 +171,37 @@ static int parse_range(const char *s, uint32_t *lo, uint32_t *hi)
         return -1;
     *lo = (uint32_t)a;
     *hi = (uint32_t)b;
+    return 0;
+}
+
+/* "8x8", "3X5": ROWSxCOLS, each 1 .. 2^31 - 1. */
+static int parse_grid(const char *s, uint64_t *rows, uint64_t *cols)
+{
+    char *end;
+    if (!isdigit((unsigned char)s[0]))
+        return -1;
+    unsigned long long r = strtoull(s, &end, 10);
+    if (*end != 'x' && *end != 'X')
+        return -1;
+    const char *c = end + 1;
+    if (!isdigit((unsigned char)c[0]))
+        return -1;
+    unsigned long long k = strtoull(c, &end, 10);
+    if (*end || r == 0 || k == 0 || r > 0x7fffffffull || k > 0x7fffffffull)
+        return -1;
+    *rows = r;
+    *cols = k;
+    return 0;
+}
+
+/* A finite decimal number. */
+static int parse_double(const char *s, double *out)
+{
+    char *end;
+    double v = strtod(s, &end);
+    if (end == s || *end || !isfinite(v))
+        return -1;
+    *out = v;
     return 0;
 }
 
@@ -173,7 +232,8 @@ int hq_options_parse(int argc, char **argv, int print, hq_options *o, hq_err *er
 {
     static const char *const SCOPES[] = {"auto", "image", "global", "dataset", NULL};
     static const char *const COLORS[] = {"luma", "channels", "value", NULL};
-    static const char *const METHODS[] = {"equalize", "stretch", "match", NULL};
+    /* In hq_method's order (core/mode.h). */
+    static const char *const METHODS[] = {"equalize", "stretch", "match", "clahe", NULL};
     static const char *const APPLY[] = {"all", "inside", NULL};
     static const char *const DEVICES[] = {"auto", "cpu", "gpu", "copy", NULL};
     static const char *const ON_ERR[] = {"stop", "skip", NULL};
@@ -183,6 +243,10 @@ int hq_options_parse(int argc, char **argv, int print, hq_options *o, hq_err *er
     o->block_bytes = (uint64_t)256 << 20;
     o->progress = 10;
     o->report_sample = 4;
+    o->clahe = (hq_clahe_cfg){8, 8, 0, 40.0};
+    int clahe_set = 0, grid_set = 0;
+    const char *clahe_opt = NULL;
+    o->fbins = 65536;
     opterr = 0;
     optind = 1;
     int c;
@@ -217,7 +281,7 @@ int hq_options_parse(int argc, char **argv, int print, hq_options *o, hq_err *er
             break;
         case OPT_METHOD:
             if ((k = pick(optarg, METHODS)) < 0)
-                return hq_fail(err, HQ_EUSAGE, "--method: '%s' is not one of equalize, stretch, match", optarg);
+                return hq_fail(err, HQ_EUSAGE, "--method: '%s' is not one of equalize, stretch, match, clahe", optarg);
             o->method = (hq_method)k;
             break;
         case OPT_DEVICE:
@@ -234,6 +298,16 @@ int hq_options_parse(int argc, char **argv, int print, hq_options *o, hq_err *er
             if (parse_int(optarg, 1, 16, &v))
                 return hq_fail(err, HQ_EUSAGE, "--bits: '%s' is not a number from 1 to 16", optarg);
             o->bits = (uint32_t)v;
+            break;
+        case OPT_BINS:
+            if (parse_int(optarg, 2, 65536, &v))
+                return hq_fail(err, HQ_EUSAGE, "--bins: '%s' is not a number from 2 to 65536", optarg);
+            o->fbins = (uint32_t)v;
+            break;
+        case OPT_RANGE:
+            if (parse_frange(optarg, &o->range_lo, &o->range_hi))
+                return hq_fail(err, HQ_EUSAGE, "--range: '%s' is not LO:HI with finite LO < HI", optarg);
+            o->range_set = 1;
             break;
         case OPT_THREADS:
             if (parse_int(optarg, 1, 4096, &v))
@@ -277,6 +351,24 @@ int hq_options_parse(int argc, char **argv, int print, hq_options *o, hq_err *er
             o->mask_inside = k;
             break;
         case OPT_REFERENCE: o->reference = optarg; break;
+        case OPT_CLAHE_GRID:
+            if (parse_grid(optarg, &o->clahe.grid_y, &o->clahe.grid_x))
+                return hq_fail(err, HQ_EUSAGE, "--clahe-grid: '%s' is not ROWSxCOLS such as 8x8", optarg);
+            clahe_set = grid_set = 1;
+            clahe_opt = "--clahe-grid";
+            break;
+        case OPT_CLAHE_TILE:
+            if (parse_size(optarg, &o->clahe.tile) || strpbrk(optarg, "KMGTkmgtBb"))
+                return hq_fail(err, HQ_EUSAGE, "--clahe-tile: '%s' is not a number of pixels of at least 1", optarg);
+            clahe_set = 1;
+            clahe_opt = "--clahe-tile";
+            break;
+        case OPT_CLIP_LIMIT:
+            if (parse_double(optarg, &o->clahe.clip))
+                return hq_fail(err, HQ_EUSAGE, "--clip-limit: '%s' is not a number", optarg);
+            clahe_set = 1;
+            clahe_opt = "--clip-limit";
+            break;
         case OPT_PROGRESS:
             if (parse_int(optarg, 0, 86400, &v))
                 return hq_fail(err, HQ_EUSAGE, "--progress: '%s' is not a number of seconds (0 turns it off)", optarg);
@@ -306,6 +398,18 @@ int hq_options_parse(int argc, char **argv, int print, hq_options *o, hq_err *er
         return hq_fail(err, HQ_EUSAGE, "--reference is only used with --method match");
     if (o->mask_inside && !o->mask && !o->ignore)
         return hq_fail(err, HQ_EUSAGE, "--mask-apply inside needs --mask or --ignore");
+    if (clahe_set && o->method != HQ_METHOD_CLAHE)
+        return hq_fail(err, HQ_EUSAGE, "%s only applies to --method clahe", clahe_opt);
+    if (grid_set && o->clahe.tile)
+        return hq_fail(err, HQ_EUSAGE, "--clahe-grid and --clahe-tile contradict each other (give one)");
+    /* CLAHE's tiles are 2-D and local: no histogram spans images, and its tile histograms count
+     * every (padded) position, which a mask or ignored levels would leave with no defined area. */
+    if (o->method == HQ_METHOD_CLAHE && o->scope == HQ_SCOPE_GLOBAL)
+        return hq_fail(err, HQ_EUSAGE, "--method clahe is local to each image: it has no --scope global");
+    if (o->method == HQ_METHOD_CLAHE && o->scope == HQ_SCOPE_DATASET)
+        return hq_fail(err, HQ_EUSAGE, "--method clahe is local to each image: it has no --scope dataset");
+    if (o->method == HQ_METHOD_CLAHE && (o->mask || o->ignore))
+        return hq_fail(err, HQ_EUSAGE, "--method clahe does not take %s", o->mask ? "--mask" : "--ignore");
     if (o->verbose && o->quiet)
         return hq_fail(err, HQ_EUSAGE, "--verbose and --quiet contradict each other");
     return 0;

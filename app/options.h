@@ -7,6 +7,7 @@
 
 #include <stdint.h>
 
+#include "../core/clahe.h"
 #include "../core/error.h"
 #include "../core/mode.h"
 
@@ -18,7 +19,11 @@ typedef struct hq_options {
     hq_scope scope;
     hq_color color;
     hq_method method;
+    hq_clahe_cfg clahe;   /* --method clahe: grid (default 8x8) or tile side, clip limit (default 40) */
     uint32_t bits;        /* 0 = the data's own depth */
+    uint32_t fbins;       /* --bins: bins of float data, 2..65536 (default 65536) */
+    int range_set;        /* --range LO:HI given: float data binned over [range_lo, range_hi], no pass 0 */
+    double range_lo, range_hi;
     hq_device device;
     int threads;          /* 0 = the rank's CPUs (app/placement.h) */
     int io_threads;       /* 0 = the rank's CPUs; formats that cannot take calls at once use one */

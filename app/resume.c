@@ -18,6 +18,17 @@ static void options_text(const hq_options *o, char *buf, size_t len)
         snprintf(buf + n, len - (size_t)n, " ignore=%d:%u:%u mask=%s mask-apply=%s reference=%s", o->ignore,
                  o->ignore_lo, o->ignore_hi, o->mask ? o->mask : "", o->mask_inside ? "inside" : "all",
                  o->reference ? o->reference : "");
+    n = n > 0 && (size_t)n < len ? (int)strlen(buf) : n;
+    /* %.17g: the clip limit exactly, so that any other limit is another run. */
+    if (o->method == HQ_METHOD_CLAHE && n > 0 && (size_t)n < len)
+        snprintf(buf + n, len - (size_t)n, " clahe-grid=%llux%llu clahe-tile=%llu clip-limit=%.17g",
+                 (unsigned long long)o->clahe.grid_y, (unsigned long long)o->clahe.grid_x,
+                 (unsigned long long)o->clahe.tile, o->clahe.clip);
+    n = n > 0 && (size_t)n < len ? (int)strlen(buf) : n;
+    /* Float data: appended only when not the defaults, so journals of integer runs keep their id. */
+    if (n > 0 && (size_t)n < len && (o->fbins != 65536 || o->range_set))
+        snprintf(buf + n, len - (size_t)n, " bins=%u range=%s%.17g:%.17g", o->fbins, o->range_set ? "" : "data:",
+                 o->range_lo, o->range_hi);
 }
 
 /* Rank 0. What is at OUT (an unfinished or a finished output) the format says (io.h). */

@@ -15,6 +15,9 @@
 #include "run.h"
 
 #include <fcntl.h>
+#include <float.h>
+#include <math.h>
+#include <omp.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -24,12 +27,16 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "../core/clahe.h"
+#include "../core/fbin.h"
 #include "../core/lut.h"
+#include "../core/sample.h"
 #include "../engine/engine.h"
 #include "../io/io.h"
 #include "../jobs/journal.h"
 #include "../jobs/plan.h"
 #include "../mpi/progress.h"
+#include "../mpi/tile_rows.h"
 #include "../report/report.h"
 #include "outname.h"
 #include "mask.h"
@@ -93,7 +100,8 @@ typedef struct run {
     pthread_mutex_t tick_mu; /* one progress tick at a time: MPI is initialized SERIALIZED */
     double t[PH_N];
     uint64_t pixels_done, bytes_done; /* written; updated by the thread that writes */
-    uint64_t bytes_histogrammed;      /* pending blocks through pass 1; updated by the compute thread */
+    uint64_t bytes_histogrammed;      /* pending blocks through pass 1, float blocks through pass 0;
+                                         updated by the compute thread */
     hq_progress prog;
     uint64_t nskipped;    /* this rank's skipped inputs (their reasons: my_block.why) */
     char *skipped;        /* the reasons, one line each in block order, once the passes are over */
@@ -109,20 +117,49 @@ typedef struct run {
     uint64_t *target;     /* --method match: the target histogram(s), nhist * bins, the same on every rank */
     /* --mask: the mask opened as a second input, read block by block with the image (app/mask.h) */
     hq_mask *mask;
+    /* Float data (core/fbin.h): each group's binning, from pass 0's reduced extremes or --range;
+     * indexed by group (the image, or 0 under scope global). NULL when no item is float. */
+    hq_fbin *fbin;
+    uint64_t nfgroups;
+    uint8_t *fmine;       /* groups whose binning this rank found itself: whole images in one block,
+                             which pass 0 leaves to pass 1 (they are in memory there anyway) */
+    hq_frange *facc;      /* pass 0 only: each group's extremes so far */
+    uint64_t *finf;       /* pass 0 only: infinite samples met per item */
 } run;
 
 /* ---- small facts derived from the inventory and options ---- */
 
 static hq_mode mode_of(const run *r, uint64_t item)
 {
-    const hq_item *it = &r->inv.items[item];
-    hq_mode m = {it->channels, it->sample_bytes, r->o->bits ? r->o->bits : it->depth, r->o->color};
-    return m;
+    return hq_item_mode(&r->inv.items[item], r->o->bits, r->o->color, r->o->fbins);
 }
 
 static size_t hist_len(const hq_mode *m)
 {
     return (size_t)hq_mode_nhist(m) * hq_mode_bins(m);
+}
+
+static int is_clahe(const run *r)
+{
+    return r->o->method == HQ_METHOD_CLAHE;
+}
+
+/* The item's CLAHE tiles (check_modes has refused the items where the grid does not fit). */
+static hq_clahe_geom geom_of(const run *r, uint64_t item)
+{
+    hq_clahe_geom g = {0};
+    hq_clahe_geom_make(&r->o->clahe, r->inv.items[item].height, r->inv.items[item].width, &g);
+    return g;
+}
+
+/* Counters of one image's histogram group: one histogram per tile under CLAHE. */
+static size_t group_len(const run *r, uint64_t item)
+{
+    const hq_mode m = mode_of(r, item);
+    if (!is_clahe(r))
+        return hist_len(&m);
+    const hq_clahe_geom g = geom_of(r, item);
+    return (size_t)hq_clahe_ntiles(&g) * hist_len(&m);
 }
 
 static uint64_t block_bytes(const run *r, const hq_block *b)
@@ -184,16 +221,42 @@ static int check_modes(run *r, hq_err *err)
         if (it->bad)
             continue;
         images += it->slices;
-        if (r->o->bits && r->o->bits > it->depth)
+        /* Signed samples are equalized offset to unsigned (core/sample.h): every bit is significant. */
+        if (r->o->bits && it->sample == HQ_SAMPLE_INT && r->o->bits != it->depth)
+            return hq_fail(err, HQ_EUSAGE, "%s:%s: --bits does not apply to signed data (int%u: all %u bits are "
+                           "equalized)", it->src, it->name, it->depth, it->depth);
+        /* --ignore names integer levels and match maps onto integer levels: neither means anything yet
+         * for float bins, nor for signed levels (which the engines see offset to unsigned). */
+        if (it->sample != HQ_SAMPLE_UINT && (r->o->ignore || r->o->method == HQ_METHOD_MATCH))
+            return hq_fail(err, HQ_EUSAGE, "%s:%s: %s does not apply to %s data yet", it->src, it->name,
+                           r->o->ignore ? "--ignore" : "--method match",
+                           it->sample == HQ_SAMPLE_FLOAT ? "float" : "signed");
+        /* CLAHE's tiles count integer levels; signed data, which the engines see offset to unsigned,
+         * goes through it as through equalize, float bins do not (yet). */
+        if (it->sample == HQ_SAMPLE_FLOAT && is_clahe(r))
+            return hq_fail(err, HQ_EUSAGE, "%s:%s: --method clahe does not apply to float data yet", it->src, it->name);
+        if (r->o->bits && it->sample != HQ_SAMPLE_FLOAT && r->o->bits > it->depth)
             return hq_fail(err, HQ_EUSAGE, "%s%s%s: --bits %u exceeds the data's %u bits", it->src,
                            r->inv.format == HQ_FMT_HDF5 ? ":" : "", r->inv.format == HQ_FMT_HDF5 ? it->name : "",
                            r->o->bits, it->depth);
+        hq_clahe_geom g;
+        if (is_clahe(r) && hq_clahe_geom_make(&r->o->clahe, it->height, it->width, &g)) {
+            char grid[64];
+            if (r->o->clahe.tile)
+                snprintf(grid, sizeof grid, "--clahe-tile %llu", (unsigned long long)r->o->clahe.tile);
+            else
+                snprintf(grid, sizeof grid, "--clahe-grid %llux%llu", (unsigned long long)r->o->clahe.grid_y,
+                         (unsigned long long)r->o->clahe.grid_x);
+            return hq_fail(err, HQ_EUSAGE, "%s%s%s: %s has more tiles than the image's %llux%llu pixels", it->src,
+                           r->inv.format == HQ_FMT_HDF5 ? ":" : "", r->inv.format == HQ_FMT_HDF5 ? it->name : "",
+                           grid, (unsigned long long)it->height, (unsigned long long)it->width);
+        }
         if (first < 0)
             first = (int)i;
     }
     if (first < 0)
         return hq_fail(err, HQ_EINPUT, "%s: nothing to equalize (every input was left out)", r->o->input);
-    r->scope = r->o->scope != HQ_SCOPE_AUTO ? r->o->scope : images > 1 ? HQ_SCOPE_IMAGE : HQ_SCOPE_GLOBAL;
+    r->scope = r->o->scope != HQ_SCOPE_AUTO ? r->o->scope : images > 1 || is_clahe(r) ? HQ_SCOPE_IMAGE : HQ_SCOPE_GLOBAL;
     /* Match maps every image onto one target: every image must bin alike, as under scope global. */
     if (r->scope != HQ_SCOPE_GLOBAL && r->o->method != HQ_METHOD_MATCH)
         return 0;
@@ -368,12 +431,36 @@ static void choose_io_threads(run *r)
     r->pipe.io_threads = n;
 }
 
+/* CLAHE keeps every tile histogram and LUT of an image it works on (8 + 2 bytes a counter): refused
+ * up front when one image's alone pass the memory budget, rather than failing midway. */
+static int check_clahe_memory(const run *r, uint64_t memory, hq_err *err)
+{
+    for (size_t i = 0; is_clahe(r) && i < r->inv.n; i++) {
+        const hq_item *it = &r->inv.items[i];
+        const uint64_t need = (uint64_t)group_len(r, i) * (sizeof(uint64_t) + sizeof(uint16_t));
+        if (it->bad || need <= memory)
+            continue;
+        char have[32], want[32];
+        size_text(memory, have, sizeof have);
+        size_text(need, want, sizeof want);
+        const hq_clahe_geom g = geom_of(r, i);
+        return hq_fail(err, HQ_EUSAGE, "%s%s%s: CLAHE holds the image's %llux%llu tile histograms (%s), more than "
+                       "--memory %s: use fewer tiles (--clahe-grid, --clahe-tile), fewer --bits or more --memory",
+                       it->src, r->inv.format == HQ_FMT_HDF5 ? ":" : "", r->inv.format == HQ_FMT_HDF5 ? it->name : "",
+                       (unsigned long long)g.tiles_y, (unsigned long long)g.tiles_x, want, have);
+    }
+    return 0;
+}
+
 static int make_plan(run *r, hq_err *err)
 {
     const uint64_t memory = agreed_memory(r);
     /* The plan depends on the depth, so every rank takes the deepest any rank wants (their cores
      * may differ); a rank with fewer I/O threads merely reads further ahead. */
     const uint64_t want = hq_comm_max_u64(r->c, (uint64_t)hq_pipeline_depth_for(r->pipe.io_threads));
+    int mrc = check_clahe_memory(r, memory, err);
+    if (mrc)
+        return mrc;
     hq_plan_item *pi = calloc(r->inv.n ? r->inv.n : 1, sizeof *pi);
     if (!pi)
         return hq_fail(err, HQ_EMEM, "plan: out of memory");
@@ -499,12 +586,13 @@ static int classify_work(run *r, hq_err *err)
 
 /* ---- pending group histograms ---- */
 
-static group_hist *find_group(run *r, uint64_t g, const hq_mode *m, int create)
+/* len: the group's counters, for creating it (0: find only). */
+static group_hist *find_group(run *r, uint64_t g, size_t len)
 {
     for (size_t i = 0; i < r->ngroups; i++)
         if (r->groups[i].group == g)
             return &r->groups[i];
-    if (!create)
+    if (!len)
         return NULL;
     if (r->ngroups == r->cap_groups) {
         size_t cap = r->cap_groups ? r->cap_groups * 2 : 8;
@@ -518,9 +606,9 @@ static group_hist *find_group(run *r, uint64_t g, const hq_mode *m, int create)
     gh->group = g;
     gh->restored = 0;
     gh->empty = 0;
-    gh->len = hist_len(m);
-    gh->hist = calloc(hist_len(m), sizeof *gh->hist);
-    gh->lut = malloc(hist_len(m) * sizeof *gh->lut);
+    gh->len = len;
+    gh->hist = calloc(len, sizeof *gh->hist);
+    gh->lut = malloc(len * sizeof *gh->lut);
     if (!gh->hist || !gh->lut) {
         free(gh->hist);
         free(gh->lut);
@@ -584,30 +672,59 @@ static void note_nothing_counted(const run *r, uint64_t group)
             "unchanged\n", it->src, hdf5 ? ":" : "", hdf5 ? it->name : "", slice);
 }
 
+static int threads_per_rank(const run *r);
+
+/* CLAHE: every tile's LUT, tiles in parallel (each is independent and exact). */
+static int build_clahe_luts(const run *r, uint64_t item, const uint64_t *hist, uint16_t *lut)
+{
+    const hq_mode m = mode_of(r, item);
+    const hq_clahe_geom g = geom_of(r, item);
+    const uint32_t bins = hq_mode_bins(&m);
+    const uint64_t n = hq_clahe_ntiles(&g) * hq_mode_nhist(&m), area = hq_clahe_area(&g);
+    const int64_t limit = hq_clahe_clip_limit(r->o->clahe.clip, area, bins);
+    const int t = threads_per_rank(r), threads = t > 0 ? t : 1;
+    uint64_t *scratch = malloc((size_t)threads * bins * sizeof *scratch);
+    if (!scratch)
+        return -1;
+#pragma omp parallel for schedule(dynamic, 1) num_threads(threads)
+    for (int64_t k = 0; k < (int64_t)n; k++)
+        hq_clahe_tile_lut(hist + (uint64_t)k * bins, bins, area, limit, lut + (uint64_t)k * bins,
+                          scratch + (size_t)omp_get_thread_num() * bins);
+    free(scratch);
+    return 0;
+}
+
 /* The LUTs of one group from its complete histogram: --ignore's levels dropped first, then the
- * method's rule (match: onto r->target). With --ignore and --mask-apply inside, ignored levels map
- * to themselves, which leaves gray, value and channels pixels exactly as they were (luma pixels
- * are kept by the mask plane instead: app/mask.h). Each image of the group records the LUT.
- * Returns 1 when nothing was counted. */
+ * method's rule (match: onto r->target; clahe: every tile's, core/clahe.h, which takes neither
+ * --ignore nor --mask: app/options.c refuses them). With --ignore and --mask-apply inside, ignored
+ * levels map to themselves, which leaves gray, value and channels pixels exactly as they were
+ * (luma pixels are kept by the mask plane instead: app/mask.h). Each image of the group records
+ * the LUT. Returns 1 when nothing was counted, -1 when out of memory (CLAHE), else 0. */
 static int build_luts(const run *r, const hq_mode *m, uint64_t item, uint64_t group, uint64_t *hist, uint16_t *lut)
 {
     const uint32_t bins = hq_mode_bins(m), nh = hq_mode_nhist(m);
-    ignore_bins(r, m, hist);
-    for (uint32_t h = 0; h < nh; h++) {
-        if (r->o->method == HQ_METHOD_MATCH)
-            hq_lut_match(hist + (size_t)h * bins, r->target + (size_t)h * bins, bins, lut + (size_t)h * bins);
-        else
-            hq_lut_build(r->o->method, hist + (size_t)h * bins, bins, lut + (size_t)h * bins);
-        if (r->o->ignore && r->o->mask_inside)
-            for (uint32_t v = r->o->ignore_lo; v <= r->o->ignore_hi && v < bins; v++)
-                lut[(size_t)h * bins + v] = (uint16_t)v;
+    if (is_clahe(r)) {
+        if (build_clahe_luts(r, item, hist, lut))
+            return -1;
+    } else {
+        ignore_bins(r, m, hist);
+        for (uint32_t h = 0; h < nh; h++) {
+            if (r->o->method == HQ_METHOD_MATCH)
+                hq_lut_match(hist + (size_t)h * bins, r->target + (size_t)h * bins, bins, lut + (size_t)h * bins);
+            else
+                hq_lut_build(r->o->method, hist + (size_t)h * bins, bins, lut + (size_t)h * bins);
+            if (r->o->ignore && r->o->mask_inside)
+                for (uint32_t v = r->o->ignore_lo; v <= r->o->ignore_hi && v < bins; v++)
+                    lut[(size_t)h * bins + v] = (uint16_t)v;
+        }
     }
     if (r->scope == HQ_SCOPE_GLOBAL)
         hq_report_lut(r->rep, group, hist, lut); /* a no-op: the global LUT is recorded at close */
     else
         for (uint64_t s = 0; s < group_images(r, item); s++)
             hq_report_lut(r->rep, group + s, hist, lut);
-    const int empty = hq_hist_total(hist, nh * bins) == 0;
+    /* CLAHE counts every padded position of every tile: never empty. */
+    const int empty = !is_clahe(r) && hq_hist_total(hist, nh * bins) == 0;
     if (empty)
         note_nothing_counted(r, group);
     return empty;
@@ -619,13 +736,16 @@ static int build_luts(const run *r, const hq_mode *m, uint64_t item, uint64_t gr
 static hq_block_data block_view(const run *r, const hq_block *b, void *data, int per_image, int remap)
 {
     const uint64_t px = hq_block_pixels(b);
-    hq_block_data d = {data, 1, px, 0, NULL};
+    hq_block_data d = {data, 1, px, 0, NULL, NULL};
     if (hq_mask_plane_bytes(r->mask, b) && (!remap || r->o->mask_inside))
         d.mask = (const uint8_t *)data + block_bytes(r, b);
     if (per_image && b->s1 - b->s0 > 1) {
         d.nseg = b->s1 - b->s0;
         d.seg_pixels = px / d.nseg;
     }
+    /* Segments are consecutive images, hence consecutive groups (or the one global group). */
+    if (r->fbin && r->inv.items[b->item].sample == HQ_SAMPLE_FLOAT)
+        d.fbin = &r->fbin[group_of(r, b)];
     return d;
 }
 
@@ -670,6 +790,7 @@ static void io_leave(run *r, int k)
 
 static int global_mode(const run *r, hq_mode *m);
 static void replay_images(run *r);
+static int is_shared_group(const run *r, uint64_t g);
 
 /* Writes of this item change the file's metadata (chunk indexes) that only a collective flush
  * makes durable; with one rank any flush is collective. */
@@ -759,17 +880,19 @@ static int apply_journal(run *r, uint64_t *done_pixels, uint64_t *done_bytes, hq
     for (uint64_t k = 0; k < st->nhists; k++) {
         const hq_journal_hist *h = &st->hists[k];
         hq_mode m;
-        int need = r->scope == HQ_SCOPE_GLOBAL && h->group == 0 && global_mode(r, &m);
-        for (uint64_t j = 0; !need && j < r->nmine; j++) {
+        size_t len = 0; /* the group's counters: one histogram, or one per tile under CLAHE */
+        if (r->scope == HQ_SCOPE_GLOBAL && h->group == 0 && global_mode(r, &m))
+            len = hist_len(&m);
+        for (uint64_t j = 0; !len && j < r->nmine; j++) {
             const hq_block *b = r->mine[j].b;
-            if (!r->mine[j].fused && group_of(r, b) == h->group) {
-                m = mode_of(r, b->item);
-                need = 1;
-            }
+            if (!r->mine[j].fused && group_of(r, b) == h->group)
+                len = group_len(r, b->item);
         }
-        if (!need)
+        /* A shared CLAHE image's journaled tile histograms are complete only in the rows that rank
+         * needed under the interrupted run's plan: its pass 1 is done again. */
+        if (!len || (is_clahe(r) && is_shared_group(r, h->group)))
             continue;
-        group_hist *gh = find_group(r, h->group, &m, 1);
+        group_hist *gh = find_group(r, h->group, len);
         if (!gh)
             return hq_fail(err, HQ_EMEM, "out of memory for a histogram");
         if (gh->len != h->n)
@@ -817,7 +940,7 @@ static int pass1_done(run *r, const my_block *mb)
 {
     if (mb->fused)
         return mb->done;
-    const group_hist *gh = find_group(r, group_of(r, mb->b), NULL, 0);
+    const group_hist *gh = find_group(r, group_of(r, mb->b), 0);
     return gh && gh->restored;
 }
 
@@ -834,6 +957,8 @@ static int timed_read(run *r, const hq_block *b, uint64_t item, int collective, 
         }
     }
     int rc = r->io_ops->read_block(r->io, item, b, collective, *data, err);
+    if (!rc && *data && r->inv.items[item].sample == HQ_SAMPLE_INT)
+        hq_sample_flip(*data, hq_block_pixels(b) * r->inv.items[item].channels, r->inv.items[item].sample_bytes);
     if (!rc && b && hq_mask_plane_bytes(r->mask, b))
         rc = hq_mask_read(r->mask, b, *data, (uint8_t *)*data + block_bytes(r, b), err);
     io_leave(r, IO_READ);
@@ -847,7 +972,15 @@ static int timed_read(run *r, const hq_block *b, uint64_t item, int collective, 
 static int timed_write(run *r, const hq_block *b, uint64_t item, int collective, const void *data, hq_err *err)
 {
     io_enter(r, IO_WRITE);
+    /* Signed data back from the offset form for the file, and again after: the caller's pixels are
+     * const here (and the block is this thread's alone while it is written). */
+    const int flip = b && data && r->inv.items[item].sample == HQ_SAMPLE_INT;
+    const uint64_t nflip = flip ? hq_block_pixels(b) * r->inv.items[item].channels : 0;
+    if (flip)
+        hq_sample_flip((void *)data, nflip, r->inv.items[item].sample_bytes);
     int rc = r->io_ops->write_block(r->io, item, b, collective, data, err);
+    if (flip)
+        hq_sample_flip((void *)data, nflip, r->inv.items[item].sample_bytes);
     if (!rc && b) {
         hq_writeback_kick(r->wb);
         __atomic_add_fetch(&r->pixels_done, hq_block_pixels(b), __ATOMIC_RELAXED);
@@ -862,9 +995,89 @@ static int timed_write(run *r, const hq_block *b, uint64_t item, int collective,
     return rc;
 }
 
+/* CLAHE, fused: each image of the block whole, one after the other (a 16-bit image's tile
+ * histograms alone take tens of MiB). */
+static int clahe_fused(run *r, const hq_block *b, void *data, hq_err *err)
+{
+    const hq_mode m = mode_of(r, b->item);
+    const hq_clahe_geom g = geom_of(r, b->item);
+    const size_t len = group_len(r, b->item);
+    const uint64_t nseg = b->s1 - b->s0, seg_px = hq_block_pixels(b) / nseg;
+    const uint64_t seg_bytes = seg_px * m.channels * m.sample_bytes;
+    uint64_t *hist = malloc(len * sizeof *hist);
+    uint16_t *lut = malloc(len * sizeof *lut);
+    int rc = 0;
+    if (!hist || !lut)
+        rc = hq_fail(err, HQ_EMEM, "%s: out of memory for %zu CLAHE counters", r->inv.items[b->item].src, len);
+    hq_report_pixels(r->rep, b, data, 0);
+    for (uint64_t s = 0; s < nseg && !rc; s++) {
+        hq_clahe_piece pc = {(uint8_t *)data + s * seg_bytes, 0, 0, g.height, g.width};
+        memset(hist, 0, len * sizeof *hist);
+        double t0 = hq_now();
+        rc = r->eng->ops->clahe_histogram(r->eng, &pc, &m, &g, hist, err);
+        r->t[PH_HIST] += hq_now() - t0;
+        t0 = hq_now();
+        const uint64_t image = image_of(r, b, b->s0 + s);
+        if (!rc && build_luts(r, &m, b->item, image, hist, lut) < 0)
+            rc = hq_fail(err, HQ_EMEM, "%s: out of memory building CLAHE LUTs", r->inv.items[b->item].src);
+        if (!rc)
+            rc = journal_image(r, image, hist, lut, len, err);
+        if (!rc)
+            rc = r->eng->ops->clahe_remap(r->eng, &pc, &m, &g, lut, err);
+        r->t[PH_REMAP] += hq_now() - t0;
+    }
+    if (!rc) {
+        __atomic_add_fetch(&r->bytes_histogrammed, block_bytes(r, b), __ATOMIC_RELAXED);
+        hq_report_pixels(r->rep, b, data, 1);
+    }
+    free(hist);
+    free(lut);
+    return rc;
+}
+
+/* An engine refuses infinite float samples without knowing the file: name it. */
+static int name_float_failure(const run *r, uint64_t item, int rc, hq_err *err)
+{
+    if (rc != HQ_EINPUT || r->inv.items[item].sample != HQ_SAMPLE_FLOAT)
+        return rc;
+    hq_err e = *err;
+    return hq_fail(err, rc, "%s:%s: %s; float data must be finite or NaN", r->inv.items[item].src,
+                   r->inv.items[item].name, e.msg);
+}
+
+/* Float data, whole images in one block, no --range: pass 0 left their extremes to be found here,
+ * from the pixels in memory, by this rank alone (no other rank has any of them). */
+static int fused_ranges(run *r, const hq_block *b, const hq_block_data *d, const hq_mode *m, hq_err *err)
+{
+    if (!m->fbins || r->o->range_set || !r->eng->ops->minmax)
+        return 0;
+    hq_frange *mm = malloc(d->nseg * sizeof *mm);
+    if (!mm)
+        return hq_fail(err, HQ_EMEM, "%s: out of memory for %llu ranges", r->inv.items[b->item].src,
+                       (unsigned long long)d->nseg);
+    for (uint64_t s = 0; s < d->nseg; s++)
+        mm[s] = hq_frange_empty();
+    int rc = r->eng->ops->minmax(r->eng, d, m, mm, err);
+    for (uint64_t s = 0; s < d->nseg && !rc; s++) {
+        const uint64_t g = image_of(r, b, b->s0 + s); /* the group: the image, or the dataset's first */
+        if (mm[s].inf)
+            rc = hq_fail(err, HQ_EINPUT, "%s:%s: %llu infinite sample%s (+inf or -inf); float data must be finite or "
+                         "NaN", r->inv.items[b->item].src, r->inv.items[b->item].name, (unsigned long long)mm[s].inf,
+                         mm[s].inf == 1 ? "" : "s");
+        else
+            r->fbin[g] = mm[s].lo <= mm[s].hi ? hq_fbin_make(mm[s].lo, mm[s].hi, r->o->fbins)
+                                              : hq_fbin_make(NAN, NAN, r->o->fbins);
+        r->fmine[g] = 1;
+    }
+    free(mm);
+    return rc;
+}
+
 /* Fused: every image of the block is complete here, so histogram, LUT and remap happen at once. */
 static int equalize_fused(run *r, const hq_block *b, void *data, hq_err *err)
 {
+    if (is_clahe(r))
+        return clahe_fused(r, b, data, err);
     const hq_mode m = mode_of(r, b->item);
     /* One histogram per image, or one for the whole dataset (scope dataset: the block is all of it). */
     hq_block_data d = block_view(r, b, data, r->scope != HQ_SCOPE_DATASET, 0);
@@ -884,7 +1097,9 @@ static int equalize_fused(run *r, const hq_block *b, void *data, hq_err *err)
         lp[s] = lut + s * hl;
     }
     double t0 = hq_now();
-    rc = r->eng->ops->histogram(r->eng, &d, &m, hp, err);
+    rc = fused_ranges(r, b, &d, &m, err);
+    if (!rc)
+        rc = name_float_failure(r, b->item, r->eng->ops->histogram(r->eng, &d, &m, hp, err), err);
     r->t[PH_HIST] += hq_now() - t0;
     if (rc)
         goto done;
@@ -894,7 +1109,12 @@ static int equalize_fused(run *r, const hq_block *b, void *data, hq_err *err)
     uint64_t empties = 0;
     for (uint64_t s = 0; s < d.nseg && !rc; s++) {
         const uint64_t group = image_of(r, b, b->s0 + s);
-        if (build_luts(r, &m, b->item, group, hp[s], lut + s * hl)) {
+        const int e = build_luts(r, &m, b->item, group, hp[s], lut + s * hl);
+        if (e < 0) {
+            rc = hq_fail(err, HQ_EMEM, "%s: out of memory building LUTs", r->inv.items[b->item].src);
+            break;
+        }
+        if (e) {
             hp[s] = NULL; /* marks a segment left as it is */
             empties++;
         }
@@ -915,7 +1135,7 @@ static int equalize_fused(run *r, const hq_block *b, void *data, hq_err *err)
             if (!hp[s])
                 continue;
             hq_block_data one = {(char *)data + s * dr.seg_pixels * px_bytes, 1, dr.seg_pixels, 0,
-                                 dr.mask ? dr.mask + s * dr.seg_pixels : NULL};
+                                 dr.mask ? dr.mask + s * dr.seg_pixels : NULL, dr.fbin ? dr.fbin + s : NULL};
             rc = r->eng->ops->remap(r->eng, &one, &m, &lp[s], err);
         }
     }
@@ -936,12 +1156,19 @@ static int histogram_pending(run *r, const hq_block *b, void *data, hq_err *err)
 {
     const hq_mode m = mode_of(r, b->item);
     hq_block_data d = block_view(r, b, data, 0, 0);
-    group_hist *gh = find_group(r, group_of(r, b), &m, 1);
+    group_hist *gh = find_group(r, group_of(r, b), group_len(r, b->item));
     if (!gh)
         return hq_fail(err, HQ_EMEM, "%s: out of memory for a histogram", r->inv.items[b->item].src);
     double t0 = hq_now();
     uint64_t *hp[1] = {gh->hist};
-    int rc = r->eng->ops->histogram(r->eng, &d, &m, hp, err);
+    int rc;
+    if (is_clahe(r)) {
+        const hq_clahe_geom g = geom_of(r, b->item);
+        hq_clahe_piece pc = {data, b->r0, b->c0, b->r1 - b->r0, b->c1 - b->c0};
+        rc = r->eng->ops->clahe_histogram(r->eng, &pc, &m, &g, gh->hist, err);
+    } else {
+        rc = name_float_failure(r, b->item, r->eng->ops->histogram(r->eng, &d, &m, hp, err), err);
+    }
     r->t[PH_HIST] += hq_now() - t0;
     if (!rc) {
         __atomic_add_fetch(&r->bytes_histogrammed, block_bytes(r, b), __ATOMIC_RELAXED);
@@ -954,12 +1181,21 @@ static int remap_pending(run *r, const hq_block *b, void *data, hq_err *err)
 {
     const hq_mode m = mode_of(r, b->item);
     hq_block_data d = block_view(r, b, data, 0, 1);
-    group_hist *gh = find_group(r, group_of(r, b), &m, 0);
+    group_hist *gh = find_group(r, group_of(r, b), 0);
     if (!gh)
         return hq_fail(err, HQ_EIO, "%s: internal error: no histogram for a pending block", r->inv.items[b->item].src);
     double t0 = hq_now();
     const uint16_t *lp[1] = {gh->lut};
-    int rc = gh->empty ? 0 : r->eng->ops->remap(r->eng, &d, &m, lp, err);
+    int rc = 0;
+    if (gh->empty) {
+        rc = 0;
+    } else if (is_clahe(r)) {
+        const hq_clahe_geom g = geom_of(r, b->item);
+        hq_clahe_piece pc = {data, b->r0, b->c0, b->r1 - b->r0, b->c1 - b->c0};
+        rc = r->eng->ops->clahe_remap(r->eng, &pc, &m, &g, gh->lut, err);
+    } else {
+        rc = r->eng->ops->remap(r->eng, &d, &m, lp, err);
+    }
     r->t[PH_REMAP] += hq_now() - t0;
     if (!rc)
         hq_report_pixels(r->rep, b, data, 1);
@@ -1104,7 +1340,7 @@ static int pass1_shared(run *r, hq_err *err)
 static int equalize_local_image(run *r, my_block *first, uint64_t n, hq_err *err)
 {
     int rc = 0;
-    const group_hist *g0 = find_group(r, group_of(r, first->b), NULL, 0);
+    const group_hist *g0 = find_group(r, group_of(r, first->b), 0);
     const int restored = g0 && g0->restored;
     for (uint64_t j = 0; j < n && !rc && !restored; j++) {
         void *data;
@@ -1116,11 +1352,16 @@ static int equalize_local_image(run *r, my_block *first, uint64_t n, hq_err *err
     }
     const hq_mode m = mode_of(r, first->b->item);
     const uint64_t g = group_of(r, first->b);
-    group_hist *gh = find_group(r, g, &m, 0);
+    group_hist *gh = find_group(r, g, 0);
     if (!rc && gh && !restored)
         rc = hq_journal_note_hist(r->journal, g, gh->hist, gh->len, err);
-    if (!rc && gh)
-        gh->empty = build_luts(r, &m, first->b->item, g, gh->hist, gh->lut);
+    if (!rc && gh) {
+        const int e = build_luts(r, &m, first->b->item, g, gh->hist, gh->lut);
+        if (e < 0)
+            rc = hq_fail(err, HQ_EMEM, "%s: out of memory building LUTs", r->inv.items[first->b->item].src);
+        else
+            gh->empty = e;
+    }
     for (uint64_t j = 0; j < n && !rc; j++) {
         if (first[j].done)
             continue;
@@ -1140,7 +1381,9 @@ static int equalize_local_image(run *r, my_block *first, uint64_t n, hq_err *err
 
 /* Blocks of this rank's own items stream through the I/O pipeline: I/O threads read the next
  * blocks and write the finished ones while this thread computes. */
-typedef enum { STREAM_FUSED, STREAM_HIST, STREAM_REMAP } stream_kind;
+typedef enum { STREAM_FUSED, STREAM_HIST, STREAM_REMAP, STREAM_RANGE } stream_kind;
+
+static int range_block(run *r, const hq_block *b, void *data, hq_err *err);
 
 typedef struct stream {
     run *r;
@@ -1152,6 +1395,8 @@ static int stream_read(void *ctx, uint64_t i, void **data, hq_err *err)
 {
     stream *st = ctx;
     my_block *mb = st->list[i];
+    if (st->kind == STREAM_RANGE)
+        tick(st->r); /* pass 0 writes nothing: its progress is told here, on the I/O thread */
     if (mb->held) {
         *data = mb->held;
         return 0;
@@ -1167,6 +1412,8 @@ static int stream_compute(void *ctx, uint64_t i, void *data, hq_err *err)
     const hq_block *b = st->list[i]->b;
     if (!data)
         return 0;
+    if (st->kind == STREAM_RANGE)
+        return range_block(st->r, b, data, err);
     if (st->kind == STREAM_FUSED)
         return equalize_fused(st->r, b, data, err);
     if (st->kind == STREAM_HIST)
@@ -1184,6 +1431,10 @@ static void stream_finish(void *ctx, uint64_t i, void *data, int ok)
 {
     stream *st = ctx;
     my_block *mb = st->list[i];
+    if (st->kind == STREAM_RANGE) { /* pass 0 only looks */
+        hq_block_free(st->r->eng, data);
+        return;
+    }
     if (st->kind == STREAM_HIST && ok && data) {
         hold_or_drop(st->r, mb, data);
         return;
@@ -1198,7 +1449,7 @@ static int run_stream(run *r, stream_kind kind, my_block **list, uint64_t n, hq_
     static const hq_pipeline_ops with_write = {stream_read, stream_compute, stream_write, stream_finish};
     static const hq_pipeline_ops hist_only = {stream_read, stream_compute, NULL, stream_finish};
     stream st = {r, kind, list};
-    return hq_pipeline_run(kind == STREAM_HIST ? &hist_only : &with_write, &st, n, &r->pipe, err);
+    return hq_pipeline_run(kind == STREAM_HIST || kind == STREAM_RANGE ? &hist_only : &with_write, &st, n, &r->pipe, err);
 }
 
 /* Pass 1 over this rank's own items: independent I/O, no waiting on anyone. Consecutive blocks of
@@ -1326,14 +1577,14 @@ static int target_from_file(run *r, const hq_mode *m0, hq_err *err)
     for (uint64_t j = 0; !rc && j < plan.nblocks; j++) {
         const hq_block *b = &plan.blocks[j];
         const hq_item *it = &inv.items[b->item];
-        const hq_mode m = {it->channels, it->sample_bytes, m0->bits, r->o->color};
+        const hq_mode m = {it->channels, it->sample_bytes, m0->bits, r->o->color, 0};
         void *data = malloc(hq_block_pixels(b) * it->channels * it->sample_bytes);
         if (!data) {
             rc = hq_fail(err, HQ_EMEM, "%s: out of memory for a block (lower --block)", ref);
             break;
         }
         rc = ops->read_block(io, b->item, b, 0, data, err);
-        hq_block_data d = {data, 1, hq_block_pixels(b), 0, NULL};
+        hq_block_data d = {data, 1, hq_block_pixels(b), 0, NULL, NULL};
         uint64_t *hp[1] = {r->target};
         if (!rc)
             rc = r->eng->ops->histogram(r->eng, &d, &m, hp, err);
@@ -1377,6 +1628,179 @@ static int make_target(run *r, hq_err *err)
     return rc;
 }
 
+/* ---- pass 0: the extremes of float data ---- */
+
+static int is_float(const run *r, uint64_t item)
+{
+    return !r->inv.items[item].bad && r->inv.items[item].sample == HQ_SAMPLE_FLOAT;
+}
+
+/* Adds a block's finite extremes into its groups' accumulators, its infinite samples to its item. */
+static int range_block(run *r, const hq_block *b, void *data, hq_err *err)
+{
+    if (!r->eng->ops->minmax)
+        return 0; /* the copy engine: nothing is binned */
+    const hq_mode m = mode_of(r, b->item);
+    const hq_block_data d = block_view(r, b, data, r->scope == HQ_SCOPE_IMAGE, 0);
+    hq_frange one, *mm = d.nseg == 1 ? &one : malloc(d.nseg * sizeof *mm);
+    if (!mm)
+        return hq_fail(err, HQ_EMEM, "%s: out of memory for %llu ranges", r->inv.items[b->item].src,
+                       (unsigned long long)d.nseg);
+    for (uint64_t s = 0; s < d.nseg; s++)
+        mm[s] = hq_frange_empty();
+    const double t0 = hq_now();
+    int rc = r->eng->ops->minmax(r->eng, &d, &m, mm, err);
+    r->t[PH_HIST] += hq_now() - t0;
+    if (!rc) /* counted here, ticked by the thread that makes the I/O calls (MPI stays on one) */
+        __atomic_add_fetch(&r->bytes_histogrammed, block_bytes(r, b), __ATOMIC_RELAXED);
+    for (uint64_t s = 0; s < d.nseg && !rc; s++) {
+        hq_frange *g = &r->facc[d.nseg > 1 ? image_of(r, b, b->s0 + s) : group_of(r, b)];
+        g->lo = mm[s].lo < g->lo ? mm[s].lo : g->lo;
+        g->hi = mm[s].hi > g->hi ? mm[s].hi : g->hi;
+        r->finf[b->item] += mm[s].inf;
+    }
+    if (mm != &one)
+        free(mm);
+    return rc;
+}
+
+/* Whether pass 0 reads a block: a whole image in one block waits for pass 1 (fused_ranges), unless
+ * an interrupted run wrote it already (its range is then still needed for the output's record). */
+static int range_in_pass0(const my_block *mb)
+{
+    return !mb->fused || mb->done;
+}
+
+/* This rank's part of pass 0: the blocks of float items that range_in_pass0 picks, read once,
+ * shared items in lockstep. */
+static int range_mine(run *r, hq_err *err)
+{
+    int rc = 0;
+    for (uint64_t i = 0; i < r->inv.n; i++) {
+        if (!r->item_shared[i] || !is_float(r, i))
+            continue;
+        const uint64_t rounds = rounds_for(r, i, 0);
+        for (uint64_t k = 0; k < rounds; k++) {
+            my_block *mb = rc ? NULL : nth_mine(r, i, k, 0);
+            if (mb && !range_in_pass0(mb))
+                mb = NULL; /* only joins the collective read */
+            hq_err scratch, *e = rc ? &scratch : err;
+            void *data = NULL;
+            int rc2 = timed_read(r, mb ? mb->b : NULL, i, 1, &data, e);
+            if (!rc2 && mb)
+                rc2 = range_block(r, mb->b, data, e);
+            rc = rc ? rc : rc2;
+            hq_block_free(r->eng, data);
+            tick(r);
+        }
+    }
+    if (rc)
+        return rc;
+    my_block **list = malloc((r->nmine ? r->nmine : 1) * sizeof *list);
+    if (!list)
+        return hq_fail(err, HQ_EMEM, "out of memory listing blocks");
+    uint64_t n = 0;
+    for (uint64_t j = 0; j < r->nmine; j++)
+        if (!r->item_shared[r->mine[j].b->item] && is_float(r, r->mine[j].b->item) && range_in_pass0(&r->mine[j]))
+            list[n++] = &r->mine[j];
+    rc = run_stream(r, STREAM_RANGE, list, n, err);
+    free(list);
+    return rc;
+}
+
+/* Pass 0, collective: each float group's binning (core/fbin.h), from the minimum and maximum of
+ * its finite samples over all ranks, or from --range without reading anything. Infinite samples
+ * are refused here, naming the first item that has them. Returns the agreed status. */
+static int pass0_ranges(run *r, hq_err *err)
+{
+    int any = 0;
+    for (uint64_t i = 0; i < r->inv.n; i++)
+        any |= is_float(r, i);
+    if (!any)
+        return 0;
+    r->nfgroups = r->scope == HQ_SCOPE_GLOBAL ? 1 : r->plan.nimages;
+    r->fbin = calloc(r->nfgroups ? r->nfgroups : 1, sizeof *r->fbin);
+    r->facc = malloc((r->nfgroups ? r->nfgroups : 1) * sizeof *r->facc);
+    r->finf = calloc(r->inv.n ? r->inv.n : 1, sizeof *r->finf);
+    r->fmine = calloc(r->nfgroups ? r->nfgroups : 1, 1);
+    double *lo = malloc((r->nfgroups ? r->nfgroups : 1) * sizeof *lo), *hi = malloc((r->nfgroups ? r->nfgroups : 1) * sizeof *hi);
+    int rc = r->fbin && r->facc && r->finf && r->fmine && lo && hi ? 0
+             : hq_fail(err, HQ_EMEM, "out of memory for the float ranges");
+    for (uint64_t g = 0; g < r->nfgroups && !rc; g++)
+        r->facc[g] = hq_frange_empty();
+    if (!rc && !r->o->range_set)
+        rc = range_mine(r, err);
+    rc = hq_comm_agree(r->c, rc, err);
+    if (!rc && !r->o->range_set) {
+        for (uint64_t g = 0; g < r->nfgroups; g++) {
+            lo[g] = r->facc[g].lo;
+            hi[g] = r->facc[g].hi;
+        }
+        if (hq_comm_minmax_f64(r->c, lo, hi, r->nfgroups) || hq_comm_sum_u64(r->c, r->finf, r->inv.n))
+            rc = hq_fail(err, HQ_EIO, "MPI_Allreduce of the float ranges failed");
+        for (uint64_t i = 0; i < r->inv.n && !rc; i++)
+            if (r->finf[i])
+                rc = hq_fail(err, HQ_EINPUT, "%s:%s: %llu infinite sample%s (+inf or -inf); float data must be "
+                             "finite or NaN", r->inv.items[i].src, r->inv.items[i].name,
+                             (unsigned long long)r->finf[i], r->finf[i] == 1 ? "" : "s");
+    }
+    for (uint64_t g = 0; g < r->nfgroups && !rc; g++) {
+        if (r->o->range_set)
+            r->fbin[g] = hq_fbin_make(r->o->range_lo, r->o->range_hi, r->o->fbins);
+        else if (lo[g] <= hi[g])
+            r->fbin[g] = hq_fbin_make(lo[g], hi[g], r->o->fbins);
+        else /* no finite sample: nothing to bin; recorded as NaN */
+            r->fbin[g] = hq_fbin_make(NAN, NAN, r->o->fbins);
+    }
+    free(lo);
+    free(hi);
+    free(r->facc);
+    free(r->finf);
+    r->facc = NULL;
+    r->finf = NULL;
+    return hq_comm_agree(r->c, rc, err);
+}
+
+/* Collective, after the passes: the binnings fused_ranges found, made known to every rank for the
+ * output's record. Exactly one rank found each of them, and the others add +0.0: a sum that is
+ * exact (NaN, for an image without finite samples, passes too). Groups no rank found keep pass 0's
+ * value, which every rank has. */
+static int share_fused_ranges(run *r, hq_err *err)
+{
+    if (!r->fbin || r->o->range_set)
+        return 0;
+    const uint64_t n = r->nfgroups;
+    double *v = calloc(2 * n, sizeof *v);
+    uint64_t *cnt = calloc(n, sizeof *cnt);
+    int ok = v && cnt, all_ok = 0;
+    MPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, r->c->world);
+    int rc = all_ok ? 0 : hq_fail(err, HQ_EMEM, "out of memory for the float ranges");
+    if (!rc) {
+        for (uint64_t g = 0; g < n; g++)
+            if (r->fmine[g]) {
+                v[2 * g] = r->fbin[g].lo;
+                v[2 * g + 1] = r->fbin[g].hi;
+                cnt[g] = 1;
+            }
+        int mpi = MPI_SUCCESS;
+        for (uint64_t off = 0; off < 2 * n && mpi == MPI_SUCCESS; off += 1u << 28)
+            mpi = MPI_Allreduce(MPI_IN_PLACE, v + off, (int)(2 * n - off < (1u << 28) ? 2 * n - off : 1u << 28),
+                                MPI_DOUBLE, MPI_SUM, r->c->world);
+        if (mpi != MPI_SUCCESS || hq_comm_sum_u64(r->c, cnt, n))
+            rc = hq_fail(err, HQ_EIO, "MPI_Allreduce of the float ranges failed");
+        for (uint64_t g = 0; g < n && !rc; g++)
+            if (cnt[g])
+                r->fbin[g] = hq_fbin_make(v[2 * g], v[2 * g + 1], r->o->fbins);
+    }
+    free(v);
+    free(cnt);
+    /* The record is per slice: under scope dataset every slice carries its dataset's binning. */
+    for (size_t i = 0; i < r->inv.n && !rc && r->scope == HQ_SCOPE_DATASET; i++)
+        for (uint64_t k = 1; k < r->inv.items[i].slices; k++)
+            r->fbin[r->plan.item_image0[i] + k] = r->fbin[r->plan.item_image0[i]];
+    return rc;
+}
+
 /* Under scope global every image bins alike (check_modes): the mode of the first usable item. */
 static int global_mode(const run *r, hq_mode *m)
 {
@@ -1388,19 +1812,95 @@ static int global_mode(const run *r, hq_mode *m)
     return 0;
 }
 
+static int is_shared_group(const run *r, uint64_t g)
+{
+    for (uint64_t k = 0; k < r->nshared; k++)
+        if (r->shared[k] == g)
+            return 1;
+    return 0;
+}
+
+/* Rank k's part in a shared CLAHE image, from the plan: the tile rows its blocks count into (their
+ * own rows, and the padded rows that reflect them) and the tile rows its blocks blend. The rank that
+ * speaks for an HDF5 image needs them all: it records every tile's LUT in the output. */
+static void clahe_rows_of(const run *r, uint64_t image, int k, hq_row_range *contrib, hq_row_range *need)
+{
+    const hq_plan *p = &r->plan;
+    uint64_t clo = UINT64_MAX, chi = 0, nlo = UINT64_MAX, nhi = 0;
+    for (uint64_t j = p->first[k]; j < p->first[k + 1]; j++) {
+        const hq_block *b = &p->blocks[j];
+        if (image_of(r, b, b->s0) != image)
+            continue;
+        const hq_clahe_geom g = geom_of(r, b->item);
+        const float inv = hq_clahe_inv(g.tile_h);
+        uint64_t lo = b->r0 / g.tile_h, hi = (b->r1 - 1) / g.tile_h + 1;
+        for (uint64_t q = g.height; q < g.tiles_y * g.tile_h; q++) {
+            const uint64_t src = hq_clahe_reflect(q, g.height);
+            if (src >= b->r0 && src < b->r1) {
+                lo = q / g.tile_h < lo ? q / g.tile_h : lo;
+                hi = q / g.tile_h + 1 > hi ? q / g.tile_h + 1 : hi;
+            }
+        }
+        clo = lo < clo ? lo : clo;
+        chi = hi > chi ? hi : chi;
+        const uint64_t t1 = hq_clahe_weight(b->r0, inv, g.tiles_y).t1, t2 = hq_clahe_weight(b->r1 - 1, inv, g.tiles_y).t2;
+        nlo = t1 < nlo ? t1 : nlo;
+        nhi = t2 + 1 > nhi ? t2 + 1 : nhi;
+        if (r->inv.format == HQ_FMT_HDF5 && hq_plan_image_owner(p, image) == k) { /* provenance */
+            nlo = 0;
+            nhi = g.tiles_y;
+        }
+    }
+    *contrib = clo < chi ? (hq_row_range){clo, chi} : (hq_row_range){0, 0};
+    *need = nlo < nhi ? (hq_row_range){nlo, nhi} : (hq_row_range){0, 0};
+}
+
+/* CLAHE: each shared image's tile rows summed between the ranks that count into them and sent to
+ * those that blend them (mpi/tile_rows.h), not an Allreduce of every tile over every rank. */
+static int reduce_clahe_shared(run *r, hq_err *err)
+{
+    const int n = r->c->size;
+    hq_row_range *contrib = malloc((size_t)n * sizeof *contrib), *need = malloc((size_t)n * sizeof *need);
+    int rc = contrib && need ? 0 : hq_fail(err, HQ_EMEM, "out of memory planning the CLAHE exchange");
+    uint64_t moved = 0;
+    const double t0 = hq_now();
+    for (uint64_t s = 0; s < r->nshared && !rc; s++) {
+        const uint64_t image = r->shared[s];
+        uint64_t item = 0;
+        while (item + 1 < r->inv.n && r->plan.item_image0[item + 1] <= image)
+            item++;
+        const hq_clahe_geom g = geom_of(r, item);
+        const hq_mode m = mode_of(r, item);
+        for (int k = 0; k < n; k++)
+            clahe_rows_of(r, image, k, &contrib[k], &need[k]);
+        group_hist *gh = find_group(r, image, 0);
+        uint64_t sent = 0;
+        rc = hq_tile_rows_reduce(r->c->world, g.tiles_y, g.tiles_x * hist_len(&m), contrib, need,
+                                 gh ? gh->hist : NULL, &sent, err);
+        moved += sent;
+    }
+    r->t[PH_REDUCE] += hq_now() - t0;
+    if (r->o->verbose && !rc)
+        fprintf(stderr, "histeq_dist: rank %d: CLAHE tile rows exchanged: %llu bytes sent\n", r->c->rank,
+                (unsigned long long)moved);
+    free(contrib);
+    free(need);
+    return rc;
+}
+
 /* Sums the shared groups' histograms over ranks: one buffer, one (chunked) MPI_Allreduce. */
 static int reduce_shared(run *r, hq_err *err)
 {
     if (!r->nshared)
         return 0;
+    if (is_clahe(r))
+        return reduce_clahe_shared(r, err);
     /* All shared groups bin alike: under scope image they are images of the inventory, whose modes
      * may differ, so size each slot by the largest mode. */
     size_t slot = 0;
-    for (size_t i = 0; i < r->inv.n; i++) {
-        hq_mode m = mode_of(r, i);
-        if (!r->inv.items[i].bad && hist_len(&m) > slot)
-            slot = hist_len(&m);
-    }
+    for (size_t i = 0; i < r->inv.n; i++)
+        if (!r->inv.items[i].bad && group_len(r, i) > slot)
+            slot = group_len(r, i);
     uint64_t *buf = calloc(r->nshared * slot, sizeof *buf);
     int ok = buf != NULL, all_ok = 0;
     MPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, r->c->world);
@@ -1413,14 +1913,14 @@ static int reduce_shared(run *r, hq_err *err)
         /* Ranks without work still need the global histogram: the output's metadata is written
          * collectively, with the same values everywhere. */
         hq_mode m;
-        if (!global_mode(r, &m) || !find_group(r, 0, &m, 1)) {
+        if (!global_mode(r, &m) || !find_group(r, 0, hist_len(&m))) {
             free(buf);
             return hq_fail(err, HQ_EMEM, "allreduce: out of memory for the global histogram");
         }
     }
     /* A histogram restored from the journal is complete on every rank that holds it already. */
     for (uint64_t k = 0; k < r->nshared; k++) {
-        group_hist *gh = find_group(r, r->shared[k], NULL, 0);
+        group_hist *gh = find_group(r, r->shared[k], 0);
         if (gh && !gh->restored)
             memcpy(buf + k * slot, gh->hist, gh->len * sizeof *buf);
     }
@@ -1428,7 +1928,7 @@ static int reduce_shared(run *r, hq_err *err)
     int rc = hq_comm_sum_u64(r->c, buf, r->nshared * slot);
     r->t[PH_REDUCE] += hq_now() - t0;
     for (uint64_t k = 0; k < r->nshared && !rc; k++) {
-        group_hist *gh = find_group(r, r->shared[k], NULL, 0);
+        group_hist *gh = find_group(r, r->shared[k], 0);
         if (gh && !gh->restored)
             memcpy(gh->hist, buf + k * slot, gh->len * sizeof *buf);
     }
@@ -1447,7 +1947,8 @@ static int journal_histograms(run *r, hq_err *err)
     return rc ? rc : hq_journal_flush(r->journal, err);
 }
 
-static void build_pending_luts(run *r)
+/* -1 (err set) only when out of memory. */
+static int build_pending_luts(run *r, hq_err *err)
 {
     for (size_t i = 0; i < r->ngroups; i++) {
         /* A pending group's mode is the mode of any of its blocks; the global group's LUT is built
@@ -1463,9 +1964,12 @@ static void build_pending_luts(run *r)
             item = b->item;
             found = 1;
         }
-        if (found)
-            r->groups[i].empty = build_luts(r, &m, item, r->groups[i].group, r->groups[i].hist, r->groups[i].lut);
+        const int e = found ? build_luts(r, &m, item, r->groups[i].group, r->groups[i].hist, r->groups[i].lut) : 0;
+        if (e < 0)
+            return hq_fail(err, HQ_EMEM, "out of memory building LUTs");
+        r->groups[i].empty = e;
     }
+    return 0;
 }
 
 static int pass2(run *r, hq_err *err)
@@ -1548,6 +2052,9 @@ static int make_engine(run *r, hq_err *err)
             fprintf(stderr, "histeq_dist: note: no GPU visible, using the CPU engine\n");
         rc = hq_cpu_engine_create(&cfg, &r->eng, err);
     }
+    if (!rc && is_clahe(r) && (!r->eng->ops->clahe_histogram || !r->eng->ops->clahe_remap))
+        rc = hq_fail(err, HQ_EDEVICE, "%s: the %s engine has no CLAHE (use --device cpu)", r->o->input,
+                     r->eng->ops->name);
     return hq_comm_agree(r->c, rc, err);
 }
 
@@ -1667,6 +2174,8 @@ static void free_run(run *r)
         free(r->groups[i].lut);
     }
     free(r->groups);
+    free(r->fbin);
+    free(r->fmine);
     free(r->mine);
     free(r->shared);
     free(r->item_shared);
@@ -1696,7 +2205,7 @@ static const group_hist *global_group(run *r, hq_mode *m)
 {
     if (r->scope != HQ_SCOPE_GLOBAL || !global_mode(r, m))
         return NULL;
-    return find_group(r, 0, m, 0);
+    return find_group(r, 0, 0);
 }
 
 /* Without --output, rank 0 names the output beside the input (app/outname.h) and says so. */
@@ -1765,17 +2274,23 @@ int hq_run(const hq_options *given, const hq_comm *c, hq_err *err)
     }
     if (!rc)
         rc = hq_mask_open(o, &r.inv, c, &r.mask, err);
-    /* A mask file is read in row-major order, so the image must be too. */
+    /* Blocks may travel in storage order unless something looks at where a pixel lies: the report's
+     * thumbnails, a mask file (read in row-major order), and CLAHE, whose tiles and weights follow
+     * the pixel's position. */
     if (!rc)
-        rc = r.io_ops->open_input(&r.inv, c->world, !hq_report_wants_pixels(r.rep) && !hq_mask_has_file(r.mask),
-                                  &r.io, err);
+        rc = r.io_ops->open_input(&r.inv, c->world,
+                                  !hq_report_wants_pixels(r.rep) && !hq_mask_has_file(r.mask) && !is_clahe(&r), &r.io,
+                                  err);
     if (rc) {
         free_run(&r);
         return rc;
     }
     if (r.io_ops->set_threads)
         r.io_ops->set_threads(r.io, threads_per_rank(&r));
-    hq_out_opts oo = {o->output, o->force, o->png_level, o->verbose, r.res.action == HQ_RESUME_CONTINUE};
+    /* Per pixel, not per colour: CLAHE's tiles, and a --mask that leaves some pixels of a colour as
+     * they were (--mask-apply inside). */
+    hq_out_opts oo = {o->output, o->force, o->png_level, o->verbose, r.res.action == HQ_RESUME_CONTINUE,
+                      is_clahe(&r) || (o->mask && o->mask_inside)};
     double t_phase = hq_now();
     rc = r.io_ops->create_output(r.io, &oo, c->world, err);
     r.t[PH_CREATE] = hq_now() - t_phase;
@@ -1793,9 +2308,12 @@ int hq_run(const hq_options *given, const hq_comm *c, hq_err *err)
     if (!rc && o->method == HQ_METHOD_MATCH)
         rc = hq_comm_agree(c, make_target(&r, err), err);
     if (!rc) {
-        uint64_t total_bytes = 0;
+        uint64_t total_bytes = 0, pass0_bytes = 0;
         for (size_t i = 0; i < r.inv.n; i++)
             total_bytes += r.inv.items[i].bad ? 0 : r.inv.items[i].slices * hq_item_image_bytes(&r.inv.items[i]);
+        for (uint64_t j = 0; j < r.plan.nblocks && !o->range_set; j++) /* read once more, by pass 0 */
+            if (is_float(&r, r.plan.blocks[j].item) && !is_fused(&r, &r.plan.blocks[j]))
+                pass0_bytes += block_bytes(&r, &r.plan.blocks[j]);
         uint64_t done[2] = {done_px, done_bytes};
         MPI_Allreduce(MPI_IN_PLACE, done, 2, MPI_UINT64_T, MPI_SUM, c->world);
         if (r.res.action == HQ_RESUME_CONTINUE && c->rank == 0 && !o->quiet)
@@ -1803,10 +2321,12 @@ int hq_run(const hq_options *given, const hq_comm *c, hq_err *err)
                     "run%s\n", o->output, r.plan.total_pixels ? 100.0 * (double)done[0] / (double)r.plan.total_pixels : 0.0,
                     r.res.st.nhists ? ", and its histograms are kept" : "");
         hq_progress_start(&r.prog, c->world, o->quiet ? 0 : o->progress, r.plan.total_pixels - done[0],
-                          2 * total_bytes - done[1]);
+                          2 * total_bytes + pass0_bytes - done[1]);
         /* The passes. Each rank carries its own status through the collective parts and the ranks
          * agree on it only where they next meet, so a failure never strands a rank in a call. */
-        int mine = pass1_shared(&r, err);
+        int mine = pass0_ranges(&r, err); /* float data only; agreed */
+        if (!mine)
+            mine = pass1_shared(&r, err);
         if (!mine)
             mine = pass1_own(&r, err);
         rc = hq_comm_agree(c, mine, err);
@@ -1815,20 +2335,26 @@ int hq_run(const hq_options *given, const hq_comm *c, hq_err *err)
         if (!rc)
             rc = hq_comm_agree(c, journal_histograms(&r, err), err);
         if (!rc) {
-            build_pending_luts(&r);
-            rc = hq_comm_agree(c, pass2(&r, err), err);
+            rc = hq_comm_agree(c, build_pending_luts(&r, err), err);
+            if (!rc)
+                rc = hq_comm_agree(c, pass2(&r, err), err);
         }
         hq_progress_finish(&r.prog);
     }
+    if (!rc)
+        rc = hq_comm_agree(c, share_fused_ranges(&r, err), err);
     hq_writeback_stop(r.wb); /* the last writes are the close's fdatasync's, or nobody's */
     r.wb = NULL;
-    hq_mode gm = {1, 1, 8, 0};
+    hq_mode gm = {1, 1, 8, 0, 0};
     const group_hist *gg = rc ? NULL : global_group(&r, &gm);
     hq_run_meta meta = {.version = HQ_VERSION, .method = o->method, .scope = r.scope, .color = o->color, .bits = o->bits,
+                        .clahe = is_clahe(&r) ? &o->clahe : NULL,
                         .global_hist = gg ? gg->hist : NULL, .global_nhist = hq_mode_nhist(&gm),
                         .global_bins = hq_mode_bins(&gm), .global_lut = gg ? gg->lut : NULL,
                         .reference = o->reference, .mask = o->mask,
-                        .mask_apply = o->mask || o->ignore ? (o->mask_inside ? "inside" : "all") : NULL};
+                        .mask_apply = o->mask || o->ignore ? (o->mask_inside ? "inside" : "all") : NULL,
+                        .fbins = r.fbin ? o->fbins : 0, .frange_given = o->range_set, .fbin = r.fbin,
+                        .item_image0 = r.plan.item_image0};
     char ignore_text[16];
     if (o->ignore) {
         snprintf(ignore_text, sizeof ignore_text, "%u:%u", o->ignore_lo, o->ignore_hi);

@@ -14,7 +14,8 @@
 
 #include "mode.h"
 
-/* Builds lut[0..bins-1] from hist[0..bins-1]. bins is a power of two, 2..65536. */
+/* Builds lut[0..bins-1] from hist[0..bins-1], 2 <= bins <= 65536: a power of two for integer data,
+ * any count for float data (--bins; L = bins in the rule above). */
 void hq_lut_build(hq_method method, const uint64_t *hist, uint32_t bins, uint16_t *lut);
 
 /* Histogram matching: lut[v] = the smallest w with C_t(w) * N_s >= C_s(v) * N_t, where C_s and C_t

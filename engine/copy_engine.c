@@ -19,6 +19,20 @@ static int copy_remap(hq_engine *e, hq_block_data *b, const hq_mode *m, const ui
     return 0;
 }
 
+static int copy_clahe_histogram(hq_engine *e, const hq_clahe_piece *p, const hq_mode *m, const hq_clahe_geom *g,
+                                uint64_t *hist, hq_err *err)
+{
+    (void)e, (void)p, (void)m, (void)g, (void)hist, (void)err;
+    return 0;
+}
+
+static int copy_clahe_remap(hq_engine *e, hq_clahe_piece *p, const hq_mode *m, const hq_clahe_geom *g,
+                            const uint16_t *lut, hq_err *err)
+{
+    (void)e, (void)p, (void)m, (void)g, (void)lut, (void)err;
+    return 0;
+}
+
 /* The copy engine allocates block memory as the CPU engine does, so that the I/O baseline pays
  * exactly what a CPU run pays for it. */
 static void *copy_block_alloc(hq_engine *e, size_t bytes)
@@ -45,7 +59,7 @@ static void copy_describe(hq_engine *e, char *buf, size_t len)
 }
 
 static const hq_engine_ops copy_ops = {"copy", copy_histogram, copy_remap, copy_destroy, copy_describe, copy_block_alloc,
-                                       copy_block_free, NULL};
+                                       copy_block_free, NULL, copy_clahe_histogram, copy_clahe_remap, NULL};
 
 int hq_copy_engine_create(hq_engine **out, hq_err *err)
 {

@@ -14,6 +14,8 @@
 
 #include "../core/pixel.h"
 #include "block_pool.h"
+#include "cpu_clahe.h"
+#include "cpu_float.h"
 #include "engine.h"
 
 typedef struct cpu_impl {
@@ -684,6 +686,8 @@ static void histogram_small_segments(const cpu_impl *c, const hq_block_data *b, 
 static int cpu_histogram(hq_engine *e, const hq_block_data *b, const hq_mode *m, uint64_t *const *hist, hq_err *err)
 {
     cpu_impl *c = e->impl;
+    if (m->fbins)
+        return hq_cpu_float_histogram(c->threads, b, m, hist, err);
     const uint32_t bins = hq_mode_bins(m);
     const size_t hlen = (size_t)hq_mode_nhist(m) * bins;
     if (b->seg_pixels < SMALL_SEGMENT) {
@@ -728,8 +732,9 @@ static int cpu_histogram(hq_engine *e, const hq_block_data *b, const hq_mode *m,
 
 static int cpu_remap(hq_engine *e, hq_block_data *b, const hq_mode *m, const uint16_t *const *lut, hq_err *err)
 {
-    (void)err;
     cpu_impl *c = e->impl;
+    if (m->fbins)
+        return hq_cpu_float_remap(c->threads, b, m, lut, err);
     if (b->seg_pixels < SMALL_SEGMENT) {
 #pragma omp parallel for schedule(dynamic, 4) num_threads(c->threads)
         for (int64_t s = 0; s < (int64_t)b->nseg; s++) {
@@ -782,8 +787,25 @@ static void cpu_block_free(hq_engine *e, void *p)
     hq_pool_free(&((cpu_impl *)e->impl)->pool, p);
 }
 
+static int cpu_clahe_histogram(hq_engine *e, const hq_clahe_piece *p, const hq_mode *m, const hq_clahe_geom *g,
+                               uint64_t *hist, hq_err *err)
+{
+    return hq_cpu_clahe_histogram(((cpu_impl *)e->impl)->threads, p, m, g, hist, err);
+}
+
+static int cpu_clahe_remap(hq_engine *e, hq_clahe_piece *p, const hq_mode *m, const hq_clahe_geom *g,
+                           const uint16_t *lut, hq_err *err)
+{
+    return hq_cpu_clahe_remap(((cpu_impl *)e->impl)->threads, p, m, g, lut, err);
+}
+
+static int cpu_minmax(hq_engine *e, const hq_block_data *b, const hq_mode *m, hq_frange *mm, hq_err *err)
+{
+    return hq_cpu_float_minmax(((cpu_impl *)e->impl)->threads, b, m, mm, err);
+}
+
 static const hq_engine_ops cpu_ops = {"cpu", cpu_histogram, cpu_remap, cpu_destroy, cpu_describe, cpu_block_alloc,
-                                      cpu_block_free, NULL};
+                                      cpu_block_free, NULL, cpu_clahe_histogram, cpu_clahe_remap, cpu_minmax};
 
 int hq_cpu_engine_create(const hq_engine_cfg *cfg, hq_engine **out, hq_err *err)
 {

@@ -4,7 +4,12 @@
  * files, ranks or scopes. A block holds nseg equal segments back to back (seg_pixels pixels each,
  * e.g. the slices of a stack), each with its own histogram and LUT, so that many small images go
  * through in one call. Histograms are accumulated (+=), never overwritten: the caller zeroes them.
- * Results are bit-identical across engines and thread counts. */
+ * Results are bit-identical across engines and thread counts.
+ *
+ * Float data (hq_mode.fbins, core/fbin.h): minmax reduces each segment's finite extremes (pass 0),
+ * histogram bins each sample by its segment's hq_fbin and fails with HQ_EINPUT on an infinite
+ * sample (the caller names the file), and remap writes lut[bin] / (bins - 1) in the samples' own
+ * float type, leaving NaN as it is. */
 #ifndef HQ_ENGINE_H
 #define HQ_ENGINE_H
 
@@ -12,7 +17,9 @@
 #include <stdint.h>
 #include <stdlib.h>
 
+#include "../core/clahe.h"
 #include "../core/error.h"
+#include "../core/fbin.h"
 #include "../core/mode.h"
 
 typedef struct hq_block_data {
@@ -27,7 +34,15 @@ typedef struct hq_block_data {
                             only pixels whose byte is non-zero; remap() leaves the pixels whose byte
                             is zero exactly as they are (the driver hands remap a mask only for
                             --mask-apply inside). */
+    const hq_fbin *fbin;   /* float modes (m->fbins): nseg binnings, one per segment; else NULL */
 } hq_block_data;
+
+/* CLAHE (core/clahe.h): a rectangle of one image, rows [r0, r0 + rows) x columns [c0, c0 + cols),
+ * stored densely row by row, channels interleaved. */
+typedef struct hq_clahe_piece {
+    void *data;
+    uint64_t r0, c0, rows, cols;
+} hq_clahe_piece;
 
 typedef struct hq_engine hq_engine;
 
@@ -47,6 +62,17 @@ typedef struct hq_engine_ops {
     void (*block_free)(hq_engine *e, void *p);
     /* Optional (NULL: none): the most device memory this engine has held at once, in bytes. */
     uint64_t (*device_peak)(hq_engine *e);
+    /* CLAHE. hist: ntiles * nhist * bins counters, tile-major (tile ty * tiles_x + tx), to which the
+     * piece adds each padded position it supplies (a source pixel counts once for itself and once for
+     * each reflection of it in the padding). */
+    int (*clahe_histogram)(hq_engine *e, const hq_clahe_piece *p, const hq_mode *m, const hq_clahe_geom *g,
+                           uint64_t *hist, hq_err *err);
+    /* lut: ntiles * nhist * bins entries laid out as hist; the piece is remapped in place. */
+    int (*clahe_remap)(hq_engine *e, hq_clahe_piece *p, const hq_mode *m, const hq_clahe_geom *g,
+                       const uint16_t *lut, hq_err *err);
+    /* Float modes: accumulates each segment's finite minimum and maximum and its counts of finite
+     * and infinite samples into mm[0..nseg-1]. NULL: leaves mm alone (the copy engine). */
+    int (*minmax)(hq_engine *e, const hq_block_data *b, const hq_mode *m, hq_frange *mm, hq_err *err);
 } hq_engine_ops;
 
 struct hq_engine {

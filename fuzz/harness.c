@@ -141,9 +141,13 @@ static void check_inventory(const hq_inventory *inv, const char *in)
         snprintf(shape, sizeof shape, "%s: %llux%llux%llu, %u channels, %u bytes, depth %u", it->name,
                  (unsigned long long)it->slices, (unsigned long long)it->height, (unsigned long long)it->width,
                  it->channels, it->sample_bytes, it->depth);
+        const int is_float = it->sample == HQ_SAMPLE_FLOAT;
         if (!it->slices || !it->height || !it->width || it->channels < 1 || it->channels > 4 ||
-            (it->sample_bytes != 1 && it->sample_bytes != 2) || !is_known_depth(it->depth) ||
-            it->depth > 8 * it->sample_bytes)
+            it->sample > HQ_SAMPLE_FLOAT ||
+            (is_float ? (it->channels != 1 || (it->sample_bytes != 4 && it->sample_bytes != 8) ||
+                         it->depth != 8 * it->sample_bytes)
+                      : ((it->sample_bytes != 1 && it->sample_bytes != 2) || !is_known_depth(it->depth) ||
+                         it->depth > 8 * it->sample_bytes)))
             die("item with a shape we cannot hold", shape);
     }
 }

@@ -362,6 +362,36 @@ def h5_special(d):
     return out
 
 
+def float_signed_h5s(d):
+    """Float and signed seeds (their own random stream, so the older seeds stay as they were):
+    float32/float64 stacks with NaN and a scale-offset float filter, big-endian float64, int8 and
+    int16 with a scale-offset integer filter, and one float dataset holding an infinity."""
+    frng = np.random.default_rng(20261125)
+
+    def fimg(shape, dt):
+        a = (frng.normal(size=shape) * 100).astype(dt)
+        a.flat[::7] = np.nan
+        return a
+
+    specs = {
+        "f32_3d_deflate_nan": lambda f: f.create_dataset("s", data=fimg((3, 8, 9), np.float32), chunks=(1, 4, 9),
+                                                         compression="gzip", shuffle=True),
+        "f64be_2d": lambda f: f.create_dataset("img", data=fimg((7, 6), np.float64).astype(">f8")),
+        "f32_scaleoffset": lambda f: f.create_dataset("so", data=np.nan_to_num(fimg((8, 8), np.float32)),
+                                                      chunks=(4, 4), scaleoffset=2),
+        "f32_inf": lambda f: f.create_dataset("inf", data=np.array([[1, np.inf], [np.nan, -np.inf]], np.float32)),
+        "i16_3d_scaleoffset": lambda f: f.create_dataset("ct", data=frng.integers(-1024, 3071, size=(2, 8, 8))
+                                                         .astype(np.int16), chunks=(1, 4, 4), scaleoffset=0),
+        "i8_2d": lambda f: f.create_dataset("img", data=frng.integers(-128, 128, size=(5, 6)).astype(np.int8)),
+    }
+    paths = []
+    for name, build in specs.items():
+        p = os.path.join(d, name + ".h5")
+        write_h5(p, build)
+        paths.append(p)
+    return paths
+
+
 def damaged_h5(paths):
     """name -> bytes: truncations and byte flips of valid files."""
     out = {}
@@ -392,6 +422,7 @@ def main():
     for name, data in damaged_h5(picked).items():
         with open(os.path.join(hdir, "dmg_" + name + ".h5"), "wb") as f:
             f.write(data)
+    float_signed_h5s(hdir)
     print(f"{len(os.listdir(pdir))} PNG and {len(os.listdir(hdir))} HDF5 seeds in {root}")
 
 

@@ -36,6 +36,8 @@
 extern "C" {
 #include "../engine/engine.h"
 }
+#include "gpu_clahe.h"
+#include "gpu_float.h"
 #include "gpu_launch.h"
 
 namespace {
@@ -70,6 +72,8 @@ struct gpu_impl {
      * driver's pipeline keeps three blocks alive, plus any held between the passes. */
     struct pinned { void *p; size_t size; bool used; } pool[kPool];
     std::mutex pool_mu;
+    hq_gpu_clahe *clahe;      /* CLAHE's own device buffers (gpu_clahe.h), made on first use */
+    hqg::FloatBufs fl; /* the float path's buffers (gpu_float.h) */
 };
 
 int gpu_fail(hq_err *err, cudaError_t e, const char *call, const char *file, int line)
@@ -335,9 +339,40 @@ int begin_block(gpu_impl *g, const hq_block_data *b, const hq_mode *m, uint64_t 
     return 0;
 }
 
+/* Float modes go their own way (gpu_float.cu); the resident integer block is forgotten first. */
+int float_begin(gpu_impl *g, hq_err *err)
+{
+    g->res_ptr = NULL;
+    GPU_CHECK(cudaSetDevice(g->dev));
+    return 0;
+}
+
+void float_end(gpu_impl *g)
+{
+    const uint64_t now = g->dev_now + g->fl.dev_bytes;
+    g->dev_peak = now > g->dev_peak ? now : g->dev_peak;
+}
+
+int gpu_minmax(hq_engine *e, const hq_block_data *b, const hq_mode *m, hq_frange *mm, hq_err *err)
+{
+    gpu_impl *g = static_cast<gpu_impl *>(e->impl);
+    int rc = float_begin(g, err);
+    if (!rc)
+        rc = hqg::float_minmax(&g->fl, g->st[0], b, m, mm, err);
+    float_end(g);
+    return rc;
+}
+
 int gpu_histogram(hq_engine *e, const hq_block_data *b, const hq_mode *m, uint64_t *const *hist, hq_err *err)
 {
     gpu_impl *g = static_cast<gpu_impl *>(e->impl);
+    if (m->fbins) {
+        int rc = float_begin(g, err);
+        if (!rc)
+            rc = hqg::float_histogram(&g->fl, g->st[0], b, m, hist, err);
+        float_end(g);
+        return rc;
+    }
     uint64_t px, piece;
     size_t bytes;
     int rc = begin_block(g, b, m, &px, &bytes, err);
@@ -430,6 +465,13 @@ int remap_piece(gpu_impl *g, hq_block_data *b, const hq_mode *m, uint64_t q0, ui
 int gpu_remap(hq_engine *e, hq_block_data *b, const hq_mode *m, const uint16_t *const *lut, hq_err *err)
 {
     gpu_impl *g = static_cast<gpu_impl *>(e->impl);
+    if (m->fbins) {
+        int rc = float_begin(g, err);
+        if (!rc)
+            rc = hqg::float_remap(&g->fl, g->st[0], b, m, lut, err);
+        float_end(g);
+        return rc;
+    }
     uint64_t px, piece;
     size_t bytes;
     const void *held = g->res_ptr; /* begin_block forgets it */
@@ -476,6 +518,8 @@ void gpu_release(gpu_impl *g)
     cudaFree(g->d_mask);
     cudaFreeHost(g->h_hist);
     cudaFreeHost(g->h_lut);
+    hq_gpu_clahe_free(g->clahe);
+    hqg::float_release(&g->fl);
 }
 
 void gpu_destroy(hq_engine *e)
@@ -548,13 +592,35 @@ void gpu_block_free(hq_engine *e, void *p)
     free(p);
 }
 
+/* CLAHE's buffers are counted beside the others': a bound on what was held at once. */
 uint64_t gpu_device_peak(hq_engine *e)
 {
-    return static_cast<const gpu_impl *>(e->impl)->dev_peak;
+    const gpu_impl *g = static_cast<const gpu_impl *>(e->impl);
+    return g->dev_peak + hq_gpu_clahe_peak(g->clahe);
+}
+
+/* CLAHE calls leave d_data alone, but a later remap must not take it for this piece's pixels. */
+int gpu_clahe_histogram(hq_engine *e, const hq_clahe_piece *p, const hq_mode *m, const hq_clahe_geom *geo,
+                        uint64_t *hist, hq_err *err)
+{
+    gpu_impl *g = static_cast<gpu_impl *>(e->impl);
+    g->res_ptr = NULL;
+    GPU_CHECK(cudaSetDevice(g->dev));
+    return hq_gpu_clahe_histogram(&g->clahe, p, m, geo, hist, err);
+}
+
+int gpu_clahe_remap(hq_engine *e, hq_clahe_piece *p, const hq_mode *m, const hq_clahe_geom *geo, const uint16_t *lut,
+                    hq_err *err)
+{
+    gpu_impl *g = static_cast<gpu_impl *>(e->impl);
+    g->res_ptr = NULL;
+    GPU_CHECK(cudaSetDevice(g->dev));
+    return hq_gpu_clahe_remap(&g->clahe, p, m, geo, lut, err);
 }
 
 const hq_engine_ops gpu_ops = {"gpu",           gpu_histogram,  gpu_remap,     gpu_destroy,
-                               gpu_describe,    gpu_block_alloc, gpu_block_free, gpu_device_peak};
+                               gpu_describe,    gpu_block_alloc, gpu_block_free, gpu_device_peak,
+                               gpu_clahe_histogram, gpu_clahe_remap, gpu_minmax};
 
 int gpu_open(gpu_impl *g, const hq_engine_cfg *cfg, hq_err *err)
 {

@@ -10,16 +10,23 @@
 #include <stdint.h>
 
 #include "../core/error.h"
+#include "../core/mode.h"
 
 typedef enum { HQ_FMT_NONE = 0, HQ_FMT_HDF5 = 1, HQ_FMT_PNG = 2 } hq_format;
+
+/* What a sample is. Signed integers are handed to the engines offset to unsigned (v + 2^(n-1), the
+ * sign bit flipped: core/sample.h) and flipped back before they are written, so the integer rule
+ * applies to them unchanged and exactly; floats are binned (core/fbin.h). */
+typedef enum { HQ_SAMPLE_UINT = 0, HQ_SAMPLE_INT = 1, HQ_SAMPLE_FLOAT = 2 } hq_sample;
 
 typedef struct hq_item {
     char *src;  /* the file the item lives in */
     char *name; /* HDF5: dataset path ("/scans/ct"); PNG: the file's base name (its output name) */
     uint64_t slices, height, width;
     uint32_t channels;     /* 1 gray, 2 gray+alpha, 3 RGB, 4 RGBA (palette PNGs read as RGB/RGBA) */
-    uint32_t sample_bytes; /* 1 or 2, as held in memory */
-    uint32_t depth;        /* stored bits per sample: 8 or 16; PNG gray may be 1, 2 or 4 */
+    uint32_t sample_bytes; /* 1 or 2, as held in memory; 4 or 8 for float32/float64 */
+    uint32_t depth;        /* stored bits per sample: 8 or 16 (32, 64 for floats); PNG gray may be 1, 2 or 4 */
+    uint32_t sample;       /* hq_sample: unsigned, signed (int8/int16) or float (gray only) */
     uint32_t bad;          /* 1: the item was found unusable while scanning (with --on-error skip) */
     uint32_t collective;   /* 1: every transfer must be collective (filtered HDF5 datasets: parallel
                               HDF5 compresses chunks only in collective writes) */
@@ -53,6 +60,18 @@ static inline int hq_inventory_has_color(const hq_inventory *inv)
 static inline uint64_t hq_item_image_bytes(const hq_item *it)
 {
     return it->height * it->width * it->channels * it->sample_bytes;
+}
+
+/* How the engines see an item's samples: integer data with `bits` significant bits (0: its depth)
+ * and `color`, float data binned into `fbins` bins. */
+static inline hq_mode hq_item_mode(const hq_item *it, uint32_t bits, hq_color color, uint32_t fbins)
+{
+    hq_mode m = {it->channels, it->sample_bytes, bits ? bits : it->depth, color, 0};
+    if (it->sample == HQ_SAMPLE_FLOAT) {
+        m.bits = 0;
+        m.fbins = fbins;
+    }
+    return m;
 }
 
 /* Serialization for MPI_Bcast: a flat byte buffer owned by the caller (free()). */

@@ -22,13 +22,15 @@
 #include <mpi.h>
 #include <stdint.h>
 
+#include "../core/clahe.h"
 #include "../core/error.h"
+#include "../core/fbin.h"
 #include "../core/mode.h"
 #include "../jobs/plan.h"
 #include "inventory.h"
 
 /* One image's LUT, for the output's provenance: nhist * bins entries of the item's mode
- * (bins = 2^(bits or the item's depth)). */
+ * (bins = 2^(bits or the item's depth)); under CLAHE, tiles_y * tiles_x of those, tile-major. */
 typedef struct hq_lut_rec {
     uint64_t item, slice;
     const uint16_t *lut;
@@ -51,6 +53,13 @@ typedef struct hq_run_meta {
     const char *reference, *ignore, *mask, *mask_apply;
     const hq_lut_rec *luts;      /* scope image: the LUTs this rank recorded; each image's LUT is */
     uint64_t nluts;              /* recorded by exactly one rank */
+    const hq_clahe_cfg *clahe;   /* --method clahe: its settings (each item's tiles follow), else NULL */
+    /* Float data (core/fbin.h); fbin NULL when no item is float: */
+    uint32_t fbins;              /* bins (--bins) */
+    int frange_given;            /* 1: --range set every binning; 0: each group's own extremes */
+    const hq_fbin *fbin;         /* each group's binning (lo, hi): scope image by image index, global [0],
+                                    the same on every rank */
+    const uint64_t *item_image0; /* the image index of each item's first slice (jobs/plan.h) */
 } hq_run_meta;
 
 typedef struct hq_out_opts {
@@ -59,6 +68,9 @@ typedef struct hq_out_opts {
     int png_level;    /* zlib level for PNG output, -1 = our fast default */
     int verbose;
     int resume;       /* continue an interrupted run's output (HDF5: OUT.part; PNG directory: OUT) */
+    int per_pixel;    /* the remap may give two pixels of one colour different colours (CLAHE, a
+                         --mask with --mask-apply inside): a palette PNG is then written as RGB(A),
+                         its colour type cannot hold them */
 } hq_out_opts;
 
 typedef struct hq_io hq_io; /* one open input and (after create_output) its output */

@@ -22,6 +22,7 @@
 #include "io.h"
 
 #include <errno.h>
+#include <png.h> /* PNG_COLOR_TYPE_*: a palette image written as RGB(A) */
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -70,6 +71,7 @@ struct hq_io {
     char *out_path;
     int out_is_dir;
     int created_dir; /* rank 0 made the output directory: removed again if the run fails and it is empty */
+    int per_pixel;   /* hq_out_opts.per_pixel: palette images go out as RGB(A) */
     hq_png_zopts zopts;
     pending_out pending; /* single-file output waiting for close(commit = 1) */
     char **written;      /* directory outputs this rank finished in this run: removed if the run fails */
@@ -738,6 +740,7 @@ static int png_create_output(hq_io *io, const hq_out_opts *o, MPI_Comm comm, hq_
     io->out_is_dir = io->inv->root_is_dir;
     io->created_dir = created;
     io->zopts = hq_png_zopts_for_level(o->png_level);
+    io->per_pixel = o->per_pixel;
     io->have_output = 1;
     return 0;
 }
@@ -783,6 +786,16 @@ static int png_write_block(hq_io *io, uint64_t item, const hq_block *b, int coll
     hq_png_info info;
     uint8_t *indices = NULL;
     rc = item_for_write(io, item, it, &info, &indices, err);
+    if (!rc && indices && io->per_pixel) {
+        /* One palette entry per index cannot hold what a per-pixel remap made of it: 8-bit RGB(A),
+         * the decoded samples as they are (tRNS alpha became the fourth channel). */
+        free(indices);
+        indices = NULL;
+        info.color_type = info.channels == 4 ? PNG_COLOR_TYPE_RGB_ALPHA : PNG_COLOR_TYPE_RGB;
+        info.bit_depth = 8;
+        info.npalette = 0;
+        info.ntrans = 0;
+    }
     if (!rc && indices)
         hq_png_repalette(&info, indices, src);
     if (!rc)

@@ -59,6 +59,17 @@ int hq_comm_sum_u64(const hq_comm *c, uint64_t *buf, uint64_t n)
     return 0;
 }
 
+int hq_comm_minmax_f64(const hq_comm *c, double *lo, double *hi, uint64_t n)
+{
+    for (uint64_t off = 0; off < n; off += PIECE) {
+        int cnt = (int)(n - off < PIECE ? n - off : PIECE);
+        if (MPI_Allreduce(MPI_IN_PLACE, lo + off, cnt, MPI_DOUBLE, MPI_MIN, c->world) != MPI_SUCCESS ||
+            MPI_Allreduce(MPI_IN_PLACE, hi + off, cnt, MPI_DOUBLE, MPI_MAX, c->world) != MPI_SUCCESS)
+            return HQ_EIO;
+    }
+    return 0;
+}
+
 int hq_comm_bcast_bytes(const hq_comm *c, unsigned char **buf, uint64_t *len, hq_err *err)
 {
     MPI_Bcast(len, 1, MPI_UINT64_T, 0, c->world);

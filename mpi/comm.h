@@ -28,6 +28,10 @@ int hq_comm_agree(const hq_comm *c, int rc, hq_err *err);
 /* In-place sum of n uint64 counters over all ranks, in pieces that fit MPI's int counts. */
 int hq_comm_sum_u64(const hq_comm *c, uint64_t *buf, uint64_t n);
 
+/* In-place minimum of lo[0..n) and maximum of hi[0..n) over all ranks (exact: MIN and MAX of
+ * doubles do not round), in pieces that fit MPI's int counts. */
+int hq_comm_minmax_f64(const hq_comm *c, double *lo, double *hi, uint64_t n);
+
 /* Rank 0's buffer of *len bytes to everyone; non-root ranks receive a malloc'd buffer. */
 int hq_comm_bcast_bytes(const hq_comm *c, unsigned char **buf, uint64_t *len, hq_err *err);
 

@@ -10,6 +10,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "../core/clahe.h"
 #include "../core/lut.h"
 #include "page.h"
 #include "thumb.h"
@@ -49,6 +50,7 @@ struct hq_report {
     uint16_t *global_lut;
     uint32_t global_nhist, global_bins;
     char *options, *command_line;
+    int has_float;     /* the input holds float data (--bins and --range then shape the output) */
     int rc;            /* the first failure of a hook, reported by hq_report_meta */
     hq_err err;
 };
@@ -57,9 +59,7 @@ struct hq_report {
 
 static hq_mode mode_of(const hq_report *r, uint64_t item)
 {
-    const hq_item *it = &r->cfg.inv->items[item];
-    hq_mode m = {it->channels, it->sample_bytes, r->cfg.o->bits ? r->cfg.o->bits : it->depth, r->cfg.o->color};
-    return m;
+    return hq_item_mode(&r->cfg.inv->items[item], r->cfg.o->bits, r->cfg.o->color, r->cfg.o->fbins);
 }
 
 static size_t hist_len(const hq_mode *m)
@@ -331,6 +331,17 @@ static char *options_line(const hq_report *r)
         add_arg(&s, &len, &cap, "--bits");
         add_arg(&s, &len, &cap, num);
     }
+    if (r->has_float) {
+        snprintf(num, sizeof num, "%u", o->fbins);
+        add_arg(&s, &len, &cap, "--bins");
+        add_arg(&s, &len, &cap, num);
+    }
+    if (r->has_float && o->range_set) {
+        char range[64];
+        snprintf(range, sizeof range, "%.17g:%.17g", o->range_lo, o->range_hi);
+        add_arg(&s, &len, &cap, "--range");
+        add_arg(&s, &len, &cap, range);
+    }
     if (o->reference) {
         add_arg(&s, &len, &cap, "--reference");
         add_arg(&s, &len, &cap, o->reference);
@@ -348,6 +359,20 @@ static char *options_line(const hq_report *r)
         add_arg(&s, &len, &cap, "--mask-apply");
         add_arg(&s, &len, &cap, o->mask_inside ? "inside" : "all");
     }
+    if (o->method == HQ_METHOD_CLAHE) {
+        if (o->clahe.tile) {
+            snprintf(num, sizeof num, "%llu", (unsigned long long)o->clahe.tile);
+            add_arg(&s, &len, &cap, "--clahe-tile");
+        } else {
+            snprintf(num, sizeof num, "%llux%llu", (unsigned long long)o->clahe.grid_y,
+                     (unsigned long long)o->clahe.grid_x);
+            add_arg(&s, &len, &cap, "--clahe-grid");
+        }
+        add_arg(&s, &len, &cap, num);
+        snprintf(num, sizeof num, "%.17g", o->clahe.clip);
+        add_arg(&s, &len, &cap, "--clip-limit");
+        add_arg(&s, &len, &cap, num);
+    }
     return s;
 }
 
@@ -361,9 +386,14 @@ int hq_report_open(const hq_report_cfg *cfg, hq_report **out, hq_err *err)
     if (!rc) {
         r->cfg = *cfg;
         r->provenance = cfg->inv->format == HQ_FMT_HDF5 && cfg->scope != HQ_SCOPE_GLOBAL;
+        for (size_t i = 0; i < cfg->inv->n; i++)
+            r->has_float |= !cfg->inv->items[i].bad && cfg->inv->items[i].sample == HQ_SAMPLE_FLOAT;
+        /* The page's thumbnails and plots are made for integer levels. */
+        if (cfg->o->report && r->has_float)
+            rc = hq_fail(err, HQ_EUSAGE, "%s: --report does not support float data yet", cfg->o->input);
         r->options = options_line(r);
         r->command_line = command_line();
-        if (cfg->o->report && cfg->c->rank == 0)
+        if (!rc && cfg->o->report && cfg->c->rank == 0)
             rc = check_dir(r, err);
         if (!rc && cfg->o->report)
             rc = pick_samples(r, err);
@@ -451,7 +481,7 @@ int hq_report_wants(hq_report *r, uint64_t image, int *lut, int *hist)
         return 0;
     *lut = r->provenance;
     const sample *s = first_sample_from(r, image);
-    *hist = s && s->image == image;
+    *hist = s && s->image == image && r->cfg.o->method != HQ_METHOD_CLAHE; /* no per-image plots yet */
     return *lut || *hist;
 }
 
@@ -461,6 +491,13 @@ void hq_report_lut(hq_report *r, uint64_t image, const uint64_t *hist, const uin
         return;
     const uint64_t item = item_of(r, image), slice = image - r->cfg.plan->item_image0[item];
     const hq_mode m = mode_of(r, item);
+    if (r->cfg.o->method == HQ_METHOD_CLAHE) { /* every tile's LUT; the page plots none of them yet */
+        const hq_item *it = &r->cfg.inv->items[item];
+        hq_clahe_geom g;
+        if (r->provenance && hq_clahe_geom_make(&r->cfg.o->clahe, it->height, it->width, &g) == 0)
+            record_provenance(r, item, slice, lut, (size_t)hq_clahe_ntiles(&g) * hist_len(&m));
+        return;
+    }
     const size_t n = hist_len(&m);
     if (r->provenance)
         record_provenance(r, item, slice, lut, n);
@@ -646,10 +683,17 @@ typedef struct packed {
     size_t hl, tl, n;
 } packed;
 
+/* Counters of a sampled image's histogram section: scope image or dataset, and not under CLAHE,
+ * whose per-tile histograms and LUTs the page does not plot (yet): its samples show thumbnails. */
+static size_t sample_hist_len(const hq_report *r, const hq_mode *m)
+{
+    return r->cfg.scope != HQ_SCOPE_GLOBAL && r->cfg.o->method != HQ_METHOD_CLAHE ? hist_len(m) : 0;
+}
+
 static void pack_sample(const hq_report *r, const sample *s, packed *p)
 {
     const hq_mode m = mode_of(r, s->item);
-    p->hl = r->cfg.scope != HQ_SCOPE_GLOBAL ? hist_len(&m) : 0;
+    p->hl = sample_hist_len(r, &m);
     p->tl = hq_thumb_len(&s->g);
     p->n = 3 + 2 * p->hl + 2 * p->tl;
     memset(p->buf, 0, p->n * sizeof *p->buf);
@@ -713,7 +757,7 @@ static int write_global(hq_report *r, FILE *f, hq_err *err)
 {
     if (!r->global_hist)
         return 0;
-    hq_mode m = {1, 1, 8, r->cfg.o->color};
+    hq_mode m = {1, 1, 8, r->cfg.o->color, 0};
     for (size_t i = 0; i < r->cfg.inv->n; i++)
         if (!r->cfg.inv->items[i].bad) {
             m = mode_of(r, i);
@@ -789,7 +833,7 @@ int hq_report_finish(hq_report *r, const hq_report_end *e, hq_err *err)
     size_t most = 3;
     for (size_t k = 0; k < r->nsamples; k++) {
         const hq_mode m = mode_of(r, r->samples[k].item);
-        const size_t n = 3 + 2 * (r->cfg.scope != HQ_SCOPE_GLOBAL ? hist_len(&m) : 0) + 2 * hq_thumb_len(&r->samples[k].g);
+        const size_t n = 3 + 2 * sample_hist_len(r, &m) + 2 * hq_thumb_len(&r->samples[k].g);
         most = n > most ? n : most;
     }
     packed p = {malloc(most * sizeof *p.buf), c->rank == 0 ? malloc(most * sizeof *p.sum) : NULL, 0, 0, 0};

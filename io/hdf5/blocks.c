@@ -209,7 +209,10 @@ static int transfer(hq_io *io, uint64_t item, const hq_block *b, int collective,
             return rc;
     }
     static unsigned char nothing;
-    const hid_t mtype = it->sample_bytes == 2 ? H5T_NATIVE_UINT16 : H5T_NATIVE_UINT8;
+    const hid_t mtype = it->sample == HQ_SAMPLE_FLOAT ? (it->sample_bytes == 8 ? H5T_NATIVE_DOUBLE : H5T_NATIVE_FLOAT)
+                        : it->sample == HQ_SAMPLE_INT ? (it->sample_bytes == 2 ? H5T_NATIVE_INT16 : H5T_NATIVE_INT8)
+                        : it->sample_bytes == 2        ? H5T_NATIVE_UINT16
+                                                       : H5T_NATIVE_UINT8;
     hid_t mspace = H5I_INVALID_HID, fspace = H5Dget_space(d);
     herr_t st = -1;
     /* Compressed input is read independently even when the caller asks for a collective read (the

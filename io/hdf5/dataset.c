@@ -1,5 +1,6 @@
 /* dataset.c — what an input dataset holds, checked on rank 0 at scan and again on every rank at
- * open: type and shape as an image (uint8/uint16, (H,W), (N,H,W), (H,W,3|4), (N,H,W,C)), layout and
+ * open: type and shape as an image (uint8/uint16 and int8/int16: (H,W), (N,H,W), (H,W,3|4),
+ * (N,H,W,C); float32/float64 IEEE, gray only: (H,W), (N,H,W), (N,H,W,1)), layout and
  * filters we can honestly read, chunk shape, and data that lies inside the file.
  *
  * Contract:
@@ -72,7 +73,7 @@ static void dims_roles(int frank, uint64_t last, int *has_n, int *has_c)
 /* The same for an item already described: a rank-3 item has channels only if it is colour. */
 void hdf5_item_roles(int frank, const hq_item *it, int *has_n, int *has_c)
 {
-    *has_c = frank == 4 || (frank == 3 && it->channels > 1);
+    *has_c = frank == 4 || (frank == 3 && it->channels > 1 && it->sample != HQ_SAMPLE_FLOAT);
     *has_n = frank - 2 - *has_c;
 }
 
@@ -90,19 +91,29 @@ int hdf5_describe_dataset(hid_t d, const char *file, const char *name, hq_item *
         goto out;
     }
     const size_t size = H5Tget_size(t);
-    if (H5Tget_class(t) != H5T_INTEGER || H5Tget_sign(t) != H5T_SGN_NONE || (size != 1 && size != 2)) {
+    const H5T_class_t cls = H5Tget_class(t);
+    /* Floats only in IEEE's own layouts: HDF5 converts them to native doubles by their fields, and
+     * damaged fields are not worth trusting. */
+    const int is_float = cls == H5T_FLOAT &&
+                         ((size == 4 && (H5Tequal(t, H5T_IEEE_F32LE) > 0 || H5Tequal(t, H5T_IEEE_F32BE) > 0)) ||
+                          (size == 8 && (H5Tequal(t, H5T_IEEE_F64LE) > 0 || H5Tequal(t, H5T_IEEE_F64BE) > 0)));
+    if (!is_float && (cls != H5T_INTEGER || (size != 1 && size != 2))) {
         char tn[64];
         type_name(t, tn, sizeof tn);
-        rc = hq_fail(err, HQ_EINPUT, "%s:%s: unsupported type (%s) — only uint8 and uint16 images", file, name, tn);
+        rc = hq_fail(err, HQ_EINPUT, "%s:%s: unsupported type (%s%s) — only uint8, uint16, int8, int16, float32 and "
+                     "float64 images", file, name, tn, cls == H5T_FLOAT ? ", not IEEE" : "");
         goto out;
     }
+    it->sample = is_float ? HQ_SAMPLE_FLOAT : H5Tget_sign(t) == H5T_SGN_NONE ? HQ_SAMPLE_UINT : HQ_SAMPLE_INT;
     /* A damaged datatype message can claim more significant bits than the type has bytes; HDF5
      * converts by them, and its conversion overruns (fuzz/regress/hdf5/type-precision-*). */
     const size_t precision = H5Tget_precision(t);
     const int offset = H5Tget_offset(t);
-    if (precision == 0 || offset < 0 || precision + (size_t)offset > 8 * size) {
-        rc = hq_fail(err, HQ_EINPUT, "%s:%s: corrupt type (%zu bits from bit %d in a uint%zu)", file, name, precision,
-                     offset, 8 * size);
+    if (precision == 0 || offset < 0 || precision + (size_t)offset > 8 * size ||
+        (it->sample == HQ_SAMPLE_INT && (precision != 8 * size || offset != 0))) {
+        rc = hq_fail(err, HQ_EINPUT, "%s:%s: corrupt type (%zu bits from bit %d in a%s %s%zu)", file, name, precision,
+                     offset, it->sample == HQ_SAMPLE_FLOAT ? "" : "n", it->sample == HQ_SAMPLE_FLOAT ? "float"
+                     : it->sample == HQ_SAMPLE_INT ? "int" : "uint", 8 * size);
         goto out;
     }
     const int n = H5Sget_simple_extent_ndims(s);
@@ -131,6 +142,17 @@ int hdf5_describe_dataset(hid_t d, const char *file, const char *name, hq_item *
     }
     int has_n, has_c;
     dims_roles(n, last, &has_n, &has_c);
+    if (it->sample == HQ_SAMPLE_FLOAT) { /* gray only: a rank-3 float dataset is a stack */
+        has_c = n == 4;
+        has_n = n >= 3;
+        if (has_c && last != 1) {
+            char dt[128];
+            dims_text(dims, n, dt, sizeof dt);
+            rc = hq_fail(err, HQ_EINPUT, "%s:%s: unsupported shape (%s: float data must be gray, N x H x W x 1)",
+                         file, name, dt);
+            goto out;
+        }
+    }
     it->slices = has_n ? dims[0] : 1;
     it->height = dims[has_n];
     it->width = dims[has_n + 1];
@@ -200,9 +222,15 @@ static int filter_params_match(hid_t d, hid_t dcpl, H5Z_filter_t f, const unsign
     const size_t size = H5Tget_size(t), precision = H5Tget_precision(t);
     const int offset = H5Tget_offset(t);
     const unsigned order = H5Tget_order(t) == H5T_ORDER_BE;
+    const H5T_class_t cls = H5Tget_class(t);
+    const unsigned sign = cls == H5T_INTEGER && H5Tget_sign(t) != H5T_SGN_NONE;
     H5Tclose(t);
-    if (f == H5Z_FILTER_SCALEOFFSET) /* integer scaling, elements, class integer, size, unsigned, order */
-        return ncd == 20 && cd[0] == H5Z_SO_INT && cd[2] == nelmts && cd[3] == 0 && cd[4] == size && cd[5] == 0 &&
+    /* integer scaling, elements, class integer, size, sign, order; floats: D-scaling, class float */
+    if (f == H5Z_FILTER_SCALEOFFSET && cls == H5T_FLOAT)
+        return ncd == 20 && cd[0] == H5Z_SO_FLOAT_DSCALE && cd[2] == nelmts && cd[3] == 1 && cd[4] == size &&
+               cd[6] == order;
+    if (f == H5Z_FILTER_SCALEOFFSET)
+        return ncd == 20 && cd[0] == H5Z_SO_INT && cd[2] == nelmts && cd[3] == 0 && cd[4] == size && cd[5] == sign &&
                cd[6] == order;
     if (f == H5Z_FILTER_SZIP) {
         /* options (one coding, the byte order's flag), pixels per block (even, 2..32), bits per

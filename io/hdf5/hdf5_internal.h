@@ -27,6 +27,7 @@
 #define OWN_HIST OWN_GROUP "/global_histogram"
 #define OWN_GLOBAL_LUT OWN_GROUP "/global_lut"
 #define OWN_LUTS OWN_GROUP "/lut" /* + each dataset's path: that dataset's per-image LUTs */
+#define OWN_RANGES OWN_GROUP "/range" /* + each float dataset's path: each slice's binning [min, max] */
 #define OWN_VERSION_ATTR "histeq_dist_version"
 #define OWN_COMPLETE_ATTR "histeq_dist_complete" /* written last: a file without it is unfinished */
 #define MAX_RANK 4

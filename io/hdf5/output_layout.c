@@ -9,7 +9,7 @@
 
 /* Copies the input's filter pipeline; a mandatory filter we cannot encode with is an error, an
  * optional one is dropped (HDF5 would skip it on failure anyway). */
-static int copy_filters(hid_t in_dcpl, hid_t out_dcpl, const char *out, const char *name, hq_err *err)
+static int copy_filters(hid_t in_dcpl, hid_t out_dcpl, int is_float, const char *out, const char *name, hq_err *err)
 {
     const int nf = H5Pget_nfilters(in_dcpl);
     for (int i = 0; i < nf; i++) {
@@ -26,6 +26,10 @@ static int copy_filters(hid_t in_dcpl, hid_t out_dcpl, const char *out, const ch
             continue;
         /* Fixed scale-offset bits suited the input's range, not necessarily the equalized one:
          * let the filter size each chunk itself, which is lossless for integers. */
+        /* Scale-offset on floats keeps a fixed number of decimals: lossy, and fitted to the input's
+         * range, not to [0, 1]. Float outputs go without it. */
+        if (f == H5Z_FILTER_SCALEOFFSET && is_float)
+            continue;
         if (f == H5Z_FILTER_SCALEOFFSET) {
             if (H5Pset_scaleoffset(out_dcpl, H5Z_SO_INT, H5Z_SO_INT_MINBITS_DEFAULT) < 0)
                 return hq_fail(err, HQ_EIO, "%s:%s: cannot set the scale-offset filter", out, name);
@@ -57,7 +61,11 @@ int hdf5_output_dcpl(hid_t in, int frank, const char *out, const char *name, hid
             rc = hq_fail(err, HQ_EIO, "%s:%s: cannot copy the input's chunk shape", out, name);
             goto out;
         }
-        rc = copy_filters(in_dcpl, dcpl, out, name, err);
+        const hid_t t = H5Dget_type(in);
+        const int is_float = t >= 0 && H5Tget_class(t) == H5T_FLOAT;
+        if (t >= 0)
+            H5Tclose(t);
+        rc = copy_filters(in_dcpl, dcpl, is_float, out, name, err);
         filtered = H5Pget_nfilters(dcpl) > 0;
     } else if (H5Pset_layout(dcpl, H5D_CONTIGUOUS) < 0) {
         rc = hq_fail(err, HQ_EIO, "%s:%s: cannot set a contiguous layout", out, name);

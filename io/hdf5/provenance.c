@@ -3,6 +3,9 @@
  * histogram and LUT (scope global) or every image's LUT (scope image: /histeq_dist/lut/<dataset>,
  * (slices, nhist, bins) uint16, contiguous and unfiltered, each LUT written by the rank that
  * recorded it); last, the histeq_dist_complete attribute that marks a finished file.
+ * Float data adds root attributes bins and range_from ("data" or "--range"), and the binning's
+ * [min, max]: root attributes min and max (scope global), or /histeq_dist/range/<dataset>, float64
+ * (slices, 2), per slice (scope image).
  *
  * Contract: collective; every rank writes the same attributes and creates the same datasets in
  * the same order, and returns the same code and message. A run killed while closing may have left
@@ -48,6 +51,36 @@ static int write_u32_attr(hid_t obj, const char *aname, uint32_t value)
         H5Aclose(a);
     if (s >= 0)
         H5Sclose(s);
+    return ok ? 0 : -1;
+}
+
+static int write_f64_attr(hid_t obj, const char *aname, double value)
+{
+    hid_t s = H5Screate(H5S_SCALAR);
+    hid_t a = H5I_INVALID_HID;
+    int ok = s >= 0;
+    if (ok && H5Aexists(obj, aname) > 0)
+        ok = H5Adelete(obj, aname) >= 0;
+    if (ok)
+        a = H5Acreate2(obj, aname, H5T_IEEE_F64LE, s, H5P_DEFAULT, H5P_DEFAULT);
+    ok = ok && a >= 0 && H5Awrite(a, H5T_NATIVE_DOUBLE, &value) >= 0;
+    if (a >= 0)
+        H5Aclose(a);
+    if (s >= 0)
+        H5Sclose(s);
+    return ok ? 0 : -1;
+}
+
+/* Float data's root attributes: bins, where the range came from, and under scope global the
+ * one range. Same values on every rank (pass 0's reduction). */
+static int write_float_attrs(hid_t root, const hq_run_meta *m)
+{
+    if (!m->fbin)
+        return 0;
+    int ok = write_u32_attr(root, "bins", m->fbins) == 0 &&
+             write_string_attr(root, "range_from", m->frange_given ? "--range" : "data") == 0;
+    if (ok && m->scope == HQ_SCOPE_GLOBAL)
+        ok = write_f64_attr(root, "min", m->fbin[0].lo) == 0 && write_f64_attr(root, "max", m->fbin[0].hi) == 0;
     return ok ? 0 : -1;
 }
 
@@ -129,14 +162,78 @@ static int write_global(hq_io *io, const hq_run_meta *m, hq_err *err)
     return rc;
 }
 
-/* The shape of an item's LUT dataset: (slices, nhist, bins) of its mode. */
-static void lut_dims(const hq_io *io, const hq_run_meta *m, uint64_t i, hsize_t dims[3])
+/* The shape of an item's LUT dataset: (slices, nhist, bins) of its mode, or under CLAHE
+ * (slices, tiles_y, tiles_x, nhist, bins); returns the rank, 3 or 5. */
+static int lut_dims(const hq_io *io, const hq_run_meta *m, uint64_t i, hsize_t dims[5])
 {
     const hq_item *it = &io->inv.items[i];
-    const hq_mode mode = {it->channels, it->sample_bytes, m->bits ? m->bits : it->depth, m->color};
+    const hq_mode mode = hq_item_mode(it, m->bits, m->color, m->fbins);
+    hq_clahe_geom g = {0};
     dims[0] = it->slices;
+    if (m->clahe && !it->bad && hq_clahe_geom_make(m->clahe, it->height, it->width, &g) == 0) {
+        dims[1] = g.tiles_y;
+        dims[2] = g.tiles_x;
+        dims[3] = hq_mode_nhist(&mode);
+        dims[4] = hq_mode_bins(&mode);
+        return 5;
+    }
     dims[1] = hq_mode_nhist(&mode);
     dims[2] = hq_mode_bins(&mode);
+    return 3;
+}
+
+static hsize_t dims_product(const hsize_t *dims, int rank)
+{
+    hsize_t n = 1;
+    for (int k = 0; k < rank; k++)
+        n *= dims[k];
+    return n;
+}
+
+static int write_u64_pair_attr(hid_t obj, const char *aname, uint64_t a0, uint64_t a1)
+{
+    const hsize_t two = 2;
+    const uint64_t v[2] = {a0, a1};
+    hid_t s = H5Screate_simple(1, &two, NULL);
+    hid_t a = H5I_INVALID_HID;
+    int ok = s >= 0;
+    if (ok && H5Aexists(obj, aname) > 0)
+        ok = H5Adelete(obj, aname) >= 0;
+    if (ok)
+        a = H5Acreate2(obj, aname, H5T_STD_U64LE, s, H5P_DEFAULT, H5P_DEFAULT);
+    ok = ok && a >= 0 && H5Awrite(a, H5T_NATIVE_UINT64, v) >= 0;
+    if (a >= 0)
+        H5Aclose(a);
+    if (s >= 0)
+        H5Sclose(s);
+    return ok ? 0 : -1;
+}
+
+/* CLAHE: what an item's tile LUTs were made with, on its LUT dataset (collective, like all
+ * attribute writes): tiles (tiles_y, tiles_x), tile_size (rows, columns, in the padded image),
+ * clip_limit (--clip-limit) and clip_count (the per-bin limit it gives: 0 none). */
+static int write_clahe_attrs(hid_t d, const hq_io *io, const hq_run_meta *m, uint64_t i)
+{
+    const hq_item *it = &io->inv.items[i];
+    hq_clahe_geom g;
+    if (hq_clahe_geom_make(m->clahe, it->height, it->width, &g))
+        return -1;
+    const hq_mode mode = hq_item_mode(it, m->bits, m->color, m->fbins);
+    const int64_t limit = hq_clahe_clip_limit(m->clahe->clip, hq_clahe_area(&g), hq_mode_bins(&mode));
+    hid_t s = H5Screate(H5S_SCALAR), a = H5I_INVALID_HID;
+    int ok = s >= 0 && write_u64_pair_attr(d, "tiles", g.tiles_y, g.tiles_x) == 0 &&
+             write_u64_pair_attr(d, "tile_size", g.tile_h, g.tile_w) == 0 &&
+             write_f64_attr(d, "clip_limit", m->clahe->clip) == 0;
+    if (ok && H5Aexists(d, "clip_count") > 0)
+        ok = H5Adelete(d, "clip_count") >= 0;
+    if (ok)
+        a = H5Acreate2(d, "clip_count", H5T_STD_I64LE, s, H5P_DEFAULT, H5P_DEFAULT);
+    ok = ok && a >= 0 && H5Awrite(a, H5T_NATIVE_INT64, &limit) >= 0;
+    if (a >= 0)
+        H5Aclose(a);
+    if (s >= 0)
+        H5Sclose(s);
+    return ok ? 0 : -1;
 }
 
 /* Creates /histeq_dist/lut/<dataset> for every good item, on every rank in the same order
@@ -153,11 +250,11 @@ static int create_lut_datasets(hq_io *io, const hq_run_meta *m, hid_t *d, hq_err
     for (size_t i = 0; ok && i < io->inv.n; i++) {
         if (io->inv.items[i].bad)
             continue;
-        hsize_t dims[3];
-        lut_dims(io, m, i, dims);
+        hsize_t dims[5];
+        const int rank = lut_dims(io, m, i, dims);
         const size_t len = strlen(OWN_LUTS) + strlen(io->inv.items[i].name) + 2;
         char *path = malloc(len);
-        hid_t s = H5Screate_simple(3, dims, NULL);
+        hid_t s = H5Screate_simple(rank, dims, NULL);
         if (path) {
             snprintf(path, len, "%s%s%s", OWN_LUTS, io->inv.items[i].name[0] == '/' ? "" : "/", io->inv.items[i].name);
             d[i] = s >= 0 && drop_if_there(io, path) == 0
@@ -166,6 +263,8 @@ static int create_lut_datasets(hq_io *io, const hq_run_meta *m, hid_t *d, hq_err
         }
         if (s >= 0)
             H5Sclose(s);
+        if (path && d[i] >= 0 && m->clahe && write_clahe_attrs(d[i], io, m, i) < 0)
+            d[i] = (H5Dclose(d[i]), H5I_INVALID_HID);
         if (!path || d[i] < 0) {
             char det[512];
             hdf5_detail(det, sizeof det);
@@ -189,9 +288,10 @@ static int write_my_luts(hq_io *io, const hq_run_meta *m, const hid_t *d, hq_err
 {
     for (uint64_t k = 0; k < m->nluts; k++) {
         const hq_lut_rec *rec = &m->luts[k];
-        hsize_t dims[3];
-        lut_dims(io, m, rec->item, dims);
-        const hsize_t start[3] = {rec->slice, 0, 0}, count[3] = {1, dims[1], dims[2]}, n = dims[1] * dims[2];
+        hsize_t dims[5];
+        const int rank = lut_dims(io, m, rec->item, dims);
+        hsize_t start[5] = {rec->slice, 0, 0, 0, 0}, count[5] = {1, dims[1], dims[2], dims[3], dims[4]};
+        const hsize_t n = dims_product(dims + 1, rank - 1);
         hid_t fs = H5Dget_space(d[rec->item]), ms = H5Screate_simple(1, &n, NULL);
         int ok = fs >= 0 && ms >= 0 && rec->slice < dims[0] &&
                  H5Sselect_hyperslab(fs, H5S_SELECT_SET, start, NULL, count, NULL) >= 0 &&
@@ -217,9 +317,9 @@ static int write_item_luts(hq_io *io, const hq_run_meta *m, hq_err *err)
 {
     uint64_t bytes = 0;
     for (size_t i = 0; i < io->inv.n; i++) {
-        hsize_t dims[3];
-        lut_dims(io, m, i, dims);
-        bytes += io->inv.items[i].bad ? 0 : dims[0] * dims[1] * dims[2] * sizeof(uint16_t);
+        hsize_t dims[5];
+        const int rank = lut_dims(io, m, i, dims);
+        bytes += io->inv.items[i].bad ? 0 : dims_product(dims, rank) * sizeof(uint16_t);
     }
     int rc = hdf5_agree(io->comm, hdf5_reserve_more(io, bytes, OWN_LUTS, err), err);
     hid_t *d = NULL;
@@ -242,6 +342,43 @@ static int write_item_luts(hq_io *io, const hq_run_meta *m, hq_err *err)
     return hdf5_agree(io->comm, rc, err);
 }
 
+/* Scope image or dataset, float items: /histeq_dist/range/<dataset>, float64 (slices, 2), each slice's
+ * binning [min, max] (NaN, NaN: no finite sample). Created by every rank, written by rank 0. */
+static int write_item_ranges(hq_io *io, const hq_run_meta *m, hq_err *err)
+{
+    uint64_t bytes = 0;
+    for (size_t i = 0; i < io->inv.n; i++)
+        if (!io->inv.items[i].bad && io->inv.items[i].sample == HQ_SAMPLE_FLOAT)
+            bytes += io->inv.items[i].slices * 2 * sizeof(double);
+    int rc = hdf5_agree(io->comm, hdf5_reserve_more(io, bytes, OWN_RANGES, err), err);
+    for (size_t i = 0; i < io->inv.n && !rc; i++) {
+        const hq_item *it = &io->inv.items[i];
+        if (it->bad || it->sample != HQ_SAMPLE_FLOAT)
+            continue;
+        const size_t len = strlen(OWN_RANGES) + strlen(it->name) + 2;
+        char *path = malloc(len);
+        double *v = malloc(it->slices * 2 * sizeof *v);
+        int ok = path && v;
+        if (ok) {
+            snprintf(path, len, "%s%s%s", OWN_RANGES, it->name[0] == '/' ? "" : "/", it->name);
+            for (uint64_t s = 0; s < it->slices; s++) {
+                v[2 * s] = m->fbin[m->item_image0[i] + s].lo;
+                v[2 * s + 1] = m->fbin[m->item_image0[i] + s].hi;
+            }
+            const hsize_t dims[2] = {it->slices, 2};
+            ok = write_own_dataset(io, path, H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, dims, v) == 0;
+        }
+        char det[512] = "";
+        if (!ok)
+            hdf5_detail(det, sizeof det);
+        rc = hdf5_agree(io->comm, ok ? 0 : hq_fail(err, path ? HQ_EIO : HQ_EMEM, "%s:%s%s: cannot write%s",
+                                                    io->out_path, OWN_RANGES, it->name, det), err);
+        free(path);
+        free(v);
+    }
+    return rc;
+}
+
 /* Collective: every rank writes the same attributes with the same values. `color` only where it
  * applied: an output of gray data does not claim a colour mode. */
 int hdf5_record_meta(hq_io *io, const hq_run_meta *m, hq_err *err)
@@ -257,7 +394,11 @@ int hdf5_record_meta(hq_io *io, const hq_run_meta *m, hq_err *err)
              (!m->reference || write_string_attr(root, "reference", m->reference) == 0) &&
              (!m->ignore || write_string_attr(root, "ignore", m->ignore) == 0) &&
              (!m->mask || write_string_attr(root, "mask", m->mask) == 0) &&
-             (!m->mask_apply || write_string_attr(root, "mask_apply", m->mask_apply) == 0);
+             (!m->mask_apply || write_string_attr(root, "mask_apply", m->mask_apply) == 0) &&
+             (!m->clahe || write_f64_attr(root, "clip_limit", m->clahe->clip) == 0) &&
+             (!m->clahe || m->clahe->tile || write_u64_pair_attr(root, "clahe_grid", m->clahe->grid_y, m->clahe->grid_x) == 0) &&
+             (!m->clahe || !m->clahe->tile || write_u64_pair_attr(root, "clahe_tile", m->clahe->tile, m->clahe->tile) == 0) &&
+             write_float_attrs(root, m) == 0;
     char det[512] = "";
     if (!ok)
         hdf5_detail(det, sizeof det);
@@ -270,8 +411,10 @@ int hdf5_record_meta(hq_io *io, const hq_run_meta *m, hq_err *err)
     if (m->global_hist && m->global_nhist && m->global_bins)
         return write_global(io, m, err);
     if (m->scope != HQ_SCOPE_GLOBAL) /* image or dataset: a LUT per slice */
-        return write_item_luts(io, m, err);
-    return 0;
+        rc = write_item_luts(io, m, err);
+    if (!rc && m->scope != HQ_SCOPE_GLOBAL && m->fbin)
+        rc = write_item_ranges(io, m, err);
+    return rc;
 }
 
 /* The last thing written: a reader (or --resume) can tell a finished file by it. Collective. */

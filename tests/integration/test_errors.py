@@ -135,12 +135,22 @@ def _one_dset(tmp, name, data):
     return p, name
 
 
-def case_float32(tmp):
-    return _one_dset(tmp, "f32.h5", np.linspace(0, 1, 600, dtype=np.float32).reshape(20, 30))
+def case_float16(tmp):
+    return _one_dset(tmp, "f16.h5", np.linspace(0, 1, 600, dtype=np.float16).reshape(20, 30))
 
 
-def case_int16(tmp):
-    return _one_dset(tmp, "i16.h5", np.arange(600, dtype=np.int16).reshape(20, 30) - 300)
+def case_int32(tmp):
+    return _one_dset(tmp, "i32.h5", np.arange(600, dtype=np.int32).reshape(20, 30) - 300)
+
+
+def case_float_inf(tmp):
+    a = np.linspace(0, 1, 600, dtype=np.float32).reshape(20, 30)
+    a[3, 4] = np.inf
+    return _one_dset(tmp, "finf.h5", a)
+
+
+def case_float_rgb(tmp):
+    return _one_dset(tmp, "frgb.h5", np.zeros((2, 20, 30, 3), np.float32))
 
 
 def case_5d(tmp):
@@ -170,7 +180,8 @@ def case_list_missing_entry(tmp):
 
 
 BAD_INPUTS = [case_missing, case_text_as_h5, case_text_as_png, case_truncated_png, case_png_idat_crc,
-              case_png_idat_zlib, case_truncated_h5, case_missing_dataset, case_float32, case_int16, case_5d,
+              case_png_idat_zlib, case_truncated_h5, case_missing_dataset, case_float16, case_int32, case_float_inf,
+              case_float_rgb, case_5d,
               case_zero_sized, case_zero_sized_stack, case_empty_png_dir, case_list_missing_entry]
 
 
@@ -326,7 +337,7 @@ def test_on_error_skip_hdf5_dataset(tmp):
     inp = str(tmp / "in.h5")
     with h5py.File(inp, "w") as f:
         f.create_dataset("good", data=good)
-        f.create_dataset("bad", data=np.zeros((5, 5), np.float32))
+        f.create_dataset("bad", data=np.zeros((5, 5), np.float16))
     out = tmp / "out.h5"
     r = run(["--input", inp, "--output", out, "--on-error", "skip", "--device", DEVICES[0]], timeout=ERR_TIMEOUT)
     assert r.rc == E_SKIPPED, f"want exit 3\n{r}"
@@ -351,6 +362,11 @@ def test_on_error_skip_hdf5_dataset(tmp):
     ["--png-level", "10"],
     ["--on-error", "ignore"],
     ["--threads", "-1"],
+    ["--bins", "1"],
+    ["--bins", "65537"],
+    ["--range", "5:3"],
+    ["--range", "0:inf"],
+    ["--range", "1"],
 ], ids=lambda a: " ".join(a))
 def test_usage_errors(tmp, args):
     inp = good_h5(tmp / "a.h5")

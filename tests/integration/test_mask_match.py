@@ -466,3 +466,26 @@ def test_resume_with_mask_and_match_global(tmp):
     g = [sum(h[0] for h in hs)]
     want = np.stack([ref.process_one(s, 16, method="match", target=g, mask=mk, ignore=(0, 0)) for s in st])
     assert_array_equal(read_h5(full, "s"), want, "full")
+
+
+@pytest.mark.parametrize("alpha", [False, True])
+def test_palette_png_mask_inside(tmp, alpha):
+    """A palette PNG under --mask with --mask-apply inside: pixels of one palette index are left as
+    they were outside the mask and remapped inside it, which one palette entry per index cannot
+    hold, so the output is RGB(A), and it equals the run on the same image stored as RGB(A)."""
+    from test_png import palette_image
+    idx, pal, trns = palette_image(48, 52, 31, alpha=alpha)
+    pngio.write(tmp / "pal.png", idx, 8, pngio.PALETTE, palette=pal, trns=trns)
+    rgb = _read_png(tmp / "pal.png").rgb().astype(np.uint8)
+    pngio.write(tmp / "rgb.png", rgb, 8, pngio.RGBA if alpha else pngio.RGB)
+    pngio.write(tmp / "mask.png", disc_mask(48, 52, r=0.35), 8, pngio.GRAY)
+    opts = ["--mask", tmp / "mask.png", "--mask-apply", "inside", "--color", "value"]
+    equalize(tmp / "pal.png", tmp / "pal_out.png", *opts)
+    equalize(tmp / "rgb.png", tmp / "rgb_out.png", *opts)
+    got = _read_png(tmp / "pal_out.png")
+    assert got.color_type == (pngio.RGBA if alpha else pngio.RGB) and got.depth == 8
+    want = _read_png(tmp / "rgb_out.png").samples
+    assert_array_equal(got.samples, want, "palette input vs the same pixels as RGB(A)")
+    outside = disc_mask(48, 52, r=0.35) == 0
+    assert_array_equal(got.samples[outside], rgb[outside], "masked-out pixels left as they were")
+    assert not np.array_equal(got.samples, rgb), "the masked-in pixels were remapped"

@@ -243,6 +243,45 @@ static void test_bits_1_to_16(void **state)
     }
 }
 
+/* Float data bins into any count (--bins N, L = N): the rule must not lean on a power of two. */
+static void test_any_bin_count(void **state)
+{
+    (void)state;
+    static const uint32_t counts[] = {2, 3, 5, 255, 257, 1000, 4097, 65535};
+    for (size_t k = 0; k < sizeof counts / sizeof *counts; k++) {
+        const uint32_t bins = counts[k];
+        uint64_t *h = calloc(bins, sizeof *h);
+        for (int trial = 0; trial < 4; trial++) {
+            for (uint32_t v = 0; v < bins; v++)
+                h[v] = (rnd() % 3 == 0) ? rnd() % 100000 : 0;
+            h[bins - 1] += trial; /* the top bin filled or not */
+            check_both(h, bins);
+        }
+        free(h);
+    }
+    /* Hand-checked, L = 3: counts 1, 1, 2 -> c = 1, 2, 4; h0 = 0, N - c0 = 3:
+     * lut = round((c - 1) * 2 / 3) = 0, round(2/3) = 1, round(6/3) = 2. */
+    uint64_t h3[3] = {1, 1, 2};
+    uint16_t lut[3];
+    hq_lut_build(HQ_METHOD_EQUALIZE, h3, 3, lut);
+    assert_int_equal(lut[0], 0);
+    assert_int_equal(lut[1], 1);
+    assert_int_equal(lut[2], 2);
+    /* L = 1000 over one sample in bin 10 and one in bin 990: the top one reaches L - 1 = 999. */
+    uint64_t *h = calloc(1000, sizeof *h);
+    uint16_t *l = malloc(1000 * sizeof *l);
+    h[10] = 1;
+    h[990] = 1;
+    hq_lut_build(HQ_METHOD_EQUALIZE, h, 1000, l);
+    assert_int_equal(l[9], 0);
+    assert_int_equal(l[10], 0);
+    assert_int_equal(l[989], 0);
+    assert_int_equal(l[990], 999);
+    assert_int_equal(l[999], 999);
+    free(h);
+    free(l);
+}
+
 static void test_12bit_4096_bins(void **state)
 {
     (void)state;
@@ -603,6 +642,7 @@ int main(void)
         cmocka_unit_test(test_hand_checked_small),
         cmocka_unit_test(test_random_8bit),
         cmocka_unit_test(test_bits_1_to_16),
+        cmocka_unit_test(test_any_bin_count),
         cmocka_unit_test(test_12bit_4096_bins),
         cmocka_unit_test(test_16bit_65536_bins),
         cmocka_unit_test(test_counts_above_2_32),

@@ -1,0 +1,105 @@
+#include "clahe.h"
+
+#include <stdlib.h>
+
+int hq_clahe_geom_make(const hq_clahe_cfg *cfg, uint64_t h, uint64_t w, hq_clahe_geom *g)
+{
+    uint64_t gy = cfg->grid_y, gx = cfg->grid_x;
+    if (cfg->tile) {
+        gy = (h + cfg->tile - 1) / cfg->tile;
+        gx = (w + cfg->tile - 1) / cfg->tile;
+    }
+    if (h == 0 || w == 0 || gy == 0 || gx == 0 || gy > h || gx > w)
+        return -1;
+    g->height = h;
+    g->width = w;
+    g->tiles_y = gy;
+    g->tiles_x = gx;
+    /* OpenCV pads both sides when either does not divide, a dividing side by a whole grid count. */
+    const int pad = h % gy != 0 || w % gx != 0;
+    g->tile_h = pad ? (h + gy - h % gy) / gy : h / gy;
+    g->tile_w = pad ? (w + gx - w % gx) / gx : w / gx;
+    return 0;
+}
+
+int64_t hq_clahe_clip_limit(double clip, uint64_t area, uint32_t bins)
+{
+    if (!(clip > 0.0))
+        return 0;
+    const double l = clip * (double)area / (double)bins;
+    if (!(l < 9.2e18)) /* beyond any count a tile can hold: never clips */
+        return INT64_MAX;
+    const int64_t limit = (int64_t)l;
+    return limit < 1 ? 1 : limit;
+}
+
+void hq_clahe_tile_lut(const uint64_t *hist, uint32_t bins, uint64_t area, int64_t limit, uint16_t *lut,
+                       uint64_t *scratch)
+{
+    const uint64_t *h = hist;
+    if (limit > 0) {
+        uint64_t clipped = 0;
+        for (uint32_t v = 0; v < bins; v++) {
+            uint64_t c = hist[v];
+            if (c > (uint64_t)limit) {
+                clipped += c - (uint64_t)limit;
+                c = (uint64_t)limit;
+            }
+            scratch[v] = c;
+        }
+        const uint64_t batch = clipped / bins;
+        uint64_t residual = clipped - batch * bins;
+        for (uint32_t v = 0; v < bins; v++)
+            scratch[v] += batch;
+        if (residual) {
+            const uint64_t step = bins / residual > 1 ? bins / residual : 1;
+            for (uint64_t v = 0; v < bins && residual > 0; v += step, residual--)
+                scratch[v]++;
+        }
+        h = scratch;
+    }
+    const float scale = (float)(bins - 1) / (float)area;
+    const uint32_t maxv = bins - 1;
+    uint64_t sum = 0;
+    for (uint32_t v = 0; v < bins; v++) {
+        sum += h[v];
+        const int64_t o = hq_clahe_round((float)sum * scale);
+        lut[v] = (uint16_t)(o < 0 ? 0 : o > (int64_t)maxv ? maxv : o);
+    }
+}
+
+void hq_clahe_side_free(hq_clahe_side *s)
+{
+    free(s->own_lo);
+    free(s->own_hi);
+    free(s->ext_at);
+    free(s->ext);
+}
+
+int hq_clahe_side_make(uint64_t n, uint64_t tiles, uint64_t tile, uint64_t b0, uint64_t b1, hq_clahe_side *s)
+{
+    const uint64_t padded = tiles * tile, pad = padded - n;
+    s->tiles = tiles;
+    s->own_lo = malloc(tiles * sizeof *s->own_lo);
+    s->own_hi = malloc(tiles * sizeof *s->own_hi);
+    s->ext_at = calloc(tiles + 1, sizeof *s->ext_at);
+    s->ext = malloc((pad ? pad : 1) * sizeof *s->ext);
+    if (!s->own_lo || !s->own_hi || !s->ext_at || !s->ext)
+        return -1;
+    uint64_t k = 0;
+    for (uint64_t t = 0; t < tiles; t++) {
+        const uint64_t lo = t * tile, hi = lo + tile, own_hi = hi < n ? hi : n > lo ? n : lo;
+        s->own_lo[t] = lo > b0 ? lo : b0;
+        s->own_hi[t] = own_hi < b1 ? own_hi : b1;
+        if (s->own_hi[t] < s->own_lo[t])
+            s->own_hi[t] = s->own_lo[t];
+        s->ext_at[t] = k;
+        for (uint64_t q = lo > n ? lo : n; q < hi; q++) {
+            const uint64_t src = hq_clahe_reflect(q, n);
+            if (src >= b0 && src < b1)
+                s->ext[k++] = src;
+        }
+    }
+    s->ext_at[tiles] = k;
+    return 0;
+}

@@ -1,0 +1,24 @@
+/* sample.h — signed integer samples (int8, int16) in the offset form the engines equalize:
+ * u = v + 2^(n-1), which in two's complement is the sign bit flipped, exact and its own inverse.
+ * The driver flips a block after reading it and flips it back before writing it, so the integer
+ * rule (core/lut.h) applies unchanged, in the offset domain, and the output keeps its dtype. */
+#ifndef HQ_SAMPLE_H
+#define HQ_SAMPLE_H
+
+#include <stdint.h>
+
+/* Flips the sign bit of n samples of `bytes` (1 or 2) bytes each, in place. */
+static inline void hq_sample_flip(void *data, uint64_t n, uint32_t bytes)
+{
+    if (bytes == 1) {
+        uint8_t *p = data;
+        for (uint64_t i = 0; i < n; i++)
+            p[i] ^= 0x80u;
+    } else {
+        uint16_t *p = data;
+        for (uint64_t i = 0; i < n; i++)
+            p[i] ^= 0x8000u;
+    }
+}
+
+#endif

@@ -1,0 +1,259 @@
+/* gpu_clahe.cu — CLAHE on the device (see gpu_clahe.h). The work lists (which padded rows and
+ * columns of each tile a piece supplies, reflections included) come from core/clahe.h's
+ * hq_clahe_side, the per-pixel keys, blend and channel formulas from core/clahe.h and core/pixel.h
+ * compiled for the device: the rule exists once. The kernels (gpu_clahe_kernels.cuh): histograms
+ * in shared memory, whole or by 128 KiB windows (16-bit: no device-wide atomic per pixel); the gray
+ * remap by groups of rows with 16-byte loads and stores, 8-bit LUTs staged in shared memory. */
+#include <cuda_runtime.h>
+#include <new>
+#include <stdlib.h>
+#include <string.h>
+#include <vector>
+
+#include "gpu_clahe.h"
+#include "gpu_clahe_kernels.cuh"
+
+struct hq_gpu_clahe {
+    void *d_px = nullptr;
+    size_t px_cap = 0;
+    void *d_hist = nullptr;
+    size_t hist_cap = 0;
+    void *d_lut = nullptr;
+    size_t lut_cap = 0;
+    void *d_aux = nullptr;
+    size_t aux_cap = 0;
+    uint64_t now = 0, peak = 0;
+};
+
+namespace {
+
+#define CL_CHECK(call)                                                                                             \
+    do {                                                                                                           \
+        cudaError_t e_ = (call);                                                                                   \
+        if (e_ != cudaSuccess) {                                                                                   \
+            cudaGetLastError();                                                                                    \
+            return hq_fail(err, HQ_EDEVICE, "gpu: %s failed: %s (%s:%d)", #call, cudaGetErrorString(e_), __FILE__, \
+                           __LINE__);                                                                              \
+        }                                                                                                          \
+    } while (0)
+
+int grow(hq_gpu_clahe *s, void **p, size_t *cap, size_t need, hq_err *err)
+{
+    if (need <= *cap)
+        return 0;
+    if (*p) {
+        cudaFree(*p);
+        s->now -= *cap;
+        *p = nullptr;
+        *cap = 0;
+    }
+    if (cudaMalloc(p, need) != cudaSuccess) {
+        cudaGetLastError();
+        *p = nullptr;
+        return hq_fail(err, HQ_EDEVICE, "gpu: no room on the device for %zu bytes of CLAHE data (lower --block)",
+                       need);
+    }
+    *cap = need;
+    s->now += need;
+    s->peak = s->now > s->peak ? s->now : s->peak;
+    return 0;
+}
+
+int state(hq_gpu_clahe **st, hq_err *err)
+{
+    if (!*st)
+        *st = new (std::nothrow) hq_gpu_clahe();
+    return *st ? 0 : hq_fail(err, HQ_EMEM, "gpu: out of memory");
+}
+
+} /* namespace */
+
+int hq_gpu_clahe_histogram(hq_gpu_clahe **stp, const hq_clahe_piece *p, const hq_mode *m, const hq_clahe_geom *g,
+                           uint64_t *hist, hq_err *err)
+{
+    if (!p->rows || !p->cols)
+        return 0;
+    int rc = state(stp, err);
+    if (rc)
+        return rc;
+    hq_gpu_clahe *s = *stp;
+    hq_clahe_side rs = {}, cs = {};
+    std::vector<uint64_t> rsrc, rat, csrc, cat;
+    try {
+        if (hq_clahe_side_make(g->height, g->tiles_y, g->tile_h, p->r0, p->r0 + p->rows, &rs) ||
+            hq_clahe_side_make(g->width, g->tiles_x, g->tile_w, p->c0, p->c0 + p->cols, &cs)) {
+            hq_clahe_side_free(&rs);
+            hq_clahe_side_free(&cs);
+            return hq_fail(err, HQ_EMEM, "gpu: out of memory for CLAHE tiles");
+        }
+        flatten(&rs, rsrc, rat);
+        flatten(&cs, csrc, cat);
+    } catch (...) {
+        hq_clahe_side_free(&rs);
+        hq_clahe_side_free(&cs);
+        return hq_fail(err, HQ_EMEM, "gpu: out of memory for CLAHE tiles");
+    }
+    hq_clahe_side_free(&rs);
+    hq_clahe_side_free(&cs);
+    uint64_t ty0, ty1, tx0, tx1;
+    if (!touched(rat, &ty0, &ty1) || !touched(cat, &tx0, &tx1))
+        return 0;
+    const uint64_t nty = ty1 - ty0 + 1, ntx = tx1 - tx0 + 1;
+    const uint32_t bins = hq_mode_bins(m), nh = hq_mode_nhist(m), hl = nh * bins;
+    const int shared = hl <= kSharedCounters;
+    std::vector<Item> items;
+    try {
+        make_items(rat, cat, ty0, ty1, tx0, tx1, shared ? kItemPixels : kItemPixelsWin, items);
+    } catch (...) {
+        return hq_fail(err, HQ_EMEM, "gpu: out of memory for CLAHE work items");
+    }
+    const size_t pb = (size_t)m->channels * m->sample_bytes, px_bytes = p->rows * p->cols * pb;
+    const size_t hist_bytes = nty * ntx * hl * sizeof(unsigned long long);
+    const size_t a_r = rsrc.size() * 8, a_c = csrc.size() * 8, a_t = cat.size() * 8, a_i = items.size() * sizeof(Item);
+    if ((rc = grow(s, &s->d_px, &s->px_cap, px_bytes, err)) ||
+        (rc = grow(s, &s->d_hist, &s->hist_cap, hist_bytes, err)) ||
+        (rc = grow(s, &s->d_aux, &s->aux_cap, a_r + a_c + a_t + a_i, err)))
+        return rc;
+    char *aux = static_cast<char *>(s->d_aux);
+    CL_CHECK(cudaMemcpy(s->d_px, p->data, px_bytes, cudaMemcpyHostToDevice));
+    CL_CHECK(cudaMemcpy(aux, rsrc.data(), a_r, cudaMemcpyHostToDevice));
+    CL_CHECK(cudaMemcpy(aux + a_r, csrc.data(), a_c, cudaMemcpyHostToDevice));
+    CL_CHECK(cudaMemcpy(aux + a_r + a_c, cat.data(), a_t, cudaMemcpyHostToDevice));
+    CL_CHECK(cudaMemcpy(aux + a_r + a_c + a_t, items.data(), a_i, cudaMemcpyHostToDevice));
+    CL_CHECK(cudaMemset(s->d_hist, 0, hist_bytes));
+    const uint32_t nwin = shared ? 1 : (hl + kWindow - 1) / kWindow;
+    const size_t shm = (shared ? hl : (hl < kWindow ? hl : kWindow)) * sizeof(uint32_t);
+    if (!shared) {
+        CL_CHECK(cudaFuncSetAttribute(k_clahe_hist_win<uint8_t>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)shm));
+        CL_CHECK(cudaFuncSetAttribute(k_clahe_hist_win<uint16_t>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)shm));
+    }
+    const uint64_t *d_r = reinterpret_cast<const uint64_t *>(aux), *d_c = reinterpret_cast<const uint64_t *>(aux + a_r);
+    const uint64_t *d_t = reinterpret_cast<const uint64_t *>(aux + a_r + a_c);
+    const Item *d_i = reinterpret_cast<const Item *>(aux + a_r + a_c + a_t);
+    unsigned long long *d_h = static_cast<unsigned long long *>(s->d_hist);
+    const uint32_t maxv = bins - 1;
+    for (size_t k0 = 0; k0 < items.size(); k0 += 0x7fffffff) {
+        const uint32_t nb = (uint32_t)(items.size() - k0 < 0x7fffffff ? items.size() - k0 : 0x7fffffff);
+        if (!shared && m->sample_bytes == 1)
+            k_clahe_hist_win<uint8_t><<<dim3(nb, nwin), kWinThreads, shm>>>(
+                static_cast<const uint8_t *>(s->d_px), p->cols, m->channels, d_r, d_c, d_t, d_i + k0, p->r0, p->c0, bins,
+                nh, (int)m->color, maxv, d_h);
+        else if (!shared)
+            k_clahe_hist_win<uint16_t><<<dim3(nb, nwin), kWinThreads, shm>>>(
+                static_cast<const uint16_t *>(s->d_px), p->cols, m->channels, d_r, d_c, d_t, d_i + k0, p->r0, p->c0,
+                bins, nh, (int)m->color, maxv, d_h);
+        else if (m->sample_bytes == 1)
+            k_clahe_hist<uint8_t><<<nb, kThreads, shm>>>(static_cast<const uint8_t *>(s->d_px), p->cols, m->channels,
+                                                          d_r, d_c, d_t, d_i + k0, p->r0, p->c0, bins, nh,
+                                                          (int)m->color, maxv, d_h);
+        else
+            k_clahe_hist<uint16_t><<<nb, kThreads, shm>>>(static_cast<const uint16_t *>(s->d_px), p->cols,
+                                                           m->channels, d_r, d_c, d_t, d_i + k0, p->r0, p->c0, bins,
+                                                           nh, (int)m->color, maxv, d_h);
+        CL_CHECK(cudaGetLastError());
+    }
+    std::vector<unsigned long long> h;
+    try {
+        h.resize(nty * ntx * hl);
+    } catch (...) {
+        return hq_fail(err, HQ_EMEM, "gpu: out of memory for CLAHE histograms");
+    }
+    CL_CHECK(cudaMemcpy(h.data(), s->d_hist, hist_bytes, cudaMemcpyDeviceToHost));
+    for (uint64_t ty = ty0; ty <= ty1; ty++)
+        for (uint64_t tx = tx0; tx <= tx1; tx++) {
+            const unsigned long long *src = h.data() + ((ty - ty0) * ntx + (tx - tx0)) * hl;
+            uint64_t *dst = hist + (ty * g->tiles_x + tx) * hl;
+            for (uint32_t v = 0; v < hl; v++)
+                dst[v] += src[v];
+        }
+    return 0;
+}
+
+int hq_gpu_clahe_remap(hq_gpu_clahe **stp, hq_clahe_piece *p, const hq_mode *m, const hq_clahe_geom *g,
+                       const uint16_t *lut, hq_err *err)
+{
+    if (!p->rows || !p->cols)
+        return 0;
+    int rc = state(stp, err);
+    if (rc)
+        return rc;
+    hq_gpu_clahe *s = *stp;
+    const float inv_h = hq_clahe_inv(g->tile_h), inv_w = hq_clahe_inv(g->tile_w);
+    /* The blend's tiles grow with the position: the first row's and the last row's bound them. */
+    const uint32_t ty0 = hq_clahe_weight(p->r0, inv_h, g->tiles_y).t1;
+    const uint32_t ty1 = hq_clahe_weight(p->r0 + p->rows - 1, inv_h, g->tiles_y).t2;
+    const uint32_t tx0 = hq_clahe_weight(p->c0, inv_w, g->tiles_x).t1;
+    const uint32_t tx1 = hq_clahe_weight(p->c0 + p->cols - 1, inv_w, g->tiles_x).t2;
+    const uint32_t bins = hq_mode_bins(m), nh = hq_mode_nhist(m);
+    const uint64_t hl = (uint64_t)nh * bins, nty = ty1 - ty0 + 1, ntx = tx1 - tx0 + 1;
+    const size_t pb = (size_t)m->channels * m->sample_bytes, px_bytes = p->rows * p->cols * pb;
+    const size_t lut_bytes = nty * ntx * hl * sizeof(uint16_t);
+    if ((rc = grow(s, &s->d_px, &s->px_cap, px_bytes, err)) || (rc = grow(s, &s->d_lut, &s->lut_cap, lut_bytes, err)))
+        return rc;
+    for (uint64_t ty = ty0; ty <= ty1; ty++) /* the tile rows' runs of LUTs, side by side */
+        CL_CHECK(cudaMemcpy(static_cast<uint16_t *>(s->d_lut) + (ty - ty0) * ntx * hl,
+                            lut + (ty * g->tiles_x + tx0) * hl, ntx * hl * sizeof(uint16_t), cudaMemcpyHostToDevice));
+    CL_CHECK(cudaMemcpy(s->d_px, p->data, px_bytes, cudaMemcpyHostToDevice));
+    const uint16_t *d_l = static_cast<const uint16_t *>(s->d_lut);
+    if (m->channels == 1) {
+        std::vector<RowGroup> groups;
+        try {
+            make_groups(p->r0, p->rows, p->cols, inv_h, g->tiles_y, groups);
+        } catch (...) {
+            return hq_fail(err, HQ_EMEM, "gpu: out of memory for CLAHE row groups");
+        }
+        const size_t gb = groups.size() * sizeof(RowGroup);
+        if ((rc = grow(s, &s->d_aux, &s->aux_cap, gb, err)))
+            return rc;
+        CL_CHECK(cudaMemcpy(s->d_aux, groups.data(), gb, cudaMemcpyHostToDevice));
+        const RowGroup *d_g = static_cast<const RowGroup *>(s->d_aux);
+        const bool sh8 = m->sample_bytes == 1 && bins == 256 && ntx * 512 <= kLut8Bytes;
+        const size_t shm = sh8 ? ntx * 512 : 0;
+        for (size_t k0 = 0; k0 < groups.size(); k0 += 0x7fffffff) {
+            const uint32_t nb = (uint32_t)(groups.size() - k0 < 0x7fffffff ? groups.size() - k0 : 0x7fffffff);
+            if (sh8)
+                k_clahe_remap_gray<uint8_t, true><<<nb, kThreads, shm>>>(
+                    static_cast<uint8_t *>(s->d_px), p->cols, p->r0, p->c0, inv_h, inv_w, g->tiles_y, g->tiles_x, d_l,
+                    ty0, tx0, (uint32_t)ntx, bins, bins - 1, d_g + k0);
+            else if (m->sample_bytes == 1)
+                k_clahe_remap_gray<uint8_t, false><<<nb, kThreads>>>(
+                    static_cast<uint8_t *>(s->d_px), p->cols, p->r0, p->c0, inv_h, inv_w, g->tiles_y, g->tiles_x, d_l,
+                    ty0, tx0, (uint32_t)ntx, bins, bins - 1, d_g + k0);
+            else
+                k_clahe_remap_gray<uint16_t, false><<<nb, kThreads>>>(
+                    static_cast<uint16_t *>(s->d_px), p->cols, p->r0, p->c0, inv_h, inv_w, g->tiles_y, g->tiles_x,
+                    d_l, ty0, tx0, (uint32_t)ntx, bins, bins - 1, d_g + k0);
+            CL_CHECK(cudaGetLastError());
+        }
+    } else {
+        const dim3 grid = grid_for(p->rows, p->cols);
+        if (m->sample_bytes == 1)
+            k_clahe_remap<uint8_t><<<grid, kThreads>>>(static_cast<uint8_t *>(s->d_px), p->rows, p->cols, m->channels,
+                                                       p->r0, p->c0, inv_h, inv_w, g->tiles_y, g->tiles_x, d_l, ty0,
+                                                       tx0, (uint32_t)ntx, bins, nh, (int)m->color, bins - 1);
+        else
+            k_clahe_remap<uint16_t><<<grid, kThreads>>>(static_cast<uint16_t *>(s->d_px), p->rows, p->cols,
+                                                        m->channels, p->r0, p->c0, inv_h, inv_w, g->tiles_y,
+                                                        g->tiles_x, d_l, ty0, tx0, (uint32_t)ntx, bins, nh,
+                                                        (int)m->color, bins - 1);
+    }
+    CL_CHECK(cudaGetLastError());
+    CL_CHECK(cudaMemcpy(p->data, s->d_px, px_bytes, cudaMemcpyDeviceToHost));
+    return 0;
+}
+
+uint64_t hq_gpu_clahe_peak(const hq_gpu_clahe *st)
+{
+    return st ? st->peak : 0;
+}
+
+void hq_gpu_clahe_free(hq_gpu_clahe *st)
+{
+    if (!st)
+        return;
+    cudaFree(st->d_px);
+    cudaFree(st->d_hist);
+    cudaFree(st->d_lut);
+    cudaFree(st->d_aux);
+    delete st;
+}
