@@ -360,7 +360,7 @@ static void ffill(void *buf, uint64_t n, uint32_t sb, uint32_t bins, int pat)
             v = (unit01() - 0.25) * 1e4 * unit01() * unit01();
         if ((pat == FPAT_NOISE || pat == FPAT_RANGE) && rnd() % 61 == 0)
             v = NAN;
-        if (pat == FPAT_INF && i % 1009 == 3)
+        if (pat == FPAT_INF && (i % 1009 == 3 || i == n - 1)) /* the last too: a one-pixel block holds one */
             v = (i & 1) ? INFINITY : -INFINITY;
         if (sb == 4)
             ((float *)buf)[i] = (float)v;
