@@ -37,16 +37,17 @@ static int write_string_attr(hid_t obj, const char *aname, const char *value)
     return ok ? 0 : -1;
 }
 
-static int write_u32_attr(hid_t obj, const char *aname, uint32_t value)
+/* An attribute of n values (n == 1: a scalar), replaced if it exists: stored as ftype, given as mtype. */
+static int write_num_attr(hid_t obj, const char *aname, hid_t ftype, hid_t mtype, hsize_t n, const void *v)
 {
-    hid_t s = H5Screate(H5S_SCALAR);
+    hid_t s = n == 1 ? H5Screate(H5S_SCALAR) : H5Screate_simple(1, &n, NULL);
     hid_t a = H5I_INVALID_HID;
     int ok = s >= 0;
     if (ok && H5Aexists(obj, aname) > 0)
         ok = H5Adelete(obj, aname) >= 0;
     if (ok)
-        a = H5Acreate2(obj, aname, H5T_STD_U32LE, s, H5P_DEFAULT, H5P_DEFAULT);
-    ok = ok && a >= 0 && H5Awrite(a, H5T_NATIVE_UINT32, &value) >= 0;
+        a = H5Acreate2(obj, aname, ftype, s, H5P_DEFAULT, H5P_DEFAULT);
+    ok = ok && a >= 0 && H5Awrite(a, mtype, v) >= 0;
     if (a >= 0)
         H5Aclose(a);
     if (s >= 0)
@@ -54,21 +55,14 @@ static int write_u32_attr(hid_t obj, const char *aname, uint32_t value)
     return ok ? 0 : -1;
 }
 
+static int write_u32_attr(hid_t obj, const char *aname, uint32_t value)
+{
+    return write_num_attr(obj, aname, H5T_STD_U32LE, H5T_NATIVE_UINT32, 1, &value);
+}
+
 static int write_f64_attr(hid_t obj, const char *aname, double value)
 {
-    hid_t s = H5Screate(H5S_SCALAR);
-    hid_t a = H5I_INVALID_HID;
-    int ok = s >= 0;
-    if (ok && H5Aexists(obj, aname) > 0)
-        ok = H5Adelete(obj, aname) >= 0;
-    if (ok)
-        a = H5Acreate2(obj, aname, H5T_IEEE_F64LE, s, H5P_DEFAULT, H5P_DEFAULT);
-    ok = ok && a >= 0 && H5Awrite(a, H5T_NATIVE_DOUBLE, &value) >= 0;
-    if (a >= 0)
-        H5Aclose(a);
-    if (s >= 0)
-        H5Sclose(s);
-    return ok ? 0 : -1;
+    return write_num_attr(obj, aname, H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, 1, &value);
 }
 
 /* Float data's root attributes: bins, where the range came from, and under scope global the
@@ -192,21 +186,8 @@ static hsize_t dims_product(const hsize_t *dims, int rank)
 
 static int write_u64_pair_attr(hid_t obj, const char *aname, uint64_t a0, uint64_t a1)
 {
-    const hsize_t two = 2;
     const uint64_t v[2] = {a0, a1};
-    hid_t s = H5Screate_simple(1, &two, NULL);
-    hid_t a = H5I_INVALID_HID;
-    int ok = s >= 0;
-    if (ok && H5Aexists(obj, aname) > 0)
-        ok = H5Adelete(obj, aname) >= 0;
-    if (ok)
-        a = H5Acreate2(obj, aname, H5T_STD_U64LE, s, H5P_DEFAULT, H5P_DEFAULT);
-    ok = ok && a >= 0 && H5Awrite(a, H5T_NATIVE_UINT64, v) >= 0;
-    if (a >= 0)
-        H5Aclose(a);
-    if (s >= 0)
-        H5Sclose(s);
-    return ok ? 0 : -1;
+    return write_num_attr(obj, aname, H5T_STD_U64LE, H5T_NATIVE_UINT64, 2, v);
 }
 
 /* CLAHE: what an item's tile LUTs were made with, on its LUT dataset (collective, like all
