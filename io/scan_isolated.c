@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include "io.h"
+#include "../core/fdio.h"
 
 #define DEFAULT_TIMEOUT_S 300.0
 
@@ -36,21 +37,6 @@ static double now_s(void)
     struct timespec t;
     clock_gettime(CLOCK_MONOTONIC, &t);
     return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
-
-static int write_all(int fd, const void *p, size_t n)
-{
-    const unsigned char *b = p;
-    while (n) {
-        ssize_t w = write(fd, b, n);
-        if (w < 0 && errno == EINTR)
-            continue;
-        if (w <= 0)
-            return -1;
-        b += w;
-        n -= (size_t)w;
-    }
-    return 0;
 }
 
 /* The child: no MPI, no atexit handlers (Open MPI's, HDF5's), default fatal signals (Open MPI's
@@ -78,8 +64,8 @@ static void child(int fd, const char *input, int skip_bad)
         rc = hq_inventory_pack(&inv, &buf, &len, &err);
     }
     reply_head h = {rc, rc ? (uint32_t)strlen(err.msg) : 0, rc ? 0 : len};
-    int bad = write_all(fd, &h, sizeof h) || (h.msg_len && write_all(fd, err.msg, h.msg_len)) ||
-              (h.inv_len && write_all(fd, buf, (size_t)h.inv_len));
+    int bad = hq_write_all(fd, &h, sizeof h) || (h.msg_len && hq_write_all(fd, err.msg, h.msg_len)) ||
+              (h.inv_len && hq_write_all(fd, buf, (size_t)h.inv_len));
     _exit(bad ? 1 : 0);
 }
 

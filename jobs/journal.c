@@ -1,6 +1,7 @@
 /* journal.c — OUT.journal/: the id file and one append-only log of checksummed records per rank. */
 #define _GNU_SOURCE
 #include "journal.h"
+#include "../core/fdio.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -436,21 +437,6 @@ void hq_journal_remove(const char *out)
     free(dir);
 }
 
-static int write_all(int fd, const void *p, size_t n)
-{
-    const unsigned char *s = p;
-    while (n) {
-        ssize_t w = write(fd, s, n);
-        if (w < 0 && errno == EINTR)
-            continue;
-        if (w <= 0)
-            return -1;
-        s += w;
-        n -= (size_t)w;
-    }
-    return 0;
-}
-
 int hq_journal_create(const char *out, const char *id, hq_err *err)
 {
     char *dir = hq_journal_dir(out);
@@ -467,7 +453,7 @@ int hq_journal_create(const char *out, const char *id, hq_err *err)
         goto done;
     }
     int fd = open(idp, O_WRONLY | O_CREAT | O_TRUNC, 0666);
-    if (fd < 0 || write_all(fd, id, strlen(id)) || fdatasync(fd) || close(fd) || rename(idp, fin)) {
+    if (fd < 0 || hq_write_all(fd, id, strlen(id)) || fdatasync(fd) || close(fd) || rename(idp, fin)) {
         rc = hq_fail(err, HQ_EIO, "%s: cannot write (%s)", fin, strerror(errno));
         if (fd >= 0)
             close(fd);
@@ -522,7 +508,7 @@ static int flush_locked(hq_journal *j, hq_err *err)
         if (rc)
             return rc;
     }
-    if (write_all(j->fd, j->buf, j->len) || fdatasync(j->fd))
+    if (hq_write_all(j->fd, j->buf, j->len) || fdatasync(j->fd))
         return hq_fail(err, HQ_EIO, "%s: cannot write the journal (%s)", j->path, strerror(errno));
     j->len = 0;
     return 0;

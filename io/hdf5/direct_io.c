@@ -21,6 +21,7 @@
 
 #include "../box.h"
 #include "hdf5_internal.h"
+#include "../../core/fdio.h"
 
 /* The largest run of bytes one task moves: big enough that a pread costs little besides the
  * copy, small enough that a block is cut in pieces for every worker. */
@@ -233,43 +234,13 @@ static int plan_chunks(xfer *x, const hq_block *b)
     return 0;
 }
 
-static int pread_full(int fd, unsigned char *p, uint64_t n, uint64_t off)
-{
-    while (n) {
-        const ssize_t r = pread(fd, p, n, (off_t)off);
-        if (r < 0 && errno == EINTR)
-            continue;
-        if (r <= 0)
-            return -1;
-        p += r;
-        n -= (uint64_t)r;
-        off += (uint64_t)r;
-    }
-    return 0;
-}
-
-static int pwrite_full(int fd, const unsigned char *p, uint64_t n, uint64_t off)
-{
-    while (n) {
-        const ssize_t r = pwrite(fd, p, n, (off_t)off);
-        if (r < 0 && errno == EINTR)
-            continue;
-        if (r <= 0)
-            return -1;
-        p += r;
-        n -= (uint64_t)r;
-        off += (uint64_t)r;
-    }
-    return 0;
-}
-
 static int do_runs(xfer *x, const task *t, int worker)
 {
     for (uint64_t r = 0; r < t->count; r++) {
         unsigned char *p = x->buf + t->mem_off + r * t->mem_stride;
         const uint64_t off = t->file_off + r * t->file_stride;
         if (!x->writing) {
-            if (pread_full(x->fd, p, t->file_len, off))
+            if (hq_pread_full(x->fd, p, t->file_len, off))
                 return -1;
             if (x->side->swap)
                 hdf5_swap16(p, t->file_len);
@@ -283,7 +254,7 @@ static int do_runs(xfer *x, const task *t, int worker)
             hdf5_swap16(s, t->file_len);
             p = s;
         }
-        if (pwrite_full(x->fd, p, t->file_len, off))
+        if (hq_pwrite_full(x->fd, p, t->file_len, off))
             return -1;
     }
     return 0;
@@ -385,7 +356,7 @@ static int do_chunk(xfer *x, task *t, int worker)
     static const uint64_t zero[MAX_RANK];
     if (!x->writing) {
         unsigned char *raw = hdf5_scratch_buf(x->io, worker, 0, t->file_len);
-        if (!raw || pread_full(x->fd, raw, t->file_len, t->file_off))
+        if (!raw || hq_pread_full(x->fd, raw, t->file_len, t->file_off))
             return -1;
         unsigned char *chunk = x->side->kind == DIRECT_FILTERED ? decode(x, t, worker, raw) : raw;
         if (!chunk)
@@ -405,7 +376,7 @@ static int do_chunk(xfer *x, task *t, int worker)
         hdf5_swap16(chunk, x->chunk_bytes);
     if (x->side->kind == DIRECT_FILTERED)
         return encode(x, t, worker, chunk);
-    return pwrite_full(x->fd, chunk, x->chunk_bytes, t->file_off);
+    return hq_pwrite_full(x->fd, chunk, x->chunk_bytes, t->file_off);
 }
 
 static int task_fn(void *ctx, uint64_t i, int worker)
