@@ -6,9 +6,14 @@
 #      byte for byte (make test-gpu's job; the machine's own python3 has numpy, h5py, cv2, pytest)
 #   2. compute-sanitizer memcheck on a real histeq_dist run (HDF5 stack, GPU engine)
 #   3. the end-to-end benchmark: an 8 GiB uint8 HDF5 stack, --device gpu beside --device copy
+#   io:    the ways of reserving and writing the output (bench/reserve_ab.sh: sync, background,
+#          map), 1 rank, copy and gpu, beside cat and cp of the same 8 GiB stack, interleaved
+#   clahe: bench/clahe_gpu_bench (CLAHE kernels on a device-resident image, against the copy
+#          roofline and OpenCV on the host's cores); built where OpenCV's C++ library is (here:
+#          carried as .devdeps/bin/clahe_gpu_bench with its libraries in .devdeps/opencv)
 # Needs carry [".devdeps"]: .devdeps/phdf5 (fetch-parallel-hdf5.sh, plus libsz/libaec) and
 # .devdeps/png/include (libpng headers, where the machine has only the runtime library).
-# Usage: bash bench/device_full.sh [all|test|e2e] [E2E_GIB=8]
+# Usage: bash bench/device_full.sh [all|test|e2e|io|clahe] [E2E_GIB=8]
 set -u
 what=${1:-all}
 gib=${2:-8}
@@ -50,6 +55,26 @@ if [ "$what" = all ] || [ "$what" = e2e ]; then
     HQ_BIN=build/histeq_dist timeout 400 bash bench/e2e_hdf5.sh "$gib" 3 /tmp/hq_e2e > "$OUT/e2e.log" 2>&1
     r=$?; [ $r -ne 0 ] && rc=1
     log "e2e (rc $r, $(( $(date +%s) - t0 )) s): $(tail -1 "$OUT/e2e.log")"
+fi
+if [ "$what" = io ]; then
+    mpicc -O2 -o build/make_stack bench/make_stack.c -lhdf5 && mkdir -p /dev/shm/hq_io &&
+        build/make_stack /dev/shm/hq_io/in.h5 "$gib" > /dev/null || { log "make_stack failed"; exit 1; }
+    for k in 1 2 3; do
+        s0=$(date +%s.%N); cat /dev/shm/hq_io/in.h5 > /dev/null; s1=$(date +%s.%N)
+        cp /dev/shm/hq_io/in.h5 /dev/shm/hq_io/cp.h5; s2=$(date +%s.%N); rm -f /dev/shm/hq_io/cp.h5
+        log "$gib GiB: cat $(awk "BEGIN{print $s1 - $s0}") s, cp $(awk "BEGIN{print $s2 - $s1}") s"
+    done
+    timeout 420 bash bench/reserve_ab.sh /dev/shm/hq_io/in.h5 --runs 3 --devices "copy gpu" --dir /dev/shm/hq_io/ab \
+        2>&1 | tee "$OUT/reserve_ab.txt" | tee -a "$OUT/full_summary.txt"
+    [ "${PIPESTATUS[0]}" = 0 ] || rc=1
+    rm -rf /dev/shm/hq_io
+fi
+if [ "$what" = clahe ]; then
+    b=build/bench/clahe_gpu_bench
+    [ -x "$b" ] || b=.devdeps/bin/clahe_gpu_bench
+    LD_LIBRARY_PATH="$PWD/.devdeps/opencv:$LD_LIBRARY_PATH" timeout 300 "$b" --threads "$(nproc)" > "$OUT/clahe_gpu.txt" 2>&1
+    r=$?; [ $r -ne 0 ] && rc=1
+    log "clahe_gpu_bench (rc $r):"; cat "$OUT/clahe_gpu.txt" | tee -a "$OUT/full_summary.txt"
 fi
 echo "---- summary"
 cat "$OUT/full_summary.txt"

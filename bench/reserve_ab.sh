@@ -1,26 +1,29 @@
 #!/bin/bash
-# reserve_ab.sh — the output's reservation at create (HQ_RESERVE=sync) against the background one
-# (HQ_RESERVE=background), same binary, interleaved, with each run's phases (--summary), and
-# optionally a second binary (e.g. a build of main) as "before".
+# reserve_ab.sh — the ways the output's space is reserved and its pixels written, same binary,
+# interleaved, with each run's phases (--summary), and optionally a second binary (e.g. a build of
+# main) as "before": HQ_RESERVE=sync (fallocate at create, pwrite), background (fallocate on a
+# thread while pass 1 runs, pwrite), map (tmpfs: the pixel region populated through a shared
+# mapping by every rank's workers, memcpy into it; io/hdf5/out_map.c).
 #
 #   bash bench/reserve_ab.sh INPUT.h5 [--runs R] [--devices "copy cpu"] [--np N] [--bin PATH]
-#                            [--compare PATH] [--dir DIR]
+#                            [--compare PATH] [--dir DIR] [--modes "sync background map"]
 # Prints one line a run (wall, create, read, write, close, load) and the median wall of each.
 set -euo pipefail
 in=$1; shift
 runs=5; devices="copy cpu"; np=1; bin=${HQ_BIN:-build/histeq_dist}; compare=""; dir=/dev/shm/hq_reserve_ab
+modes="sync background map"
 while [ $# -gt 0 ]; do
   case "$1" in
     --runs) runs=$2 ;; --devices) devices=$2 ;; --np) np=$2 ;; --bin) bin=$2 ;; --compare) compare=$2 ;;
-    --dir) dir=$2 ;; *) echo "reserve_ab.sh: unknown argument $1" >&2; exit 2 ;;
+    --dir) dir=$2 ;; --modes) modes=$2 ;; *) echo "reserve_ab.sh: unknown argument $1" >&2; exit 2 ;;
   esac
   shift 2
 done
 export OMPI_MCA_btl_vader_single_copy_mechanism=${OMPI_MCA_btl_vader_single_copy_mechanism:-none}
 flags="--oversubscribe"; [ "$(id -u)" = 0 ] && flags="$flags --allow-run-as-root"
 mkdir -p "$dir"
-echo "# bench/reserve_ab.sh $in --runs $runs --devices \"$devices\" --np $np --bin $bin${compare:+ --compare $compare} ($(date -u +%Y-%m-%dT%H:%M:%SZ), $(hostname), $(nproc) CPUs, $(stat -f -c %T "$dir"))"
-variants="sync background"; [ -n "$compare" ] && variants="before $variants"
+echo "# bench/reserve_ab.sh $in --runs $runs --devices \"$devices\" --np $np --modes \"$modes\" --bin $bin${compare:+ --compare $compare} ($(date -u +%Y-%m-%dT%H:%M:%SZ), $(hostname), $(nproc) CPUs, $(stat -f -c %T "$dir"))"
+variants=$modes; [ -n "$compare" ] && variants="before $variants"
 log=$(mktemp)
 for r in $(seq "$runs"); do
   for dev in $devices; do

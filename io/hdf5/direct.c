@@ -32,7 +32,7 @@ void hdf5_direct_init(hq_io *io)
 {
     const char *s = getenv("HQ_HDF5_DIRECT");
     io->direct = !(s && strcmp(s, "0") == 0);
-    io->in_fd = io->out_fd = -1;
+    io->in_fd = io->out_fd = io->omap_fd = -1;
 }
 
 int hdf5_direct_alloc(hq_io *io)
@@ -186,6 +186,7 @@ void hdf5_direct_note_output(hq_io *io)
 
 void hdf5_direct_close_output(hq_io *io)
 {
+    hdf5_out_unmap(io);
     for (size_t i = 0; io->dir && i < io->inv.n; i++) {
         free(io->dir[i].out.chunk_addr);
         memset(&io->dir[i].out, 0, sizeof io->dir[i].out);

@@ -254,7 +254,7 @@ static int do_runs(xfer *x, const task *t, int worker)
             hdf5_swap16(s, t->file_len);
             p = s;
         }
-        if (hq_pwrite_full(x->fd, p, t->file_len, off))
+        if (hdf5_out_put(x->io, p, t->file_len, off))
             return -1;
     }
     return 0;
@@ -376,7 +376,7 @@ static int do_chunk(xfer *x, task *t, int worker)
         hdf5_swap16(chunk, x->chunk_bytes);
     if (x->side->kind == DIRECT_FILTERED)
         return encode(x, t, worker, chunk);
-    return hq_pwrite_full(x->fd, chunk, x->chunk_bytes, t->file_off);
+    return hdf5_out_put(x->io, chunk, x->chunk_bytes, t->file_off);
 }
 
 static int task_fn(void *ctx, uint64_t i, int worker)

@@ -5,7 +5,8 @@
  * capture), dataset.c (what a dataset holds), scan_file.c (scan), agree.c (agreement between
  * ranks), open_input.c, block_shape.c (where a block lies, chunk walks), blocks.c (read/write of a
  * block), collective_report.c (collective transfers HDF5 made independent), reserve.c (disk space
- * reserved ahead), output_layout.c (an output dataset laid out like its input), create_output.c,
+ * reserved ahead), out_map.c (the output's pixels written through a shared mapping),
+ * output_layout.c (an output dataset laid out like its input), create_output.c,
  * provenance.c (the run recorded in the output), close.c; and the direct path, which moves pixel
  * bytes outside HDF5: direct.c (which datasets, their file offsets), direct_io.c (one block cut
  * into tasks), pool.c (the workers), codec.c (deflate, shuffle, byte swap).
@@ -99,6 +100,9 @@ struct hq_io {
     int direct;
     hdf5_direct *dir;      /* per item */
     int in_fd, out_fd;     /* the input and OUT.part, opened again for pread/pwrite; -1: none */
+    unsigned char *omap;   /* out_map.c: [0, omap_len) of OUT.part mapped shared; NULL: pwrite */
+    uint64_t omap_len;
+    int omap_fd;
     hdf5_pool *pool;       /* set_threads; NULL: the calling thread alone */
     hdf5_scratch *scratch; /* per thread of the pool */
     int nscratch;
@@ -231,6 +235,11 @@ void hdf5_set_threads(hq_io *io, int threads);
 int hdf5_scratch_ready(hq_io *io);
 unsigned char *hdf5_scratch_buf(hq_io *io, int worker, int which, size_t bytes);
 int hdf5_direct_wanted(const hq_io *io, uint64_t item, int writing, int coll_io);
+
+/* out_map.c */
+int hdf5_out_map(hq_io *io, hq_err *err);
+int hdf5_out_put(hq_io *io, const void *p, uint64_t n, uint64_t off);
+void hdf5_out_unmap(hq_io *io);
 
 /* direct_io.c */
 int hdf5_direct_transfer(hq_io *io, uint64_t item, const hq_block *b, void *buf, int writing);

@@ -8,6 +8,8 @@
  *    compressed collective write): what this round can add; hdf5_reserve_more: rank 0 only, the
  *    caller agrees on the result; hdf5_release_reserve (rank 0, at the end) gives back the rest.
  *  - Filesystems without fallocate are left alone: nothing reserved, nothing refused.
+ *  - Where out_map.c maps the pixel region (tmpfs), its population is the reservation of
+ *    [0, its end): io->reserved starts there, and only what lies past it is fallocated here.
  *  - In the background (one rank): on tmpfs fallocate zeroes every page under the file's lock (8 GiB:
  *    1.4-1.9 s), which the create phase used to wait for. With one rank, create checks the free
  *    space (statvfs: a disk already too small is refused there, as before) and a thread of rank 0
@@ -74,7 +76,8 @@ static int reserve_to(hq_io *io, uint64_t end)
     int fd = open(io->part_path, O_WRONLY);
     if (fd < 0)
         return 0;
-    int e = fallocate(fd, FALLOC_FL_KEEP_SIZE, 0, (off_t)end) == 0 ? 0 : errno;
+    /* [0, reserved) is reserved already (out_map.c populated it, or an earlier call). */
+    int e = fallocate(fd, FALLOC_FL_KEEP_SIZE, (off_t)io->reserved, (off_t)(end - io->reserved)) == 0 ? 0 : errno;
     close(fd);
     if (e == 0)
         io->reserved = end;
@@ -218,7 +221,7 @@ static int bg_wanted(void)
 
 static int bg_start(hq_io *io, uint64_t end)
 {
-    if (io->nranks != 1 || io->no_fallocate || end <= io->reserved || !bg_wanted())
+    if (io->nranks != 1 || io->no_fallocate || io->omap || end <= io->reserved || !bg_wanted())
         return -1;
     struct stat st;
     const uint64_t held = stat(io->part_path, &st) == 0 ? (uint64_t)st.st_blocks * 512 : UINT64_MAX;

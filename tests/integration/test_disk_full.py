@@ -83,7 +83,8 @@ def test_hdf5_disk_fills_under_background_reservation(tmp, small_disk):
 @pytest.mark.parametrize("np_", [None, 2])
 def test_background_reservation_same_bytes(tmp, np_):
     """The output is the same byte for byte whether its space was reserved in the background (one
-    rank) or at create (HQ_RESERVE=sync), and no reserved block is left past its end."""
+    rank), at create (HQ_RESERVE=sync) or by populating a shared mapping of the pixel region
+    (HQ_RESERVE=map), and no reserved block is left past its end."""
     rng = np.random.default_rng(14)
     inp = tmp / "in.h5"
     with h5py.File(inp, "w") as f:
@@ -91,7 +92,7 @@ def test_background_reservation_same_bytes(tmp, np_):
         f.create_dataset("c", data=rng.integers(0, 4096, (6, 256, 256), dtype=np.uint16), chunks=(1, 256, 256),
                          compression="gzip")
     outs = {}
-    for mode in ("background", "sync"):
+    for mode in ("background", "sync", "map"):
         out = tmp / f"out_{mode}.h5"
         env = {"HQ_RESERVE": mode}
         r = run(["--input", inp, "--output", out, "--block", "1M"], np_, env=env)
@@ -100,5 +101,6 @@ def test_background_reservation_same_bytes(tmp, np_):
         assert st.st_blocks * 512 <= st.st_size + (1 << 20), f"{mode}: reserved blocks left past the end"
         with h5py.File(out, "r") as f:
             outs[mode] = (f["s"][...], f["c"][...])
-    assert np.array_equal(outs["background"][0], outs["sync"][0])
-    assert np.array_equal(outs["background"][1], outs["sync"][1])
+    for mode in ("background", "map"):
+        assert np.array_equal(outs[mode][0], outs["sync"][0]), mode
+        assert np.array_equal(outs[mode][1], outs["sync"][1]), mode

@@ -165,6 +165,30 @@ def test_unfiltered_layouts_same_bytes_as_the_library(tmp, np_, threads, block):
     assert_same_stored_bytes(out, lib)
 
 
+MAP_NOTE = "pixels written through a shared mapping"
+
+
+@pytest.mark.parametrize("np_,threads", [(1, 2), (2, 1), (3, 2), (4, 3)])
+@pytest.mark.parametrize("block", ["default", "tiles"])
+def test_mapped_writes_same_bytes_as_the_library(tmp, np_, threads, block):
+    """HQ_RESERVE=map (the default on tmpfs, forced here on any filesystem): every rank populates
+    its share of the output's pixel region through a shared mapping and the workers copy blocks
+    into it. The stored bytes must be the library path's, chunk for chunk."""
+    inp = tmp / "plain.h5"
+    want = plain_file(inp)
+    opts = ["--block", "12K"] if block == "tiles" else []
+    out, lib = library_reference(tmp, inp, np_, threads, *opts)
+    r = run_ok(["--input", inp, "--output", out, "--device", "cpu", "--force", "-v", "--threads", threads] + opts,
+               np_, env={"HQ_RESERVE": "map"})
+    assert MAP_NOTE in r.err, f"the mapping was not used\n{r}"
+    read, nread, wrote, nwrote, nthreads = direct_counts(r)
+    assert wrote > 0, f"nothing written the direct way: {wrote}/{nwrote}"
+    with h5py.File(out, "r") as f:
+        for name, w in want.items():
+            assert_array_equal(f[name][()].astype(w.dtype), w, f"{np_} ranks, {threads} threads: {name}")
+    assert_same_stored_bytes(out, lib)
+
+
 @pytest.mark.parametrize("np_,threads", CASES)
 def test_filtered_layouts_same_data_as_the_library(tmp, np_, threads):
     inp = tmp / "packed.h5"

@@ -51,7 +51,7 @@ def killed_then_resumed(inp, out, opts, np_, kill, env=None):
     rank = kill.split(":")[0]
     if np_:
         assert f"rank {rank}" in r.err, f"mpirun should name the killed rank\n{r}"
-    return run_ok(["--input", inp, "--output", out, "--resume"] + opts, np_, env=FLUSH_NOW)
+    return run_ok(["--input", inp, "--output", out, "--resume"] + opts, np_, env=dict(FLUSH_NOW, **(env or {})))
 
 
 @pytest.mark.parametrize("np_,kill,opts", [
@@ -80,6 +80,22 @@ def test_hdf5_kill_and_resume(tmp, np_, kill, opts):
     with h5py.File(want, "r") as fw, h5py.File(out, "r") as fo:
         for name in ("stack", "big", "rgb"):
             assert np.array_equal(fw[f"histeq_dist/lut/{name}"][()], fo[f"histeq_dist/lut/{name}"][()]), name
+
+
+@pytest.mark.parametrize("np_,kill", [(None, "0:4"), (3, "1:2")])
+def test_hdf5_kill_and_resume_through_the_mapping(tmp, np_, kill):
+    """Killed and resumed with the output's pixels written through a shared mapping (HQ_RESERVE=map,
+    the default on tmpfs): the resume maps OUT.part again, and the result is an uninterrupted run's."""
+    inp, want, out = tmp / "in.h5", tmp / "want.h5", tmp / "out.h5"
+    make_h5(inp)
+    opts = ["--block", "100K"]
+    run_ok(["--input", inp, "--output", want, "-q"] + opts, np_)
+    r = killed_then_resumed(inp, out, opts, np_, kill, env={"HQ_RESERVE": "map"})
+    if r is None:
+        pytest.skip("the kill point was past the end of that rank's work")
+    assert "resuming" in r.err
+    assert_same_output(str(want), str(out))
+    assert complete_attr(out) == 1
 
 
 @pytest.mark.parametrize("np_,kill", [(None, "0:3"), (2, "1:2"), (3, "0:2")])
