@@ -278,10 +278,8 @@ int hdf5_create_output(hq_io *io, const hq_out_opts *o, MPI_Comm comm, hq_err *e
     }
     if (!rc && o->resume) {
         rc = hdf5_agree(io->comm, reopen_datasets(io, err), err);
-        if (!rc) {
+        if (!rc)
             hdf5_direct_note_output(io);
-            rc = hdf5_out_map(io, err);
-        }
     } else {
         /* Metadata is collective: every rank creates every dataset, in the same order. The
          * uncompressed ones come first, so that their space can be reserved before compressed
@@ -293,14 +291,14 @@ int hdf5_create_output(hq_io *io, const hq_out_opts *o, MPI_Comm comm, hq_err *e
             allocated = hdf5_allocated_bytes(io);
         if (!rc)
             rc = hdf5_agree(io->comm, create_datasets(io, 1, err), err);
-        /* The direct sides first: on tmpfs the pixel region is reserved by populating its mapping,
-         * every rank a share (out_map.c), and reserve.c adds only what lies past it. */
-        if (!rc) {
-            hdf5_direct_note_output(io);
-            rc = hdf5_out_map(io, err);
-        }
         if (!rc)
             rc = hdf5_reserve_space(io, allocated, err);
+        /* Only reserved pages are stored to through the mapping (out_map.c); a resume, which
+         * reserves nothing, keeps pwrite. */
+        if (!rc) {
+            hdf5_direct_note_output(io);
+            hdf5_out_map(io);
+        }
         /* On disk now, so that a run killed from here on leaves a file that --resume can open. */
         if (!rc && H5Fflush(io->out_file, H5F_SCOPE_LOCAL) < 0)
             rc = hq_fail(err, HQ_EIO, "%s: cannot flush %s", io->out_path, io->part_path);

@@ -172,6 +172,7 @@ int hdf5_reserve_space(hq_io *io, uint64_t allocated, hq_err *err);
 void hdf5_release_reserve(hq_io *io);
 int hdf5_reserve_wait(hq_io *io, uint64_t end, hq_err *err);
 void hdf5_reserve_stop(hq_io *io);
+uint64_t hdf5_reserve_target(const hq_io *io);
 
 /* collective_report.c */
 void hdf5_note_fallback(hq_io *io, uint64_t item, int writing);
@@ -237,7 +238,7 @@ unsigned char *hdf5_scratch_buf(hq_io *io, int worker, int which, size_t bytes);
 int hdf5_direct_wanted(const hq_io *io, uint64_t item, int writing, int coll_io);
 
 /* out_map.c */
-int hdf5_out_map(hq_io *io, hq_err *err);
+void hdf5_out_map(hq_io *io);
 int hdf5_out_put(hq_io *io, const void *p, uint64_t n, uint64_t off);
 void hdf5_out_unmap(hq_io *io);
 

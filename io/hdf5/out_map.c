@@ -1,31 +1,31 @@
 /* out_map.c — the output's pixel region written through a shared mapping instead of pwrite.
  *
  * Why: on tmpfs (where archives are staged, and where `cp` is the floor a user compares with) every
- * pwrite into one file takes the file's lock, so the direct path's workers wrote one at a time
- * (16 threads: 2.7-4.0 s for 8 GiB, most of it spinning in the kernel), and fallocate zeroes the
- * whole reservation on one thread under the same lock (1.4-1.9 s). A shared mapping takes no file
- * lock: each rank's threads allocate their part of the pages side by side (MADV_POPULATE_WRITE,
- * which is the reservation: a full filesystem fails it with an error instead of a SIGBUS later),
- * and writes become memcpy into pages that already exist.
+ * pwrite into one file takes the file's lock: 16 workers pwriting 8 GiB took 5.7 s on an H200 host,
+ * one writer at a time 2.2 s, while 16 threads copying into a shared mapping of pages that
+ * fallocate had made took 0.39 s (bench/thread_write_paths.c, bench/results/write_paths_threads.txt).
+ * Populating the pages through the mapping instead of fallocate was slower (1.6 s against 0.8 s:
+ * the file's page index is one lock), so the reservation stays reserve.c's fallocate, in the
+ * background with one rank, and only the stores move to the mapping.
  *
  * Contract:
- *  - hdf5_out_map (collective, once the output's direct sides are known: hdf5_direct_note_output)
- *    maps [0, E) of OUT.part on every rank, E the end of every direct unfiltered output dataset's
- *    storage (all allocated at creation, so E <= HDF5's end of allocated space and growing the
- *    file to E hides nothing from HDF5). Each rank populates its 1/nranks of the pages with the
- *    backend's workers; then every rank agrees. A population that fails for lack of space is
- *    HQ_EIO "not enough disk space" on every rank, like a failed fallocate; anything else that
- *    fails (no MADV_POPULATE_WRITE in this kernel, no mapping) leaves the mapping off on every rank
- *    and the reservation to reserve.c, as before. On success rank 0's io->reserved covers [0, E).
- *  - When: HQ_RESERVE=map, or by default when OUT.part is on tmpfs and HQ_RESERVE is not
- *    background or sync (the tests pin those) and HQ_HDF5_DIRECT is not 0. Elsewhere the file
- *    system reserves blocks cheaply (unwritten extents) and pwrite is left alone.
- *  - hdf5_out_put writes n bytes at `off`: into the mapping when [off, off + n) lies inside it,
- *    else with pwrite. Any thread. Data written either way reads the same through HDF5, which
- *    keeps writing metadata with its own descriptor: the page cache is one.
+ *  - hdf5_out_map (collective, after hdf5_reserve_space and hdf5_direct_note_output) maps [0, E) of
+ *    OUT.part on every rank, E the end of every direct unfiltered output dataset's storage (all
+ *    allocated at creation, so E <= HDF5's end of allocated space, and growing the file to E hides
+ *    nothing from HDF5). It is on only where every rank mapped and the space is reserved with
+ *    fallocate (a store into a page the filesystem cannot allocate would raise SIGBUS): every byte
+ *    written through it lies in [0, io->reserved), or waits for the background reservation to
+ *    cover it (direct_io.c). It never fails: where anything is missing, pwrite stays.
+ *  - When: HQ_RESERVE=map forces it on any filesystem that can fallocate (tests); otherwise on
+ *    tmpfs, unless HQ_RESERVE=sync (the old path, for comparisons) or HQ_HDF5_DIRECT=0.
+ *  - hdf5_out_put writes n bytes at `off`, from any thread: into the mapping when [off, off + n)
+ *    lies inside it, else with pwrite. The whole pages of the range are then unmapped again
+ *    (MADV_DONTNEED keeps a shared mapping's data, dirty, in the page cache): the teardown that
+ *    munmap would do on one thread at close (0.4 s for 8 GiB) is done by the workers as they go.
+ *    HDF5 keeps writing metadata with its own descriptor: the page cache is one.
  *  - hdf5_out_unmap (any rank, at close or on failure) removes the mapping. Durability is
  *    unchanged: fdatasync of OUT.part writes back pages dirtied through the mapping too. */
-#define _GNU_SOURCE /* MADV_POPULATE_WRITE, O_CLOEXEC */
+#define _GNU_SOURCE /* O_CLOEXEC */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -39,13 +39,7 @@
 #include "hdf5_internal.h"
 #include "../../core/fdio.h"
 
-#ifndef MADV_POPULATE_WRITE
-#define MADV_POPULATE_WRITE 23 /* Linux 5.14; older headers lack it, an older kernel says EINVAL */
-#endif
 #define TMPFS_MAGIC_NUMBER 0x01021994
-/* One worker's piece of the population: small enough that every worker gets several, large
- * enough that the calls cost nothing. */
-#define POPULATE_PIECE (64 * MiB)
 
 enum { MAP_NO = 0, MAP_AUTO, MAP_FORCED };
 
@@ -56,7 +50,7 @@ static int map_wanted(const hq_io *io)
     const char *mode = getenv("HQ_RESERVE");
     if (mode && strcmp(mode, "map") == 0)
         return MAP_FORCED;
-    if (mode && (strcmp(mode, "background") == 0 || strcmp(mode, "sync") == 0))
+    if (mode && strcmp(mode, "sync") == 0)
         return MAP_NO;
     return MAP_AUTO;
 }
@@ -86,106 +80,62 @@ static uint64_t direct_data_end(hq_io *io)
     return end;
 }
 
-typedef struct populate_job {
-    unsigned char *base;
-    uint64_t from, to; /* this rank's pages, byte offsets in the mapping */
-    int err;           /* the first errno (written under the pool's one-error rule) */
-} populate_job;
-
-static int populate_piece(void *ctx, uint64_t i, int worker)
+static int map_local(hq_io *io, uint64_t end)
 {
-    (void)worker;
-    populate_job *j = ctx;
-    const uint64_t a = j->from + i * POPULATE_PIECE;
-    const uint64_t b = j->to - a < POPULATE_PIECE ? j->to : a + POPULATE_PIECE;
-    while (madvise(j->base + a, b - a, MADV_POPULATE_WRITE) != 0) {
-        if (errno == EINTR)
-            continue;
-        j->err = errno;
+    io->omap_fd = open(io->part_path, O_RDWR | O_CLOEXEC);
+    if (io->omap_fd < 0)
         return -1;
-    }
+    /* Rank 0 grew the file: pages past its end cannot be stored to. */
+    void *m = mmap(NULL, end, PROT_READ | PROT_WRITE, MAP_SHARED, io->omap_fd, 0);
+    if (m == MAP_FAILED)
+        return -1;
+    io->omap = m;
+    io->omap_len = end;
     return 0;
 }
 
-/* The kinds of failure every rank must agree on, worst last. */
-enum { MAP_OK = 0, MAP_OFF = 1, MAP_FULL = 2 };
-
-static int map_local(hq_io *io, uint64_t end)
-{
-    const long page = sysconf(_SC_PAGESIZE);
-    io->omap_fd = open(io->part_path, O_RDWR | O_CLOEXEC);
-    if (io->omap_fd < 0)
-        return MAP_OFF;
-    /* Rank 0 grew the file (below); pages past the end of the file cannot be mapped. */
-    void *m = mmap(NULL, end, PROT_READ | PROT_WRITE, MAP_SHARED, io->omap_fd, 0);
-    if (m == MAP_FAILED)
-        return MAP_OFF;
-    io->omap = m;
-    io->omap_len = end;
-    /* This rank's share, in whole pages: the ranks' shares tile [0, end). */
-    const uint64_t pages = (end + (uint64_t)page - 1) / (uint64_t)page;
-    populate_job j = {.base = m,
-                      .from = pages * (uint64_t)io->rank / (uint64_t)io->nranks * (uint64_t)page,
-                      .to = pages * ((uint64_t)io->rank + 1) / (uint64_t)io->nranks * (uint64_t)page};
-    if (j.to > end)
-        j.to = end;
-    if (j.to <= j.from)
-        return MAP_OK;
-    const uint64_t n = (j.to - j.from + POPULATE_PIECE - 1) / POPULATE_PIECE;
-    if (hdf5_pool_run(io->pool, n, populate_piece, NULL, &j, n) == 0)
-        return MAP_OK;
-    /* SIGBUS is what a write into a page the filesystem could not allocate would have raised:
-     * the disk (or tmpfs) is full. EINVAL: this kernel cannot populate; ENOMEM: no memory to. */
-    return j.err == EFAULT || j.err == ENOSPC ? MAP_FULL : MAP_OFF;
-}
-
-int hdf5_out_map(hq_io *io, hq_err *err)
+void hdf5_out_map(hq_io *io)
 {
     const int want = map_wanted(io);
     if (want == MAP_NO)
-        return 0;
+        return;
     const uint64_t end = direct_data_end(io); /* the same on every rank: the same HDF5 answers */
     if (end == 0)
-        return 0;
-    int st = MAP_OK;
+        return;
+    int ok = 1;
     if (io->rank == 0) {
         struct statfs fs;
         struct stat sb;
+        const uint64_t reserved = hdf5_reserve_target(io);
         int fd = open(io->part_path, O_WRONLY | O_CLOEXEC);
-        if (fd < 0 || fstatfs(fd, &fs) != 0 || fstat(fd, &sb) != 0 ||
-            (want == MAP_AUTO && fs.f_type != TMPFS_MAGIC_NUMBER))
-            st = MAP_OFF;
-        else if ((uint64_t)sb.st_size < end && ftruncate(fd, (off_t)end) != 0)
-            st = MAP_OFF;
+        ok = fd >= 0 && !io->no_fallocate && reserved >= end && fstatfs(fd, &fs) == 0 && fstat(fd, &sb) == 0 &&
+             (want == MAP_FORCED || fs.f_type == TMPFS_MAGIC_NUMBER) &&
+             ((uint64_t)sb.st_size >= end || ftruncate(fd, (off_t)end) == 0);
         if (fd >= 0)
             close(fd);
     }
-    MPI_Bcast(&st, 1, MPI_INT, 0, io->comm);
-    if (st == MAP_OK)
-        st = map_local(io, end);
-    int worst = st;
-    MPI_Allreduce(&st, &worst, 1, MPI_INT, MPI_MAX, io->comm);
-    if (worst == MAP_OK) {
-        if (io->rank == 0 && io->reserved < end)
-            io->reserved = end;
-        if (io->verbose && io->rank == 0)
-            fprintf(stderr, "histeq_dist: note: %s: pixels written through a shared mapping (%llu bytes populated by %d rank%s)\n",
-                    io->out_path, (unsigned long long)end, io->nranks, io->nranks == 1 ? "" : "s");
-        return 0;
+    MPI_Bcast(&ok, 1, MPI_INT, 0, io->comm);
+    if (ok)
+        ok = map_local(io, end) == 0;
+    int all = ok;
+    MPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_MIN, io->comm);
+    if (!all) {
+        hdf5_out_unmap(io);
+        return;
     }
-    hdf5_out_unmap(io);
-    if (worst == MAP_OFF)
-        return 0;
-    /* One message on every rank, whichever rank saw the error (a population that would have raised
-     * SIGBUS says EFAULT: for a filesystem that is ENOSPC). */
-    return hq_fail(err, HQ_EIO, "%s: not enough disk space for the output (%llu bytes: %s)", io->out_path,
-                   (unsigned long long)end, strerror(ENOSPC));
+    if (io->verbose && io->rank == 0)
+        fprintf(stderr, "histeq_dist: note: %s: pixels written through a shared mapping (%llu bytes, %d rank%s)\n",
+                io->out_path, (unsigned long long)end, io->nranks, io->nranks == 1 ? "" : "s");
 }
 
 int hdf5_out_put(hq_io *io, const void *p, uint64_t n, uint64_t off)
 {
     if (io->omap && off <= io->omap_len && n <= io->omap_len - off) {
         memcpy(io->omap + off, p, n);
+        const uint64_t page = (uint64_t)sysconf(_SC_PAGESIZE);
+        const uint64_t a = (off + page - 1) / page * page, b = (off + n) / page * page;
+        if (b > a) /* only pages wholly ours: a neighbour block may be storing into the edges */
+            madvise(io->omap + a, b - a, MADV_DONTNEED);
         return 0;
     }
     return hq_pwrite_full(io->out_fd, p, n, off);

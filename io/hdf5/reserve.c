@@ -8,8 +8,8 @@
  *    compressed collective write): what this round can add; hdf5_reserve_more: rank 0 only, the
  *    caller agrees on the result; hdf5_release_reserve (rank 0, at the end) gives back the rest.
  *  - Filesystems without fallocate are left alone: nothing reserved, nothing refused.
- *  - Where out_map.c maps the pixel region (tmpfs), its population is the reservation of
- *    [0, its end): io->reserved starts there, and only what lies past it is fallocated here.
+ *  - hdf5_reserve_target: rank 0, the end that is or will be reserved once the background
+ *    reservation is done (out_map.c stores only into reserved pages, waiting like pwrite).
  *  - In the background (one rank): on tmpfs fallocate zeroes every page under the file's lock (8 GiB:
  *    1.4-1.9 s), which the create phase used to wait for. With one rank, create checks the free
  *    space (statvfs: a disk already too small is refused there, as before) and a thread of rank 0
@@ -76,7 +76,7 @@ static int reserve_to(hq_io *io, uint64_t end)
     int fd = open(io->part_path, O_WRONLY);
     if (fd < 0)
         return 0;
-    /* [0, reserved) is reserved already (out_map.c populated it, or an earlier call). */
+    /* [0, reserved) is reserved already: only the rest costs anything. */
     int e = fallocate(fd, FALLOC_FL_KEEP_SIZE, (off_t)io->reserved, (off_t)(end - io->reserved)) == 0 ? 0 : errno;
     close(fd);
     if (e == 0)
@@ -221,7 +221,7 @@ static int bg_wanted(void)
 
 static int bg_start(hq_io *io, uint64_t end)
 {
-    if (io->nranks != 1 || io->no_fallocate || io->omap || end <= io->reserved || !bg_wanted())
+    if (io->nranks != 1 || io->no_fallocate || end <= io->reserved || !bg_wanted())
         return -1;
     struct stat st;
     const uint64_t held = stat(io->part_path, &st) == 0 ? (uint64_t)st.st_blocks * 512 : UINT64_MAX;
@@ -274,6 +274,11 @@ int hdf5_reserve_wait(hq_io *io, uint64_t end, hq_err *err)
     return err ? hq_fail(err, HQ_EIO, "%s: write failed: not enough disk space for the output (%llu bytes: %s)",
                          io->out_path, (unsigned long long)g->end, strerror(e ? e : ENOSPC))
                : -1;
+}
+
+uint64_t hdf5_reserve_target(const hq_io *io)
+{
+    return io->bg ? io->bg->end : io->reserved;
 }
 
 /* Ends the background reservation (if any), whatever it reached. */

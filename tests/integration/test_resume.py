@@ -85,7 +85,8 @@ def test_hdf5_kill_and_resume(tmp, np_, kill, opts):
 @pytest.mark.parametrize("np_,kill", [(None, "0:4"), (3, "1:2")])
 def test_hdf5_kill_and_resume_through_the_mapping(tmp, np_, kill):
     """Killed and resumed with the output's pixels written through a shared mapping (HQ_RESERVE=map,
-    the default on tmpfs): the resume maps OUT.part again, and the result is an uninterrupted run's."""
+    the default on tmpfs); the resume, which reserves nothing, writes the rest with pwrite. The result
+    is an uninterrupted run's."""
     inp, want, out = tmp / "in.h5", tmp / "want.h5", tmp / "out.h5"
     make_h5(inp)
     opts = ["--block", "100K"]
