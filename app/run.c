@@ -1822,7 +1822,8 @@ static int is_shared_group(const run *r, uint64_t g)
 
 /* Rank k's part in a shared CLAHE image, from the plan: the tile rows its blocks count into (their
  * own rows, and the padded rows that reflect them) and the tile rows its blocks blend. The rank that
- * speaks for an HDF5 image needs them all: it records every tile's LUT in the output. */
+ * speaks for an HDF5 image needs them all: it records every tile's LUT in the output; so does the
+ * one of an image the report samples, which plots corner and centre tiles' LUTs. */
 static void clahe_rows_of(const run *r, uint64_t image, int k, hq_row_range *contrib, hq_row_range *need)
 {
     const hq_plan *p = &r->plan;
@@ -1846,7 +1847,8 @@ static void clahe_rows_of(const run *r, uint64_t image, int k, hq_row_range *con
         const uint64_t t1 = hq_clahe_weight(b->r0, inv, g.tiles_y).t1, t2 = hq_clahe_weight(b->r1 - 1, inv, g.tiles_y).t2;
         nlo = t1 < nlo ? t1 : nlo;
         nhi = t2 + 1 > nhi ? t2 + 1 : nhi;
-        if (r->inv.format == HQ_FMT_HDF5 && hq_plan_image_owner(p, image) == k) { /* provenance */
+        if ((r->inv.format == HQ_FMT_HDF5 || hq_report_needs_tiles(r->rep, image)) &&
+            hq_plan_image_owner(p, image) == k) { /* provenance, report */
             nlo = 0;
             nhi = g.tiles_y;
         }

@@ -16,6 +16,8 @@ static const char CSS[] =
     "code{font-size:12px;word-break:break-all}"
     ".thumbs{display:flex;gap:16px;align-items:flex-start}.thumbs figure{margin:0}"
     ".thumbs img{image-rendering:pixelated;border:1px solid #999;background:#888}"
+    ".tiled{position:relative}.tiled svg{position:absolute;left:1px;top:1px;pointer-events:none}"
+    ".hq-tiles line,.hq-tiles rect{vector-effect:non-scaling-stroke}"
     "figcaption{font-size:12px;color:#555;text-align:center}"
     ".plots{display:flex;flex-wrap:wrap;gap:8px}.note{color:#a00}.facts{display:flex;flex-wrap:wrap;gap:28px}";
 
@@ -138,6 +140,57 @@ static void json_list(FILE *f, const uint64_t *v, uint32_t n)
     fputc(']', f);
 }
 
+/* The tile boundaries inside one side of the image (tile_view.h), as a JSON list of positions. */
+static void json_edges(FILE *f, uint64_t n, uint64_t tiles, uint64_t tile)
+{
+    fputc('[', f);
+    for (uint64_t k = 1; k <= hq_tile_view_edges(n, tiles, tile); k++)
+        fprintf(f, "%s%llu", k > 1 ? "," : "", (unsigned long long)(k * tile));
+    fputc(']', f);
+}
+
+static const uint16_t *tile_lut(const hq_page_clahe *c, size_t tile, uint32_t h, uint32_t bins)
+{
+    return c->luts + ((size_t)tile * c->nhist + h) * bins;
+}
+
+static void clahe_json(FILE *f, const hq_page_clahe *c, uint32_t bins)
+{
+    const hq_clahe_geom *g = &c->g;
+    fprintf(f, ", \"clahe\": {\"tiles\": [%llu, %llu], \"tile_size\": [%llu, %llu], \"clip_limit\": %.17g, "
+               "\"clip_count\": %lld, \"labels\": [",
+            (unsigned long long)g->tiles_y, (unsigned long long)g->tiles_x, (unsigned long long)g->tile_h,
+            (unsigned long long)g->tile_w, c->clip, (long long)c->clip_count);
+    for (uint32_t h = 0; h < c->nhist; h++) {
+        fputs(h ? ", " : "", f);
+        hq_json_put(f, c->labels[h]);
+    }
+    fputs("], \"grid\": ", f);
+    if (c->grid) {
+        fprintf(f, "{\"thumb\": [%u, %u], \"x\": ", c->thumb_w, c->thumb_h);
+        json_edges(f, g->width, g->tiles_x, g->tile_w);
+        fputs(", \"y\": ", f);
+        json_edges(f, g->height, g->tiles_y, g->tile_h);
+        fputc('}', f);
+    } else {
+        fputs("null", f);
+    }
+    fputs(", \"tile_luts\": [", f);
+    for (size_t t = 0; t < c->ntiles; t++) {
+        fprintf(f, "%s{\"tile\": [%llu, %llu], \"luts\": [", t ? ", " : "", (unsigned long long)c->tiles[t].row,
+                (unsigned long long)c->tiles[t].col);
+        for (uint32_t h = 0; h < c->nhist; h++) {
+            const uint16_t *lut = tile_lut(c, t, h, bins);
+            fputs(h ? ", [" : "[", f);
+            for (uint32_t v = 0; v < bins; v++)
+                fprintf(f, "%s%u", v ? "," : "", lut[v]);
+            fputc(']', f);
+        }
+        fputs("]}", f);
+    }
+    fputs("]}", f);
+}
+
 static void section_json(FILE *f, const hq_page_section *s, uint64_t *const *after, uint64_t *const *pb,
                          uint64_t *const *pa)
 {
@@ -188,7 +241,60 @@ static void section_json(FILE *f, const hq_page_section *s, uint64_t *const *aft
     } else {
         fputs("null", f);
     }
+    if (s->clahe)
+        clahe_json(f, s->clahe, bins);
     fputs("}</script>\n", f);
+}
+
+/* One grid line over the thumbnail: image position pos of a side of n samples, at pos * t / n
+ * thumbnail pixels (the box filter puts image column x in thumbnail column x * t / n, rounded down,
+ * so a boundary between columns falls there). */
+static void grid_line(FILE *f, int vertical, uint64_t pos, uint64_t n, uint32_t t, uint32_t across)
+{
+    const double at = (double)pos * t / (double)n;
+    if (vertical)
+        fprintf(f, "<line class=\"hq-grid-x\" data-pos=\"%llu\" x1=\"%.4f\" y1=\"0\" x2=\"%.4f\" y2=\"%u\"/>",
+                (unsigned long long)pos, at, at, across);
+    else
+        fprintf(f, "<line class=\"hq-grid-y\" data-pos=\"%llu\" x1=\"0\" y1=\"%.4f\" x2=\"%u\" y2=\"%.4f\"/>",
+                (unsigned long long)pos, at, across, at);
+}
+
+/* A plotted tile's outline, in its curve's colour, clipped to the image: a corner tile may reach
+ * into the padding, or lie wholly in it (then it has nothing to outline). */
+static void pick_outline(FILE *f, const hq_page_clahe *c, size_t k)
+{
+    const hq_clahe_geom *g = &c->g;
+    const uint64_t x0 = c->tiles[k].col * g->tile_w, y0 = c->tiles[k].row * g->tile_h;
+    if (x0 >= g->width || y0 >= g->height)
+        return;
+    const uint64_t x1 = x0 + g->tile_w < g->width ? x0 + g->tile_w : g->width;
+    const uint64_t y1 = y0 + g->tile_h < g->height ? y0 + g->tile_h : g->height;
+    const double sx = (double)c->thumb_w / (double)g->width, sy = (double)c->thumb_h / (double)g->height;
+    fprintf(f, "<rect class=\"hq-pick\" data-tile=\"%llu,%llu\" x=\"%.4f\" y=\"%.4f\" width=\"%.4f\" "
+               "height=\"%.4f\" fill=\"none\" stroke=\"%s\" stroke-width=\"2\"><title>tile (%llu, %llu)</title></rect>",
+            (unsigned long long)c->tiles[k].row, (unsigned long long)c->tiles[k].col, x0 * sx, y0 * sy,
+            (x1 - x0) * sx, (y1 - y0) * sy, hq_plot_color(k), (unsigned long long)c->tiles[k].row,
+            (unsigned long long)c->tiles[k].col);
+}
+
+/* The tile grid over a thumbnail shown at dw x dh CSS pixels: its viewBox is the thumbnail's own
+ * pixels, stretched with the picture. */
+static void grid_overlay(FILE *f, const hq_page_clahe *c, unsigned dw, unsigned dh)
+{
+    const hq_clahe_geom *g = &c->g;
+    fprintf(f, "<svg class=\"hq-tiles\" xmlns=\"http://www.w3.org/2000/svg\" width=\"%u\" height=\"%u\" "
+               "viewBox=\"0 0 %u %u\" preserveAspectRatio=\"none\" role=\"img\" aria-label=\"CLAHE tile grid, "
+               "%llu by %llu tiles\">\n<g stroke=\"#ffea00\" stroke-opacity=\"0.9\" stroke-width=\"1\">",
+            dw, dh, c->thumb_w, c->thumb_h, (unsigned long long)g->tiles_y, (unsigned long long)g->tiles_x);
+    for (uint64_t k = 1; k <= hq_tile_view_edges(g->width, g->tiles_x, g->tile_w); k++)
+        grid_line(f, 1, k * g->tile_w, g->width, c->thumb_w, c->thumb_h);
+    for (uint64_t k = 1; k <= hq_tile_view_edges(g->height, g->tiles_y, g->tile_h); k++)
+        grid_line(f, 0, k * g->tile_h, g->height, c->thumb_h, c->thumb_w);
+    fputs("</g>\n", f);
+    for (size_t k = 0; k < c->ntiles; k++)
+        pick_outline(f, c, k);
+    fputs("\n</svg>", f);
 }
 
 static void thumbs(FILE *f, const hq_page_section *s)
@@ -197,17 +303,69 @@ static void thumbs(FILE *f, const hq_page_section *s)
     /* Shown with the long side at 256 CSS pixels whatever the thumbnail's own size, so that small
      * images are enlarged (pixelated, not blurred) and every pair lines up. */
     const uint64_t longest = s->width > s->height ? s->width : s->height;
-    const unsigned dw = longest ? (unsigned)((s->width * 256 + longest / 2) / longest) : 256;
-    const unsigned dh = longest ? (unsigned)((s->height * 256 + longest / 2) / longest) : 256;
+    unsigned dw = longest ? (unsigned)((s->width * 256 + longest / 2) / longest) : 256;
+    unsigned dh = longest ? (unsigned)((s->height * 256 + longest / 2) / longest) : 256;
+    dw = dw ? dw : 1;
+    dh = dh ? dh : 1;
+    const int overlay = s->clahe && s->clahe->grid;
     fputs("<div class=\"thumbs\">\n", f);
     for (int k = 0; k < 2; k++) {
-        fprintf(f, "<figure><img width=\"%u\" height=\"%u\" alt=\"", dw ? dw : 1, dh ? dh : 1);
+        fputs(overlay ? "<figure><div class=\"tiled\">" : "<figure>", f);
+        fprintf(f, "<img width=\"%u\" height=\"%u\" alt=\"", dw, dh);
         hq_html_put(f, CAP[k]);
         fprintf(f, "\" data-file=\"");
         hq_html_put(f, s->png_file[k]);
         fputs("\" src=\"data:image/png;base64,", f);
         hq_base64_put(f, s->png[k], s->png_len[k]);
-        fprintf(f, "\"><figcaption>%s</figcaption></figure>\n", CAP[k]);
+        fputs("\">", f);
+        if (overlay) {
+            grid_overlay(f, s->clahe, dw, dh);
+            fputs("</div>", f);
+        }
+        fprintf(f, "<figcaption>%s</figcaption></figure>\n", CAP[k]);
+    }
+    fputs("</div>\n", f);
+}
+
+/* What the grid on the thumbnails is, and which tiles the plots below show. */
+static void clahe_caption(FILE *f, const hq_page_clahe *c)
+{
+    const hq_clahe_geom *g = &c->g;
+    fprintf(f, "<p class=\"sub\">CLAHE: %llu &#215; %llu tiles of %llu &#215; %llu pixels (the image padded to "
+               "%llu &#215; %llu), clip limit %g",
+            (unsigned long long)g->tiles_y, (unsigned long long)g->tiles_x, (unsigned long long)g->tile_h,
+            (unsigned long long)g->tile_w, (unsigned long long)(g->tiles_y * g->tile_h),
+            (unsigned long long)(g->tiles_x * g->tile_w), c->clip);
+    if (c->clip_count > 0)
+        fprintf(f, " (%lld per bin)", (long long)c->clip_count);
+    else
+        fputs(" (none)", f);
+    fputs(c->grid ? ". The tile grid is drawn over the thumbnails; outlined in colour: the tiles whose LUTs are "
+                    "plotted below (corners and centre).</p>\n"
+                  : ". The tile grid is too fine to draw at thumbnail size; below, the LUTs of the corner and centre "
+                    "tiles.</p>\n",
+          f);
+}
+
+/* One plot per histogram: the picked tiles' LUTs (before the blend), labelled by tile. */
+static void clahe_plots(FILE *f, const hq_page_clahe *c, uint32_t bins)
+{
+    const uint16_t *luts[HQ_TILE_VIEW_MAX];
+    char names[HQ_TILE_VIEW_MAX][64];
+    const char *label[HQ_TILE_VIEW_MAX];
+    const size_t n = c->ntiles < HQ_TILE_VIEW_MAX ? c->ntiles : HQ_TILE_VIEW_MAX;
+    for (size_t k = 0; k < n; k++) {
+        snprintf(names[k], sizeof names[k], "tile (%llu, %llu)", (unsigned long long)c->tiles[k].row,
+                 (unsigned long long)c->tiles[k].col);
+        label[k] = names[k];
+    }
+    fputs("<div class=\"plots\">\n", f);
+    for (uint32_t h = 0; h < c->nhist; h++) {
+        char title[160];
+        for (size_t k = 0; k < n; k++)
+            luts[k] = tile_lut(c, k, h, bins);
+        snprintf(title, sizeof title, "Tile LUTs, %s (row, column)", c->labels[h]);
+        hq_plot_tile_luts(f, luts, label, n, bins, title);
     }
     fputs("</div>\n", f);
 }
@@ -270,11 +428,15 @@ int hq_page_section_write(FILE *f, const hq_page_section *s, int log_scale)
         hq_html_put(f, s->note);
         fputs("</p>\n", f);
     }
+    if (s->clahe && !s->note)
+        clahe_caption(f, s->clahe);
     if (s->png[0] && s->png[1])
         thumbs(f, s);
-    if (!s->global && !s->nhist && !s->note)
+    if (!s->global && !s->nhist && !s->note && !s->clahe)
         fputs("<p class=\"sub\">Equalized with the global LUT above.</p>\n", f);
     plots(f, s, after, pb, pa, log_scale);
+    if (s->clahe && !s->note)
+        clahe_plots(f, s->clahe, bins);
     fputs("</section>\n", f);
 out:
     for (int h = 0; h < 3; h++) {

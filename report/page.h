@@ -11,13 +11,25 @@
  *    "before": [[level, count], ...], "after": [[level, count], ...] (non-zero bins only),
  *    "lut": [[level, lut[level]], ...] (at the non-zero levels of before),
  *    "plot": {"bin_width": w, "before": [...], "after": [...]} (the bars drawn)}],
- *    "thumbs": {"before": file, "after": file} or null} */
+ *    "thumbs": {"before": file, "after": file} or null}
+ * A CLAHE image's section has no "hists" entries (its LUTs are per tile) and one more key:
+ *   "clahe": {"tiles": [tiles_y, tiles_x], "tile_size": [tile_h, tile_w] (in the padded image, core/clahe.h),
+ *    "clip_limit": F, "clip_count": the per-bin limit (0: none), "labels": [one per histogram],
+ *    "grid": {"thumb": [thumb_w, thumb_h], "x": [column of each vertical line], "y": [row of each
+ *    horizontal line]} (image positions k * tile inside the image; a line is drawn at
+ *    position * thumb / image side in thumbnail pixels) or null (too fine to draw, tile_view.h),
+ *    "tile_luts": [{"tile": [row, col], "luts": [[lut[0], ..., lut[bins - 1]], one per histogram]}]}
+ * In the page the grid is an <svg class="hq-tiles"> over each thumbnail (viewBox in thumbnail pixels),
+ * its lines <line class="hq-grid-x"|"hq-grid-y" data-pos="position">, the plotted tiles outlined as
+ * <rect class="hq-pick" data-tile="row,col">; each tile's curve is a <polyline class="hq-tile-lut">. */
 #ifndef HQ_PAGE_H
 #define HQ_PAGE_H
 
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+
+#include "tile_view.h"
 
 typedef struct hq_page_run {
     const char *version, *input, *output, *scope, *method, *color, *options, *command_line, *written_at;
@@ -33,6 +45,20 @@ typedef struct hq_page_run {
     size_t nskipped;
     int log_scale;
 } hq_page_run;
+
+/* What a CLAHE image's section shows besides its thumbnails: the grid and a few tiles' LUTs. */
+typedef struct hq_page_clahe {
+    hq_clahe_geom g;          /* core/clahe.h's, for this image */
+    double clip;              /* --clip-limit */
+    int64_t clip_count;       /* the per-bin limit it gives; 0: none */
+    uint32_t thumb_w, thumb_h;/* the thumbnails' own pixels */
+    int grid;                 /* 0: too fine to draw (hq_tile_view_drawable) */
+    size_t ntiles;
+    const hq_tile_pos *tiles; /* the picked tiles (hq_tile_view_pick) */
+    uint32_t nhist;
+    const char *const *labels;/* nhist labels */
+    const uint16_t *luts;     /* ntiles * nhist * 2^bits: tile by tile, histogram by histogram */
+} hq_page_clahe;
 
 /* A histogram section: the global one, or one sampled image's. */
 typedef struct hq_page_section {
@@ -50,6 +76,7 @@ typedef struct hq_page_section {
     const unsigned char *png[2]; /* thumbnails before, after (NULL: none) */
     size_t png_len[2];
     const char *png_file[2];  /* their file names in the report directory */
+    const hq_page_clahe *clahe; /* --method clahe: the grid and tile LUTs; else NULL */
 } hq_page_section;
 
 void hq_page_begin(FILE *f, const hq_page_run *run);

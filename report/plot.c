@@ -203,12 +203,14 @@ void hq_plot_histograms(FILE *f, const uint64_t *before, const uint64_t *after, 
 /* A polyline through (level, value(level)) at most ~512 points, value in 0..1 of the axis. */
 typedef double (*curve_fn)(const void *ctx, uint32_t v);
 
+/* width: the stroke's; dash: a dash pattern or NULL; attrs: more attributes, written as they are
+ * (NULL: none). */
 static void polyline(FILE *f, const frame *fr, uint32_t levels, curve_fn fn, const void *ctx, const char *color,
-                     const char *dash)
+                     const char *width, const char *dash, const char *attrs)
 {
     const uint32_t step = levels > 512 ? levels / 512 : 1;
-    fprintf(f, "<polyline fill=\"none\" stroke=\"%s\" stroke-width=\"%s\"%s%s%s points=\"", color, dash ? "1.6" : "5",
-            dash ? " stroke-dasharray=\"" : "", dash ? dash : "", dash ? "\"" : "");
+    fprintf(f, "<polyline%s%s fill=\"none\" stroke=\"%s\" stroke-width=\"%s\"%s%s%s points=\"", attrs ? " " : "",
+            attrs ? attrs : "", color, width, dash ? " stroke-dasharray=\"" : "", dash ? dash : "", dash ? "\"" : "");
     for (uint32_t v = 0;; v += step) {
         if (v >= levels)
             v = levels - 1;
@@ -253,17 +255,23 @@ static double hist_total(const uint64_t *h, uint32_t n)
     return t;
 }
 
+/* The y axis over output levels 0..levels-1 (a LUT's values). */
+static void level_axis(FILE *f, const frame *fr, uint32_t levels)
+{
+    const double top = levels - 1, step = nice_step(top, 5);
+    for (double t = 0; t <= top + 1e-9; t += step) {
+        char buf[32];
+        snprintf(buf, sizeof buf, "%.0f", t);
+        y_tick(f, fr, fr->y0 + fr->h * (1 - (top > 0 ? t / top : 0)), buf, 0);
+    }
+}
+
 void hq_plot_lut(FILE *f, const uint16_t *lut, const uint64_t *before, const uint64_t *after, uint32_t levels,
                  const char *title)
 {
     frame fr;
     open_svg(f, &fr, 1, title);
-    const double top = levels - 1, step = nice_step(top, 5);
-    for (double t = 0; t <= top + 1e-9; t += step) {
-        char buf[32];
-        snprintf(buf, sizeof buf, "%.0f", t);
-        y_tick(f, &fr, fr.y0 + fr.h * (1 - (top > 0 ? t / top : 0)), buf, 0);
-    }
+    level_axis(f, &fr, levels);
     for (int k = 0; k <= 4; k++) {
         char buf[16];
         snprintf(buf, sizeof buf, "%.2g", k / 4.0);
@@ -274,13 +282,50 @@ void hq_plot_lut(FILE *f, const uint16_t *lut, const uint64_t *before, const uin
     y_label(f, &fr, "cumulative fraction (CDF)", 1);
     /* The LUT first, wide and light: under equalize it follows the CDF before, which stays visible on top. */
     lut_ctx lc = {lut, levels};
-    polyline(f, &fr, levels, lut_at, &lc, C_LUT, NULL);
+    polyline(f, &fr, levels, lut_at, &lc, C_LUT, "5", NULL, NULL);
     cdf_ctx cb = {before, hist_total(before, levels), 0, 0}, ca = {after, hist_total(after, levels), 0, 0};
-    polyline(f, &fr, levels, cdf_at, &cb, C_BEFORE, "6 3");
-    polyline(f, &fr, levels, cdf_at, &ca, C_AFTER, "6 3");
+    polyline(f, &fr, levels, cdf_at, &cb, C_BEFORE, "1.6", "6 3", NULL);
+    polyline(f, &fr, levels, cdf_at, &ca, C_AFTER, "1.6", "6 3", NULL);
     x_axis(f, &fr, levels, "input level");
     legend(f, &fr, 0, 3, C_LUT, NULL, "LUT: input -> output");
     legend(f, &fr, 1, 3, C_BEFORE, "6 3", "CDF before");
     legend(f, &fr, 2, 3, C_AFTER, "6 3", "CDF after");
+    close_frame(f, &fr);
+}
+
+const char *hq_plot_color(size_t k)
+{
+    /* Categorical colours that stay apart on screen and in print; the first five cover the tiles
+     * a CLAHE section plots, whose legend names each curve's tile as well. */
+    static const char *const PALETTE[] = {"#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#e8710a", "#17becf",
+                                          "#8c564b", "#e377c2"};
+    return PALETTE[k % (sizeof PALETTE / sizeof *PALETTE)];
+}
+
+static double identity_at(const void *ctx, uint32_t v)
+{
+    const uint32_t levels = *(const uint32_t *)ctx;
+    return levels > 1 ? (double)v / (levels - 1) : 0;
+}
+
+void hq_plot_tile_luts(FILE *f, const uint16_t *const *luts, const char *const *names, size_t n, uint32_t levels,
+                       const char *title)
+{
+    frame fr;
+    open_svg(f, &fr, 0, title);
+    level_axis(f, &fr, levels);
+    y_label(f, &fr, "output level (LUT)", 0);
+    polyline(f, &fr, levels, identity_at, &levels, C_LUT, "1", "2 3", NULL);
+    for (size_t k = 0; k < n; k++) {
+        char attrs[64];
+        snprintf(attrs, sizeof attrs, "class=\"hq-tile-lut\" data-series=\"%zu\"", k);
+        lut_ctx lc = {luts[k], levels};
+        polyline(f, &fr, levels, lut_at, &lc, hq_plot_color(k), "1.8", NULL, attrs);
+    }
+    x_axis(f, &fr, levels, "input level");
+    const int rows = (int)n + 1;
+    for (size_t k = 0; k < n; k++)
+        legend(f, &fr, (int)k, rows, hq_plot_color(k), NULL, names[k]);
+    legend(f, &fr, (int)n, rows, C_LUT, "2 3", "identity");
     close_frame(f, &fr);
 }

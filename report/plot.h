@@ -4,10 +4,13 @@
  * HQ_PLOT_BINS bars, each the sum of 2^k adjacent levels), before and after as translucent bars on
  * one count scale, linear or log (log10(1 + count), for the huge background spikes of medical
  * images). The LUT plot shows the mapping (output level against input level) with the cumulative
- * distributions before and after on a 0..1 axis at the right. */
+ * distributions before and after on a 0..1 axis at the right. The tile LUT plot (CLAHE) shows
+ * several tiles' mappings on one output-level axis, one colour each (hq_plot_color), the identity
+ * dashed for reference. */
 #ifndef HQ_PLOT_H
 #define HQ_PLOT_H
 
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 
@@ -30,5 +33,15 @@ void hq_plot_histograms(FILE *f, const uint64_t *before, const uint64_t *after, 
 /* lut and the full histograms before and after, `levels` entries each. */
 void hq_plot_lut(FILE *f, const uint16_t *lut, const uint64_t *before, const uint64_t *after, uint32_t levels,
                  const char *title);
+
+/* The colour of series k of a multi-series plot, the same wherever it is used (the page outlines
+ * each plotted tile on the thumbnails in its curve's colour). */
+const char *hq_plot_color(size_t k);
+
+/* n LUTs of `levels` entries each, luts[k] named names[k] in the legend and drawn in
+ * hq_plot_color(k); each curve is a <polyline class="hq-tile-lut"> carrying data-series="k", so
+ * that it can be told apart in the page. */
+void hq_plot_tile_luts(FILE *f, const uint16_t *const *luts, const char *const *names, size_t n, uint32_t levels,
+                       const char *title);
 
 #endif

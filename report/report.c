@@ -14,6 +14,7 @@
 #include "../core/lut.h"
 #include "page.h"
 #include "thumb.h"
+#include "tile_view.h"
 
 #ifndef HQ_VERSION
 #define HQ_VERSION "dev"
@@ -28,7 +29,7 @@ typedef struct sample {
     uint32_t *xmap;
     uint64_t *acc[2];  /* thumbnail sums before, after (allocated when this rank first sees the image) */
     uint64_t *hist;    /* scope image, on the rank owning the image's first block: its histogram ... */
-    uint16_t *lut;     /* ... and LUT */
+    uint16_t *lut;     /* ... and LUT; under CLAHE no histogram, and the picked tiles' LUTs (tile_view.h) */
 } sample;
 
 /* Provenance LUTs live in chunks that never move, so the records can point into them. */
@@ -133,7 +134,7 @@ static int pick_samples(hq_report *r, hq_err *err)
     return 0;
 }
 
-static sample *first_sample_from(hq_report *r, uint64_t image)
+static sample *first_sample_from(const hq_report *r, uint64_t image)
 {
     size_t lo = 0, hi = r->nsamples;
     while (lo < hi) {
@@ -144,6 +145,27 @@ static sample *first_sample_from(hq_report *r, uint64_t image)
             hi = mid;
     }
     return lo < r->nsamples ? &r->samples[lo] : NULL;
+}
+
+static int is_sampled(const hq_report *r, uint64_t image)
+{
+    const sample *s = first_sample_from(r, image);
+    return s && s->image == image;
+}
+
+static int is_clahe(const hq_report *r)
+{
+    return r->cfg.o->method == HQ_METHOD_CLAHE;
+}
+
+/* An item's CLAHE geometry (core/clahe.h's) and the tiles the page plots; returns how many (0: not
+ * a CLAHE run). Every rank gets the same answer: it depends on the inventory and options alone. */
+static size_t picked_tiles(const hq_report *r, uint64_t item, hq_clahe_geom *g, hq_tile_pos pick[HQ_TILE_VIEW_MAX])
+{
+    const hq_item *it = &r->cfg.inv->items[item];
+    if (!is_clahe(r) || hq_clahe_geom_make(&r->cfg.o->clahe, it->height, it->width, g))
+        return 0;
+    return hq_tile_view_pick(g, pick);
 }
 
 /* ---- checking DIR up front ---- */
@@ -474,14 +496,43 @@ static void record_provenance(hq_report *r, uint64_t item, uint64_t slice, const
     r->recs[r->nrecs++] = (hq_lut_rec){item, slice, kept};
 }
 
+/* Under CLAHE an image's LUT is every tile's, (tiles_y, tiles_x, hl): all of it goes into the
+ * provenance, the picked tiles' LUTs into a sampled image's section. */
+static void keep_clahe(hq_report *r, uint64_t image, uint64_t item, const uint16_t *lut, size_t hl)
+{
+    hq_clahe_geom g;
+    hq_tile_pos pick[HQ_TILE_VIEW_MAX];
+    const size_t n = picked_tiles(r, item, &g, pick);
+    if (!n)
+        return;
+    if (r->provenance)
+        record_provenance(r, item, image - r->cfg.plan->item_image0[item], lut, (size_t)hq_clahe_ntiles(&g) * hl);
+    sample *s = first_sample_from(r, image);
+    if (!s || s->image != image || s->lut) /* a resumed image's LUT may come again: the first stands */
+        return;
+    s->lut = malloc(n * hl * sizeof *s->lut);
+    if (!s->lut) {
+        fail_once(r, HQ_EMEM, "%s: out of memory for a sampled image's tile LUTs", r->cfg.o->report);
+        return;
+    }
+    for (size_t k = 0; k < n; k++)
+        memcpy(s->lut + k * hl, lut + (size_t)(pick[k].row * g.tiles_x + pick[k].col) * hl, hl * sizeof *lut);
+}
+
+int hq_report_needs_tiles(const hq_report *r, uint64_t image)
+{
+    return r && is_clahe(r) && is_sampled(r, image);
+}
+
 int hq_report_wants(hq_report *r, uint64_t image, int *lut, int *hist)
 {
     *lut = *hist = 0;
     if (!r || r->cfg.scope == HQ_SCOPE_GLOBAL || first_owner(r->cfg.plan, image) != r->cfg.c->rank)
         return 0;
-    *lut = r->provenance;
-    const sample *s = first_sample_from(r, image);
-    *hist = s && s->image == image && r->cfg.o->method != HQ_METHOD_CLAHE; /* no per-image plots yet */
+    /* A sampled CLAHE image's section plots some of its tile LUTs and no histogram. */
+    const int sampled = is_sampled(r, image);
+    *lut = r->provenance || (sampled && is_clahe(r));
+    *hist = sampled && !is_clahe(r);
     return *lut || *hist;
 }
 
@@ -491,11 +542,8 @@ void hq_report_lut(hq_report *r, uint64_t image, const uint64_t *hist, const uin
         return;
     const uint64_t item = item_of(r, image), slice = image - r->cfg.plan->item_image0[item];
     const hq_mode m = mode_of(r, item);
-    if (r->cfg.o->method == HQ_METHOD_CLAHE) { /* every tile's LUT; the page plots none of them yet */
-        const hq_item *it = &r->cfg.inv->items[item];
-        hq_clahe_geom g;
-        if (r->provenance && hq_clahe_geom_make(&r->cfg.o->clahe, it->height, it->width, &g) == 0)
-            record_provenance(r, item, slice, lut, (size_t)hq_clahe_ntiles(&g) * hist_len(&m));
+    if (is_clahe(r)) {
+        keep_clahe(r, image, item, lut, hist_len(&m));
         return;
     }
     const size_t n = hist_len(&m);
@@ -677,36 +725,69 @@ static void image_name(const hq_report *r, const sample *s, char *buf, size_t le
 
 /* Per sampled image, one reduction to rank 0 of: [captured, seen before, seen after], the histogram,
  * the LUT (widened to uint64 so one MPI_SUM carries all), the two thumbnail sums. Only one rank
- * contributes a histogram; the thumbnails add up over every rank that held a piece of the image. */
+ * contributes a histogram and LUT; the thumbnails add up over every rank that held a piece of the
+ * image. Under CLAHE the LUT part is the picked tiles' LUTs only, never the whole tile array. At
+ * most 5 tiles x 3 histograms x 2^16 levels plus two 256 x 256 x 3 thumbnails: an int count. */
 typedef struct packed {
     uint64_t *buf, *sum;
-    size_t hl, tl, n;
+    size_t hl, ll, tl, n; /* histogram counters, LUT entries, thumbnail counters, in all */
 } packed;
 
 /* Counters of a sampled image's histogram section: scope image or dataset, and not under CLAHE,
- * whose per-tile histograms and LUTs the page does not plot (yet): its samples show thumbnails. */
+ * whose histograms are per tile and which the page does not plot. */
 static size_t sample_hist_len(const hq_report *r, const hq_mode *m)
 {
-    return r->cfg.scope != HQ_SCOPE_GLOBAL && r->cfg.o->method != HQ_METHOD_CLAHE ? hist_len(m) : 0;
+    return r->cfg.scope != HQ_SCOPE_GLOBAL && !is_clahe(r) ? hist_len(m) : 0;
+}
+
+/* LUT entries of a sampled image's section: its LUT with its histogram, or the picked tiles'. */
+static size_t sample_lut_len(const hq_report *r, uint64_t item, const hq_mode *m)
+{
+    hq_clahe_geom g;
+    hq_tile_pos pick[HQ_TILE_VIEW_MAX];
+    return is_clahe(r) ? picked_tiles(r, item, &g, pick) * hist_len(m) : sample_hist_len(r, m);
+}
+
+static size_t packed_len(const hq_report *r, const sample *s, packed *p)
+{
+    const hq_mode m = mode_of(r, s->item);
+    p->hl = sample_hist_len(r, &m);
+    p->ll = sample_lut_len(r, s->item, &m);
+    p->tl = hq_thumb_len(&s->g);
+    return p->n = 3 + p->hl + p->ll + 2 * p->tl;
 }
 
 static void pack_sample(const hq_report *r, const sample *s, packed *p)
 {
-    const hq_mode m = mode_of(r, s->item);
-    p->hl = sample_hist_len(r, &m);
-    p->tl = hq_thumb_len(&s->g);
-    p->n = 3 + 2 * p->hl + 2 * p->tl;
+    packed_len(r, s, p);
     memset(p->buf, 0, p->n * sizeof *p->buf);
-    p->buf[0] = s->hist != NULL;
+    p->buf[0] = s->lut && (s->hist || !p->hl);
     p->buf[1] = s->acc[0] != NULL;
     p->buf[2] = s->acc[1] != NULL;
-    for (size_t i = 0; s->hist && i < p->hl; i++) {
+    for (size_t i = 0; p->buf[0] && i < p->hl; i++)
         p->buf[3 + i] = s->hist[i];
+    for (size_t i = 0; p->buf[0] && i < p->ll; i++)
         p->buf[3 + p->hl + i] = s->lut[i];
-    }
     for (int k = 0; k < 2; k++)
         if (s->acc[k])
-            memcpy(p->buf + 3 + 2 * p->hl + (size_t)k * p->tl, s->acc[k], p->tl * sizeof *p->buf);
+            memcpy(p->buf + 3 + p->hl + p->ll + (size_t)k * p->tl, s->acc[k], p->tl * sizeof *p->buf);
+}
+
+/* Rank 0: what a CLAHE section shows besides the thumbnails, from the reduced tile LUTs. */
+static void clahe_section(const hq_report *r, const sample *s, const hq_mode *m, const uint16_t *luts,
+                          const char *const *labels, hq_tile_pos pick[HQ_TILE_VIEW_MAX], hq_page_clahe *pc)
+{
+    memset(pc, 0, sizeof *pc);
+    pc->ntiles = picked_tiles(r, s->item, &pc->g, pick);
+    pc->tiles = pick;
+    pc->clip = r->cfg.o->clahe.clip;
+    pc->clip_count = hq_clahe_clip_limit(pc->clip, hq_clahe_area(&pc->g), hq_mode_bins(m));
+    pc->thumb_w = s->g.w;
+    pc->thumb_h = s->g.h;
+    pc->grid = hq_tile_view_drawable(&pc->g, s->g.w, s->g.h);
+    pc->nhist = hq_mode_nhist(m);
+    pc->labels = labels;
+    pc->luts = luts;
 }
 
 /* Rank 0: one sampled image's section, from its reduced data. */
@@ -720,25 +801,31 @@ static int write_sample(hq_report *r, FILE *f, const sample *s, const packed *p,
     const char *labels[3];
     for (uint32_t h = 0; h < hq_mode_nhist(&m); h++)
         labels[h] = hist_label(&m, h);
-    uint16_t *lut = p->hl ? malloc(p->hl * sizeof *lut) : NULL;
-    if (p->hl && !lut)
+    uint16_t *lut = p->ll ? malloc(p->ll * sizeof *lut) : NULL;
+    if (p->ll && !lut)
         return hq_fail(err, HQ_EMEM, "%s: out of memory for the report", r->cfg.o->report);
-    for (size_t i = 0; i < p->hl; i++)
+    for (size_t i = 0; i < p->ll; i++)
         lut[i] = (uint16_t)d[3 + p->hl + i];
     hq_page_section sec = {0, s->image, name, it->width, it->height, it->channels, m.bits,
                            p->hl && d[0] ? hq_mode_nhist(&m) : 0, labels, d + 3, lut,
                            m.channels >= 3 && m.color != HQ_COLOR_CHANNELS, NULL, {NULL, NULL}, {0, 0},
-                           {files[0], files[1]}};
+                           {files[0], files[1]}, NULL};
+    hq_page_clahe pc;
+    hq_tile_pos pick[HQ_TILE_VIEW_MAX];
     unsigned char *png[2] = {NULL, NULL};
     int rc = 0;
-    if (!d[1] || !d[2] || (p->hl && !d[0])) {
+    if (!d[1] || !d[2] || (p->ll && !d[0])) {
         sec.note = "no pixels: this image was skipped (see Skipped inputs)";
         sec.nhist = 0;
     } else {
+        if (is_clahe(r) && p->ll) {
+            clahe_section(r, s, &m, lut, labels, pick, &pc);
+            sec.clahe = &pc;
+        }
         static const char *const WHEN[2] = {"before", "after"};
         for (int k = 0; k < 2 && !rc; k++) {
             snprintf(files[k], sizeof files[k], "thumb-%llu-%s.png", (unsigned long long)s->image, WHEN[k]);
-            rc = hq_thumb_png(d + 3 + 2 * p->hl + (size_t)k * p->tl, &s->g, hq_mode_bins(&m) - 1, files[k], &png[k],
+            rc = hq_thumb_png(d + 3 + p->hl + p->ll + (size_t)k * p->tl, &s->g, hq_mode_bins(&m) - 1, files[k], &png[k],
                               &sec.png_len[k], err);
             if (!rc)
                 rc = write_file(r->cfg.o->report, files[k], png[k], sec.png_len[k], err);
@@ -768,7 +855,7 @@ static int write_global(hq_report *r, FILE *f, hq_err *err)
         labels[h] = hist_label(&m, h);
     hq_page_section sec = {1, 0, "global", 0, 0, m.channels, m.bits, r->global_nhist, labels, r->global_hist,
                            r->global_lut, m.channels >= 3 && m.color != HQ_COLOR_CHANNELS, NULL, {NULL, NULL}, {0, 0},
-                           {NULL, NULL}};
+                           {NULL, NULL}, NULL};
     if (hq_page_section_write(f, &sec, r->cfg.o->report_log))
         return hq_fail(err, HQ_EMEM, "%s: out of memory for the report", r->cfg.o->report);
     return 0;
@@ -831,12 +918,13 @@ int hq_report_finish(hq_report *r, const hq_report_end *e, hq_err *err)
     int rc = gather_facts(r, e, &fa, err);
     /* Scratch for the largest sample, on every rank; everyone must have it before the reductions. */
     size_t most = 3;
+    packed p = {NULL, NULL, 0, 0, 0, 0};
     for (size_t k = 0; k < r->nsamples; k++) {
-        const hq_mode m = mode_of(r, r->samples[k].item);
-        const size_t n = 3 + 2 * sample_hist_len(r, &m) + 2 * hq_thumb_len(&r->samples[k].g);
+        const size_t n = packed_len(r, &r->samples[k], &p);
         most = n > most ? n : most;
     }
-    packed p = {malloc(most * sizeof *p.buf), c->rank == 0 ? malloc(most * sizeof *p.sum) : NULL, 0, 0, 0};
+    p.buf = malloc(most * sizeof *p.buf);
+    p.sum = c->rank == 0 ? malloc(most * sizeof *p.sum) : NULL;
     rc = hq_comm_agree(c, rc, err); /* rank 0 may have failed alone while sorting the facts */
     if (!rc)
         rc = agree_alloc(r, p.buf && (c->rank != 0 || p.sum), err);

@@ -11,14 +11,17 @@
  *   hq_report_pixels   a block's pixels before remapping (after = 0) and after (after = 1); feeds
  *                      the thumbnails of sampled images (box filter into sums, see thumb.h).
  *   hq_report_lut      an image's complete histogram and LUT (scope image), on each rank that built
- *                      it; kept once, by the rank owning the image's first block.
+ *                      it; kept once, by the rank owning the image's first block. Under CLAHE the
+ *                      LUT is every tile's: all go into the provenance, and a sampled image keeps
+ *                      the LUTs of the few tiles its page plots (tile_view.h).
  *   hq_report_meta     before the output is closed: fills the provenance fields of hq_run_meta.
  *                      A failure recorded by the hooks (out of memory) comes back here, before
  *                      anything is committed.
  *   hq_report_finish   collective, after the output is committed: sums the thumbnails and
- *                      gathers the sampled histograms, devices, times and skipped inputs to rank 0,
- *                      which writes DIR/index.html (via index.html.part + rename) and the
- *                      thumbnails as DIR/thumb-<image>-before.png / -after.png.
+ *                      gathers the sampled histograms (CLAHE: the picked tiles' LUTs), devices,
+ *                      times and skipped inputs to rank 0, which writes DIR/index.html (via
+ *                      index.html.part + rename) and the thumbnails as
+ *                      DIR/thumb-<image>-before.png / -after.png.
  * The pixel and LUT hooks are called from the compute thread only (app/pipeline.h). A report that
  * fails in finish leaves the committed output as it is and no index.html; the run exits 1. */
 #ifndef HQ_REPORT_H
@@ -56,9 +59,16 @@ int hq_report_wants_pixels(const hq_report *r);
  * (an image finished by an interrupted run, whose histogram the journal did not keep). */
 void hq_report_lut(hq_report *r, uint64_t image, const uint64_t *hist, const uint16_t *lut);
 
-/* Whether this rank keeps the image's LUT (provenance) and its histogram (a sampled image): what a
- * journal must keep of an image it claims done, so that --resume still has them. */
+/* Whether this rank keeps the image's LUT (provenance, or a sampled CLAHE image) and its histogram
+ * (a sampled image): what a journal must keep of an image it claims done, so that --resume still
+ * has them. */
 int hq_report_wants(hq_report *r, uint64_t image, int *lut, int *hist);
+
+/* CLAHE: whether the rank that speaks for `image` (the owner of its first block) must end the tile
+ * row exchange (mpi/tile_rows.h) with every tile row of it complete, whether or not it blends them
+ * all: the image is sampled, and its page plots corner and centre tiles. 0 for a NULL report. The
+ * same answer on every rank, as the exchange needs (the sample depends on the inventory alone). */
+int hq_report_needs_tiles(const hq_report *r, uint64_t image);
 
 /* Sets meta->options, command_line, global_lut (from meta->global_hist), luts and nluts. What they
  * point at stays valid until hq_report_free. */

@@ -285,8 +285,8 @@ def test_png_kinds(tmp):
 
 
 def test_report_shows_thumbnails(tmp):
-    """--report with CLAHE: every sampled image's thumbnails before and after (its tile LUTs are in
-    the HDF5 output, not plotted), no image reported as skipped."""
+    """--report with CLAHE: every sampled image's thumbnails before and after, no image reported as
+    skipped (test_report.py checks the tile grid and the plotted tile LUTs)."""
     stack = ref.stack_of(3, 60, 80, 20, 90, np.uint8, seed=2)
     with h5py.File(tmp / "in.h5", "w") as f:
         f.create_dataset("s", data=stack)

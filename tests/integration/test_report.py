@@ -5,11 +5,15 @@ well-formed HTML with no script to run and nothing fetched; each thumbnail PNG d
 equals, pixel for pixel, a box filter of the input / output computed here; the histograms, LUTs and
 plotted bars embedded in the page's JSON equal reference.py's; the run summary matches the run.
 HDF5 outputs: /histeq_dist/lut/<dataset> holds each image's LUT (= the reference LUT, and applying
-it to the input gives the output), /histeq_dist/global_lut the global one."""
+it to the input gives the output), /histeq_dist/global_lut the global one.
+CLAHE reports: the tile grid over each thumbnail has its lines where OpenCV's tiles meet (clahe_ref's
+geometry, in thumbnail pixels), and the plotted corner and centre tiles' LUTs are the ones the HDF5
+output records (and clahe_ref's), curve by curve."""
 import base64
 import io
 import json
 import os
+import re
 import struct
 import zlib
 from html.parser import HTMLParser
@@ -19,6 +23,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
+import clahe_ref
 import pngio
 import reference as ref
 from helpers import DEVICES, read_png, run, run_ok
@@ -187,6 +192,18 @@ def check_summary(p, np_, images, scope, skipped=0):
     assert f"--scope {scope}" in s["options"] and "--report" in s["command_line"]
 
 
+SECTION_KEYS = {"kind", "image", "name", "width", "height", "channels", "bits", "bins", "after_kind", "note", "hists",
+                "thumbs"}
+
+
+def check_plain_structure(d, p):
+    """A report that is not CLAHE's: the section JSON has exactly its keys, and no grid or tile plot."""
+    html = (d / "index.html").read_text(encoding="utf-8")
+    assert all(set(s) == SECTION_KEYS for s in p.sections), [sorted(s) for s in p.sections]
+    assert not any(f'class="{c}"' in html for c in ("hq-tiles", "hq-tile-lut", "tiled", "hq-pick"))
+    assert "CLAHE:" not in html and "Equalized with the global LUT" not in html
+
+
 def h5_write(path, **dsets):
     with h5py.File(path, "w") as f:
         for k, v in dsets.items():
@@ -234,6 +251,7 @@ def test_gray_u8_image_scope(tmp, np_):
     for s in p.sections:
         check_section(s, [images[s["image"]]], [outs[s["image"]]], 8, "luma", "equalize", thumbs)
     assert p.svgs == 2 * 3 and not p.summary["log_scale"]
+    check_plain_structure(rep, p)
     check_provenance(out, inp, [("a/stack", True), ("b", False)], 8, "luma", "equalize")
 
 
@@ -409,3 +427,193 @@ def test_report_failing_at_the_end_keeps_the_output(tmp):
     with h5py.File(out, "r") as f:
         assert np.array_equal(f["s"][()], ref.equalize_stack(stack, 8)[0])
     assert (rep / "index.html").is_dir() and not (rep / "index.html.part").exists()
+
+
+# ---- CLAHE: the tile grid over the thumbnails and the tiles' LUTs ------------------------------
+
+
+class TileSvg(HTMLParser):
+    """Per section, in page order: its grid overlays (the lines and outlined tiles of each) and its
+    tile LUT plots (each curve's points by series, the plot's texts)."""
+
+    def __init__(self):
+        super().__init__(convert_charrefs=True)
+        self.sections, self._svg, self._text = [], None, None
+
+    def handle_starttag(self, tag, attrs):
+        a = dict(attrs)
+        if tag == "section":
+            self.sections.append({"overlays": [], "plots": []})
+        elif tag == "svg" and a.get("class") == "hq-tiles":
+            self._svg = {"attrs": a, "x": [], "y": [], "picks": []}
+            self.sections[-1]["overlays"].append(self._svg)
+        elif tag == "svg" and a.get("aria-label", "").startswith("Tile LUTs"):
+            self._svg = {"attrs": a, "curves": {}, "texts": []}
+            self.sections[-1]["plots"].append(self._svg)
+        elif tag == "line" and a.get("class") in ("hq-grid-x", "hq-grid-y"):
+            self._svg[a["class"][-1]].append(a)
+        elif tag == "rect" and a.get("class") == "hq-pick":
+            self._svg["picks"].append(a)
+        elif tag == "polyline" and a.get("class") == "hq-tile-lut":
+            pts = [[float(v) for v in xy.split(",")] for xy in a["points"].split()]
+            self._svg["curves"][int(a["data-series"])] = np.array(pts)
+        elif tag == "text" and self._svg is not None and "texts" in self._svg:
+            self._text = []
+
+    def handle_endtag(self, tag):
+        if tag == "svg":
+            self._svg = None
+        elif tag == "text" and self._text is not None:
+            self._svg["texts"].append("".join(self._text))
+            self._text = None
+
+    def handle_data(self, data):
+        if self._text is not None:
+            self._text.append(data)
+
+
+def tile_svgs(d):
+    t = TileSvg()
+    t.feed((d / "index.html").read_text(encoding="utf-8"))
+    t.close()
+    return t.sections
+
+
+def picked(gy, gx):
+    """README: the four corners and the centre tile, each once, in row-major order."""
+    return sorted({(0, 0), (0, gx - 1), (gy // 2, gx // 2), (gy - 1, 0), (gy - 1, gx - 1)})
+
+
+def check_curves(curves, luts, levels):
+    """The curves draw these LUTs: each has a point per level, and one affine map from (level, output
+    level) to the plot's (x, y) fits every point of every curve to the 0.1 pixel the page prints, so
+    a curve drawn from another tile's LUT, or from wrong values, does not fit."""
+    assert sorted(curves) == list(range(len(luts)))
+    assert np.ptp(np.concatenate(luts)) > 0, "degenerate case: the LUTs cannot tell curves apart"
+    v = np.arange(levels, dtype=float)
+    xs, ys, outs = [], [], []
+    for k, lut in enumerate(luts):
+        pts = curves[k]
+        assert len(pts) == levels
+        xs.append(pts[:, 0])
+        ys.append(pts[:, 1])
+        outs.append(np.asarray(lut, dtype=float))
+    for x in xs:
+        assert np.allclose(x, xs[0]), "curves drawn over different input levels"
+    bx, ax = np.polyfit(v, xs[0], 1)
+    assert bx > 0 and np.abs(ax + bx * v - xs[0]).max() <= 0.06
+    out, y = np.concatenate(outs), np.concatenate(ys)
+    by, ay = np.polyfit(out, y, 1)
+    assert by < 0, "higher output levels must be drawn higher"
+    assert np.abs(ay + by * out - y).max() <= 0.06, "a curve is not its tile's LUT"
+
+
+def check_clahe_section(sec, svg, img, luts, grid, bits, thumbs):
+    """One CLAHE section against OpenCV's geometry (clahe_ref) and the tile LUTs `luts`
+    (tiles_y, tiles_x, nhist, bins) that the run recorded or clahe_ref computed."""
+    h, w = img.shape[:2]
+    gy, gx, th, tw = clahe_ref.geometry(h, w, grid)
+    c = sec["clahe"]
+    assert sec["hists"] == [] and c["tiles"] == [gy, gx] and c["tile_size"] == [th, tw]
+    assert c["labels"] == labels_for(1 if img.ndim == 2 else img.shape[2], "channels")
+    want_x = [k * tw for k in range(1, gx) if k * tw < w]
+    want_y = [k * th for k in range(1, gy) if k * th < h]
+    picks = picked(gy, gx)
+    assert [tuple(t["tile"]) for t in c["tile_luts"]] == picks
+    for t in c["tile_luts"]:
+        assert np.array_equal(np.array(t["luts"]), luts[t["tile"][0], t["tile"][1]]), f"tile {t['tile']}: LUT"
+    if c["grid"] is None:  # too fine to draw: tile_view.h
+        t = thumbs[sec["thumbs"]["before"]]
+        assert th * t.shape[0] < 3 * h or tw * t.shape[1] < 3 * w
+        assert svg["overlays"] == []
+    else:
+        tw_px, th_px = c["grid"]["thumb"]
+        assert thumbs[sec["thumbs"]["before"]].shape[:2] == (th_px, tw_px)
+        assert c["grid"]["x"] == want_x and c["grid"]["y"] == want_y
+        assert len(svg["overlays"]) == 2, "one grid over each thumbnail, before and after"
+        for ov in svg["overlays"]:
+            assert ov["attrs"]["viewbox"] == f"0 0 {tw_px} {th_px}"
+            assert [int(l["data-pos"]) for l in ov["x"]] == want_x
+            assert [int(l["data-pos"]) for l in ov["y"]] == want_y
+            for l, pos in zip(ov["x"], want_x):  # a boundary at image column pos lies at pos * tw_px / w
+                assert float(l["x1"]) == float(l["x2"]) == pytest.approx(pos * tw_px / w, abs=1e-4)
+                assert (float(l["y1"]), float(l["y2"])) == (0, th_px)
+            for l, pos in zip(ov["y"], want_y):
+                assert float(l["y1"]) == float(l["y2"]) == pytest.approx(pos * th_px / h, abs=1e-4)
+                assert (float(l["x1"]), float(l["x2"])) == (0, tw_px)
+            inside = [(r, col) for r, col in picks if r * th < h and col * tw < w]
+            assert [tuple(map(int, r["data-tile"].split(","))) for r in ov["picks"]] == inside
+    assert len(svg["plots"]) == luts.shape[2], "one tile LUT plot per histogram"
+    for k, plot in enumerate(svg["plots"]):
+        assert all(f"tile ({r}, {col})" in plot["texts"] for r, col in picks)
+        check_curves(plot["curves"], [luts[r, col, k] for r, col in picks], 1 << bits)
+
+
+@pytest.mark.parametrize("np_", [None, 3], ids=["single", "np3"])
+def test_clahe_grid_and_tile_luts(tmp, np_):
+    """CLAHE on a gray stack and an RGB stack (--color channels: three LUTs per tile), 300 x 410 under
+    --clahe-grid 5x7: 300 rows divide by 5, yet OpenCV pads them by a whole grid count because the
+    columns do not divide, so tiles are 61 x 59 (not 60 x 59). Thumbnails are 256 x 187, so grid
+    lines fall between thumbnail pixels. On 3 ranks small blocks split each image over ranks (tile
+    rows are exchanged, -v says so), and the page still plots the tile LUTs the output records."""
+    stack = ref.stack_of(2, 300, 410, 40, 150, np.uint8, seed=80)
+    rgb = ref.stack_of(2, 300, 410, 30, 170, np.uint8, seed=81, rgb=True)
+    inp = h5_write(tmp / "in.h5", **{"g/stack": stack, "rgb": rgb})
+    out, rep = tmp / "out.h5", tmp / "rep"
+    r = run_ok(["-i", inp, "-o", out, "--device", DEVICES[0], "--method", "clahe", "--clahe-grid", "5x7",
+                "--clip-limit", "2", "--color", "channels", "--report", rep, "--report-sample", "4", "--block", "16K",
+                "-v"], np_)
+    if np_:
+        sent = [int(b) for b in re.findall(r"CLAHE tile rows exchanged: (\d+) bytes", r.err)]
+        assert len(sent) == np_ and sum(sent) > 0, f"no image was shared between ranks\n{r}"
+    p = parse_report(rep)
+    thumbs = decode_thumbs(rep, p)
+    svgs = tile_svgs(rep)
+    assert len(svgs) == len(p.sections) == 4 and p.summary["method"] == "clahe"
+    with h5py.File(out, "r") as f:
+        data = {"g/stack": (list(stack), list(f["g/stack"][()]), f["histeq_dist/lut/g/stack"][()]),
+                "rgb": (list(rgb), list(f["rgb"][()]), f["histeq_dist/lut/rgb"][()])}
+        assert list(f["histeq_dist/lut/rgb"].attrs["tile_size"]) == [61, 59]
+    order = [("g/stack", 0), ("g/stack", 1), ("rgb", 0), ("rgb", 1)]
+    assert [s["image"] for s in p.sections] == [0, 1, 2, 3]
+    for sec, svg, (name, k) in zip(p.sections, svgs, order):
+        imgs, outs, luts = data[name]
+        assert name in sec["name"]
+        want = np.stack([clahe_ref.tile_luts(pl, 256, clahe_ref.geometry(300, 410, (5, 7)), 2.0)
+                         for pl in (imgs[k][:, :, c] for c in range(3))] if imgs[k].ndim == 3 else
+                        [clahe_ref.tile_luts(imgs[k], 256, clahe_ref.geometry(300, 410, (5, 7)), 2.0)], axis=2)
+        assert np.array_equal(luts[k], want), f"{name}[{k}]: recorded tile LUTs"
+        check_clahe_section(sec, svg, imgs[k], luts[k], (5, 7), 8, thumbs)
+        check_thumbs(sec, imgs[k], outs[k], 8, thumbs)
+
+
+@pytest.mark.parametrize("np_,grid", [(None, "12x12"), (3, "12x12"), (None, "15x20")])
+def test_clahe_fine_grids_png(tmp, np_, grid):
+    """30 x 40 PNGs. Under 12x12 the image is padded to 36 x 48 (tiles of 3 x 4), so the last tile rows
+    and columns lie wholly in the padding: 9 lines each way, and of the plotted tiles only (0, 0) and
+    the centre (6, 6) are outlined on the picture. Under 15x20 (tiles of 2 x 2 thumbnail pixels) the
+    grid is not drawn. Either way the picked tiles' LUTs are plotted, equal to clahe_ref's (a PNG
+    output records none); on 3 ranks the images are dealt to different ranks."""
+    d = tmp / "in"
+    os.makedirs(d)
+    imgs = {f"p{k}.png": ref.low_contrast(30, 40, 50 + 10 * k, 140, np.uint8, seed=90 + k) for k in range(3)}
+    for name, a in imgs.items():
+        pngio.write(d / name, a, 8, pngio.GRAY)
+    out, rep = tmp / "out", tmp / "rep"
+    run_ok(["-i", d, "-o", out, "--device", DEVICES[0], "--method", "clahe", "--clahe-grid", grid, "--clip-limit", "3",
+            "--report", rep, "--report-sample", "3", "-q"], np_)
+    p = parse_report(rep)
+    thumbs = decode_thumbs(rep, p)
+    svgs = tile_svgs(rep)
+    rows, cols = map(int, grid.split("x"))
+    geo = clahe_ref.geometry(30, 40, (rows, cols))
+    names = sorted(imgs)
+    for sec, svg in zip(p.sections, svgs):
+        a = imgs[names[sec["image"]]]
+        luts = clahe_ref.tile_luts(a, 256, geo, 3.0)[:, :, None, :]
+        check_clahe_section(sec, svg, a, luts, (rows, cols), 8, thumbs)
+        check_thumbs(sec, a, read_png(out / names[sec["image"]]).samples[:, :, 0], 8, thumbs)
+        if grid == "12x12":
+            assert [r["data-tile"] for r in svg["overlays"][0]["picks"]] == ["0,0", "6,6"]
+        else:
+            assert sec["clahe"]["grid"] is None
