@@ -37,7 +37,15 @@ while [ $# -gt 0 ]; do
   shift 2
 done
 gzip_size=${gzip_size:-$size}
-py=${PYTHON:-/usr/bin/python3}
+# The peers (h5py, the OpenCV pool) need a python3 with h5py and cv2: Debian's on a build machine, the
+# GPU image's own python3 (not /usr/bin's) there. PYTHON overrides.
+py=${PYTHON:-}
+if [ -z "$py" ]; then
+  for c in /usr/bin/python3 python3; do
+    if "$c" -c "import h5py, cv2" >/dev/null 2>&1; then py=$c; break; fi
+  done
+  py=${py:-/usr/bin/python3}
+fi
 tools=${BUILD:-build}/bench-tools
 export OMPI_MCA_btl_vader_single_copy_mechanism=${OMPI_MCA_btl_vader_single_copy_mechanism:-none}
 default_flags="--oversubscribe"
