@@ -45,29 +45,27 @@ static int range_in_pass0(const my_block *mb)
     return !mb->fused || mb->done;
 }
 
+/* One round of pass 0 over a shared float item: the block's extremes, or only the collective read. */
+static int range_round(run *r, uint64_t i, my_block *mb, int rc, hq_err *err)
+{
+    if (mb && !range_in_pass0(mb))
+        mb = NULL; /* only joins the collective read */
+    hq_err scratch, *e = rc ? &scratch : err;
+    void *data = NULL;
+    int rc2 = run_timed_read(r, mb ? mb->b : NULL, i, 1, &data, e);
+    if (!rc2 && mb)
+        rc2 = run_range_block(r, mb->b, data, e);
+    rc = rc ? rc : rc2;
+    hq_block_free(r->eng, data);
+    run_tick(r);
+    return rc;
+}
+
 /* This rank's part of pass 0: the blocks of float items that range_in_pass0 picks, read once,
  * shared items in lockstep. */
 static int range_mine(run *r, hq_err *err)
 {
-    int rc = 0;
-    for (uint64_t i = 0; i < r->inv.n; i++) {
-        if (!r->item_shared[i] || !run_is_float(r, i))
-            continue;
-        const uint64_t rounds = run_rounds_for(r, i, 0);
-        for (uint64_t k = 0; k < rounds; k++) {
-            my_block *mb = rc ? NULL : run_nth_mine(r, i, k, 0);
-            if (mb && !range_in_pass0(mb))
-                mb = NULL; /* only joins the collective read */
-            hq_err scratch, *e = rc ? &scratch : err;
-            void *data = NULL;
-            int rc2 = run_timed_read(r, mb ? mb->b : NULL, i, 1, &data, e);
-            if (!rc2 && mb)
-                rc2 = run_range_block(r, mb->b, data, e);
-            rc = rc ? rc : rc2;
-            hq_block_free(r->eng, data);
-            run_tick(r);
-        }
-    }
+    int rc = run_lockstep(r, 0, run_is_float, range_round, err);
     if (rc)
         return rc;
     my_block **list = malloc((r->nmine ? r->nmine : 1) * sizeof *list);

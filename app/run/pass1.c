@@ -18,41 +18,38 @@ static int pass1_done(run *r, const my_block *mb)
     return gh && gh->restored;
 }
 
-/* Pass 1 over shared items. A failure does not stop the rounds: this rank keeps joining the
- * collective calls with NULL blocks so nobody hangs; the error is agreed after the pass. */
-int run_pass1_shared(run *r, hq_err *err)
+/* One round of pass 1 over a shared item: read, then a fused block is equalized and written, a
+ * pending one histogrammed and held; the collective write and flush are joined either way. */
+static int pass1_round(run *r, uint64_t i, my_block *mb, int rc, hq_err *err)
 {
-    int rc = 0;
-    for (uint64_t i = 0; i < r->inv.n; i++) {
-        if (!r->item_shared[i])
-            continue;
-        const uint64_t rounds = run_rounds_for(r, i, 0);
-        for (uint64_t k = 0; k < rounds; k++) {
-            my_block *mb = rc ? NULL : run_nth_mine(r, i, k, 0);
-            if (mb && pass1_done(r, mb))
-                mb = NULL; /* done by an interrupted run: only joins the collective calls */
-            hq_err scratch, *e = rc ? &scratch : err; /* keep the first failure's message */
-            void *data = NULL;
-            int rc2 = run_timed_read(r, mb ? mb->b : NULL, i, 1, &data, e);
-            if (!rc && mb && !rc2)
-                rc2 = mb->fused ? run_equalize_fused(r, mb->b, data, e) : run_histogram_pending(r, mb->b, data, e);
-            rc = rc ? rc : rc2;
-            e = rc ? &scratch : err;
-            const int write_now = !rc && mb && mb->fused;
-            int rc3 = run_timed_write(r, write_now ? mb->b : NULL, i, 1, data, e);
-            rc = rc ? rc : rc3;
-            rc = run_flush_round(r, i, write_now && !rc ? mb->b : NULL, rc, rc ? &scratch : err);
-            if (write_now) {
-                mb->done = 1;
-                hq_block_free(r->eng, data);
-            } else if (!rc && mb) {
-                run_hold_or_drop(r, mb, data);
-            } else {
-                hq_block_free(r->eng, data);
-            }
-        }
+    if (mb && pass1_done(r, mb))
+        mb = NULL; /* done by an interrupted run: only joins the collective calls */
+    hq_err scratch, *e = rc ? &scratch : err; /* keep the first failure's message */
+    void *data = NULL;
+    int rc2 = run_timed_read(r, mb ? mb->b : NULL, i, 1, &data, e);
+    if (!rc && mb && !rc2)
+        rc2 = mb->fused ? run_equalize_fused(r, mb->b, data, e) : run_histogram_pending(r, mb->b, data, e);
+    rc = rc ? rc : rc2;
+    e = rc ? &scratch : err;
+    const int write_now = !rc && mb && mb->fused;
+    int rc3 = run_timed_write(r, write_now ? mb->b : NULL, i, 1, data, e);
+    rc = rc ? rc : rc3;
+    rc = run_flush_round(r, i, write_now && !rc ? mb->b : NULL, rc, rc ? &scratch : err);
+    if (write_now) {
+        mb->done = 1;
+        hq_block_free(r->eng, data);
+    } else if (!rc && mb) {
+        run_hold_or_drop(r, mb, data);
+    } else {
+        hq_block_free(r->eng, data);
     }
     return rc;
+}
+
+/* Pass 1 over shared items, in lockstep rounds; the error is agreed after the pass. */
+int run_pass1_shared(run *r, hq_err *err)
+{
+    return run_lockstep(r, 0, NULL, pass1_round, err);
 }
 
 /* A run of row bands of one image, all on this rank: both passes right away, so the histogram

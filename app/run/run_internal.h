@@ -13,7 +13,7 @@
  *   close     close.c (the run recorded, the output closed), reports.c (what the run tells)
  * and what the passes share: facts.c (small facts from the inventory, plan and options), compute.c
  * (one block through the engine), clahe.c (CLAHE's glue), block_io.c (a block read, written, held
- * between the passes), lockstep.c (the lockstep rounds of shared items), stream.c (own items'
+ * between the passes), lockstep.c (shared items walked in lockstep rounds), stream.c (own items'
  * blocks through the I/O pipeline).
  *
  * Histograms belong to groups: one per image (scope image), one per dataset (scope dataset) or one
@@ -139,6 +139,12 @@ typedef struct run {
 /* How a pass streams this rank's own blocks (stream.c). */
 typedef enum { STREAM_FUSED, STREAM_HIST, STREAM_REMAP, STREAM_RANGE } stream_kind;
 
+/* One lockstep round of a shared item (lockstep.c). rc: this rank's status so far; mb: its block of
+ * the round, NULL when it has none or has failed already, and then it only joins the collective
+ * calls. Returns the status after the round, the first failure kept (its message too: once rc is
+ * set, the round writes any further message elsewhere than err). */
+typedef int (*run_round_fn)(run *r, uint64_t item, my_block *mb, int rc, hq_err *err);
+
 /* facts.c */
 hq_mode run_mode_of(const run *r, uint64_t item);
 size_t run_hist_len(const hq_mode *m);
@@ -208,9 +214,8 @@ int run_build_pending_luts(run *r, hq_err *err);
 /* reduce.c */
 int run_reduce_shared(run *r, hq_err *err); /* collective */
 
-/* lockstep.c */
-my_block *run_nth_mine(run *r, uint64_t item, uint64_t k, int pending_only);
-uint64_t run_rounds_for(const run *r, uint64_t item, int pending_only);
+/* lockstep.c (collective) */
+int run_lockstep(run *r, int pending_only, int (*want)(const run *, uint64_t), run_round_fn round, hq_err *err);
 
 /* stream.c */
 int run_stream(run *r, stream_kind kind, my_block **list, uint64_t n, hq_err *err);

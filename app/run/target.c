@@ -19,27 +19,25 @@ static int histogram_into(run *r, const hq_block *b, void *data, uint64_t *hist,
     return rc;
 }
 
+/* One round of --reference global's read of a shared item: the block into the target. */
+static int target_round(run *r, uint64_t i, my_block *mb, int rc, hq_err *err)
+{
+    hq_err scratch, *e = rc ? &scratch : err;
+    void *data = NULL;
+    int rc2 = run_timed_read(r, mb ? mb->b : NULL, i, 1, &data, e);
+    if (!rc2 && mb)
+        rc2 = histogram_into(r, mb->b, data, r->target, e);
+    rc = rc ? rc : rc2;
+    hq_block_free(r->eng, data);
+    return rc;
+}
+
 /* --reference global: one extra read of everything before pass 1 (every image's LUT needs the
  * whole input's histogram), summed over ranks as --scope global sums it. Memory stays one block;
- * the price is reading the input once more. */
+ * the price is reading the input once more. Shared items in lockstep rounds, then own ones. */
 static int target_from_input(run *r, size_t len, hq_err *err)
 {
-    int rc = 0;
-    for (uint64_t i = 0; i < r->inv.n; i++) {
-        if (!r->item_shared[i])
-            continue;
-        const uint64_t rounds = run_rounds_for(r, i, 0);
-        for (uint64_t k = 0; k < rounds; k++) {
-            my_block *mb = rc ? NULL : run_nth_mine(r, i, k, 0);
-            hq_err scratch, *e = rc ? &scratch : err;
-            void *data = NULL;
-            int rc2 = run_timed_read(r, mb ? mb->b : NULL, i, 1, &data, e);
-            if (!rc2 && mb)
-                rc2 = histogram_into(r, mb->b, data, r->target, e);
-            rc = rc ? rc : rc2;
-            hq_block_free(r->eng, data);
-        }
-    }
+    int rc = run_lockstep(r, 0, NULL, target_round, err);
     for (uint64_t j = 0; j < r->nmine && !rc; j++) {
         const hq_block *b = r->mine[j].b;
         if (r->item_shared[b->item])
