@@ -42,7 +42,7 @@ CUDA_HOME ?= $(patsubst %/bin/nvcc,%,$(NVCC))
 CUDA_ARCH ?= -arch=sm_90
 NVCCFLAGS ?= -O3 -std=c++17 $(CUDA_ARCH) -lineinfo -Xcompiler -Wall,-Wextra,-fPIC,-fopenmp
 
-HOST_SRC  := $(wildcard core/*.c engine/*.c io/*.c io/hdf5/*.c jobs/*.c mpi/*.c app/*.c report/*.c)
+HOST_SRC  := $(wildcard core/*.c engine/*.c io/*.c io/hdf5/*.c jobs/*.c mpi/*.c app/*.c app/run/*.c report/*.c)
 ifeq ($(CUDA),1)
 GPU_SRC   := $(wildcard gpu/*.cu)
 GPU_OBJ   := $(GPU_SRC:%.cu=$(BUILD)/%.o)

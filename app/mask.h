@@ -9,7 +9,8 @@
  *
  * --ignore with --mask-apply inside on RGB luma is folded in here too: a pixel whose luma Y is
  * ignored gets 0, so the remap leaves it as it is (an identity LUT entry would not: luma ties move).
- * Gray, value and channels pixels need no plane for that (app/run.c's identity LUT entries). */
+ * Gray, value and channels pixels need no plane for that (the identity LUT entries of
+ * app/run/groups.c). */
 #ifndef HQ_MASK_H
 #define HQ_MASK_H
 

@@ -6,8 +6,8 @@
  * 2, grid 8x8, median of --runs (default 11) after 2 warm-up runs, contenders taking turns:
  *   opencv  cv::createCLAHE(clip, Size(8, 8))->apply(src, dst) after cv::setNumThreads(T)
  *   ours    zeroed tile histograms + engine clahe_histogram + tile LUTs (hq_clahe_tile_lut, tiles
- *           over T OpenMP threads, as app/run.c builds them) + engine clahe_remap in place on a
- *           copy of src made outside the timed region (what the tool does with a block)
+ *           over T OpenMP threads, as app/run/clahe.c builds them) + engine clahe_remap in place
+ *           on a copy of src made outside the timed region (what the tool does with a block)
  * The outputs must be equal byte for byte, or the program says so and exits 1. */
 #include <opencv2/core.hpp>
 #include <opencv2/core/utility.hpp>

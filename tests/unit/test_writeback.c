@@ -52,7 +52,8 @@ static void kicks_while_writing(void **state)
     char path[] = "/tmp/hq_writeback_XXXXXX"; /* a disk where there is one: tmpfs has no writeback */
     int fd = mkstemp(path);
     assert_true(fd >= 0);
-    int ro = open(path, O_RDONLY); /* as run.c: the journal's read-only descriptor of the output */
+    /* as app/run/journal.c: the journal's read-only descriptor of the output */
+    int ro = open(path, O_RDONLY);
     hq_writeback *wb = hq_writeback_start(ro);
     assert_non_null(wb);
     pthread_t th[WRITERS];

@@ -1,0 +1,162 @@
+/* compute.c — one block through the engine. A fused block's histograms, LUTs and remap in one go;
+ * a pending block added to its group's histogram in pass 1, and remapped with its group's LUT in
+ * pass 2. Timed into the histogram and remap phases; the report sees the pixels before and after. */
+#include <stdlib.h>
+
+#include "run_internal.h"
+
+/* remap: 1 for a remap's view (the mask plane goes along only with --mask-apply inside). */
+hq_block_data run_block_view(const run *r, const hq_block *b, void *data, int per_image, int remap)
+{
+    const uint64_t px = hq_block_pixels(b);
+    hq_block_data d = {data, 1, px, 0, NULL, NULL};
+    if (hq_mask_plane_bytes(r->mask, b) && (!remap || r->o->mask_inside))
+        d.mask = (const uint8_t *)data + run_block_bytes(r, b);
+    if (per_image && b->s1 - b->s0 > 1) {
+        d.nseg = b->s1 - b->s0;
+        d.seg_pixels = px / d.nseg;
+    }
+    /* Segments are consecutive images, hence consecutive groups (or the one global group). */
+    if (r->fbin && r->inv.items[b->item].sample == HQ_SAMPLE_FLOAT)
+        d.fbin = &r->fbin[run_group_of(r, b)];
+    return d;
+}
+
+/* An engine refuses infinite float samples without knowing the file: name it. */
+int run_name_float_failure(const run *r, uint64_t item, int rc, hq_err *err)
+{
+    if (rc != HQ_EINPUT || r->inv.items[item].sample != HQ_SAMPLE_FLOAT)
+        return rc;
+    hq_err e = *err;
+    return hq_fail(err, rc, "%s:%s: %s; float data must be finite or NaN", r->inv.items[item].src,
+                   r->inv.items[item].name, e.msg);
+}
+
+/* Fused: every image of the block is complete here, so histogram, LUT and remap happen at once. */
+int run_equalize_fused(run *r, const hq_block *b, void *data, hq_err *err)
+{
+    if (run_is_clahe(r))
+        return run_clahe_fused(r, b, data, err);
+    const hq_mode m = run_mode_of(r, b->item);
+    /* One histogram per image, or one for the whole dataset (scope dataset: the block is all of it). */
+    hq_block_data d = run_block_view(r, b, data, r->scope != HQ_SCOPE_DATASET, 0);
+    const size_t hl = run_hist_len(&m);
+    uint64_t *hist = calloc(d.nseg * hl, sizeof *hist);
+    uint16_t *lut = malloc(d.nseg * hl * sizeof *lut);
+    uint64_t **hp = malloc(d.nseg * sizeof *hp);
+    const uint16_t **lp = malloc(d.nseg * sizeof *lp);
+    int rc = HQ_EMEM;
+    if (!hist || !lut || !hp || !lp) {
+        hq_fail(err, rc, "%s: out of memory for %llu histograms", r->inv.items[b->item].src,
+                (unsigned long long)d.nseg);
+        goto done;
+    }
+    for (uint64_t s = 0; s < d.nseg; s++) {
+        hp[s] = hist + s * hl;
+        lp[s] = lut + s * hl;
+    }
+    double t0 = hq_now();
+    rc = run_fused_ranges(r, b, &d, &m, err);
+    if (!rc)
+        rc = run_name_float_failure(r, b->item, r->eng->ops->histogram(r->eng, &d, &m, hp, err), err);
+    r->t[PH_HIST] += hq_now() - t0;
+    if (rc)
+        goto done;
+    __atomic_add_fetch(&r->bytes_histogrammed, run_block_bytes(r, b), __ATOMIC_RELAXED);
+    hq_report_pixels(r->rep, b, data, 0);
+    t0 = hq_now();
+    uint64_t empties = 0;
+    for (uint64_t s = 0; s < d.nseg && !rc; s++) {
+        const uint64_t group = run_image_of(r, b, b->s0 + s);
+        const int e = run_build_luts(r, &m, b->item, group, hp[s], lut + s * hl);
+        if (e < 0) {
+            rc = hq_fail(err, HQ_EMEM, "%s: out of memory building LUTs", r->inv.items[b->item].src);
+            break;
+        }
+        if (e) {
+            hp[s] = NULL; /* marks a segment left as it is */
+            empties++;
+        }
+        for (uint64_t k = 0; k < run_group_images(r, b->item) && !rc; k++)
+            rc = run_journal_image(r, group + k, hist + s * hl, lut + s * hl, hl, err);
+    }
+    if (rc)
+        goto done;
+    hq_block_data dr = run_block_view(r, b, data, r->scope != HQ_SCOPE_DATASET, 1);
+    if (empties == 0) {
+        dr.same_as_histogram = 1;
+        rc = r->eng->ops->remap(r->eng, &dr, &m, lp, err);
+    } else {
+        /* An image with nothing counted comes back exactly as it was (an identity LUT alone would
+         * still move luma ties): the others are remapped one by one. */
+        const size_t px_bytes = (size_t)m.channels * m.sample_bytes;
+        for (uint64_t s = 0; s < d.nseg && !rc && empties < d.nseg; s++) {
+            if (!hp[s])
+                continue;
+            hq_block_data one = {(char *)data + s * dr.seg_pixels * px_bytes, 1, dr.seg_pixels, 0,
+                                 dr.mask ? dr.mask + s * dr.seg_pixels : NULL, dr.fbin ? dr.fbin + s : NULL};
+            rc = r->eng->ops->remap(r->eng, &one, &m, &lp[s], err);
+        }
+    }
+    r->t[PH_REMAP] += hq_now() - t0;
+    if (!rc)
+        hq_report_pixels(r->rep, b, data, 1);
+done:
+    free(hist);
+    free(lut);
+    free(hp);
+    free(lp);
+    return rc;
+}
+
+/* Pending: add the block to its group's histogram (the blocks of a pending group are one image, one
+ * dataset, or everything under scope global). */
+int run_histogram_pending(run *r, const hq_block *b, void *data, hq_err *err)
+{
+    const hq_mode m = run_mode_of(r, b->item);
+    hq_block_data d = run_block_view(r, b, data, 0, 0);
+    group_hist *gh = run_find_group(r, run_group_of(r, b), run_group_len(r, b->item));
+    if (!gh)
+        return hq_fail(err, HQ_EMEM, "%s: out of memory for a histogram", r->inv.items[b->item].src);
+    double t0 = hq_now();
+    uint64_t *hp[1] = {gh->hist};
+    int rc;
+    if (run_is_clahe(r)) {
+        const hq_clahe_geom g = run_geom_of(r, b->item);
+        hq_clahe_piece pc = {data, b->r0, b->c0, b->r1 - b->r0, b->c1 - b->c0};
+        rc = r->eng->ops->clahe_histogram(r->eng, &pc, &m, &g, gh->hist, err);
+    } else {
+        rc = run_name_float_failure(r, b->item, r->eng->ops->histogram(r->eng, &d, &m, hp, err), err);
+    }
+    r->t[PH_HIST] += hq_now() - t0;
+    if (!rc) {
+        __atomic_add_fetch(&r->bytes_histogrammed, run_block_bytes(r, b), __ATOMIC_RELAXED);
+        hq_report_pixels(r->rep, b, data, 0);
+    }
+    return rc;
+}
+
+int run_remap_pending(run *r, const hq_block *b, void *data, hq_err *err)
+{
+    const hq_mode m = run_mode_of(r, b->item);
+    hq_block_data d = run_block_view(r, b, data, 0, 1);
+    group_hist *gh = run_find_group(r, run_group_of(r, b), 0);
+    if (!gh)
+        return hq_fail(err, HQ_EIO, "%s: internal error: no histogram for a pending block", r->inv.items[b->item].src);
+    double t0 = hq_now();
+    const uint16_t *lp[1] = {gh->lut};
+    int rc = 0;
+    if (gh->empty) {
+        rc = 0;
+    } else if (run_is_clahe(r)) {
+        const hq_clahe_geom g = run_geom_of(r, b->item);
+        hq_clahe_piece pc = {data, b->r0, b->c0, b->r1 - b->r0, b->c1 - b->c0};
+        rc = r->eng->ops->clahe_remap(r->eng, &pc, &m, &g, gh->lut, err);
+    } else {
+        rc = r->eng->ops->remap(r->eng, &d, &m, lp, err);
+    }
+    r->t[PH_REMAP] += hq_now() - t0;
+    if (!rc)
+        hq_report_pixels(r->rep, b, data, 1);
+    return rc;
+}

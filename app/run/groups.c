@@ -1,0 +1,156 @@
+/* groups.c — the pending groups' histograms (one per image, per dataset, or the one global group)
+ * and the LUTs built from complete histograms: --ignore's levels dropped, the method's rule, each
+ * image's LUT recorded for the report. A group with nothing counted is left unchanged, and said so
+ * once. */
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "../../core/lut.h"
+#include "run_internal.h"
+
+/* len: the group's counters, for creating it (0: find only). */
+group_hist *run_find_group(run *r, uint64_t g, size_t len)
+{
+    for (size_t i = 0; i < r->ngroups; i++)
+        if (r->groups[i].group == g)
+            return &r->groups[i];
+    if (!len)
+        return NULL;
+    if (r->ngroups == r->cap_groups) {
+        size_t cap = r->cap_groups ? r->cap_groups * 2 : 8;
+        group_hist *n = realloc(r->groups, cap * sizeof *n);
+        if (!n)
+            return NULL;
+        r->groups = n;
+        r->cap_groups = cap;
+    }
+    group_hist *gh = &r->groups[r->ngroups];
+    gh->group = g;
+    gh->restored = 0;
+    gh->empty = 0;
+    gh->len = len;
+    gh->hist = calloc(len, sizeof *gh->hist);
+    gh->lut = malloc(len * sizeof *gh->lut);
+    if (!gh->hist || !gh->lut) {
+        free(gh->hist);
+        free(gh->lut);
+        return NULL;
+    }
+    r->ngroups++;
+    return gh;
+}
+
+void run_drop_group(run *r, uint64_t g)
+{
+    for (size_t i = 0; i < r->ngroups; i++) {
+        if (r->groups[i].group != g)
+            continue;
+        free(r->groups[i].hist);
+        free(r->groups[i].lut);
+        r->groups[i] = r->groups[--r->ngroups];
+        return;
+    }
+}
+
+/* --ignore: the ignored levels' counts dropped from a histogram (exact: a pixel adds to exactly one
+ * bin of each of the mode's histograms, so zeroing a bin removes exactly the pixels at that level). */
+void run_ignore_bins(const run *r, const hq_mode *m, uint64_t *hist)
+{
+    const uint32_t bins = hq_mode_bins(m);
+    if (!r->o->ignore || r->o->ignore_lo >= bins)
+        return;
+    const uint32_t hi = r->o->ignore_hi < bins ? r->o->ignore_hi : bins - 1;
+    for (uint32_t h = 0; h < hq_mode_nhist(m); h++)
+        for (uint32_t v = r->o->ignore_lo; v <= hi; v++)
+            hist[(size_t)h * bins + v] = 0;
+}
+
+/* The item holding global image g. */
+static uint64_t item_of_image(const run *r, uint64_t g)
+{
+    uint64_t i = 0;
+    while (i + 1 < r->plan.nitems && r->plan.item_image0[i + 1] <= g)
+        i++;
+    return i;
+}
+
+/* Said once per group, by the rank that speaks for its first image. */
+static void note_nothing_counted(const run *r, uint64_t group)
+{
+    const uint64_t image = r->scope == HQ_SCOPE_GLOBAL ? 0 : group;
+    if (r->o->quiet || hq_plan_image_owner(&r->plan, image) != r->c->rank)
+        return;
+    if (r->scope == HQ_SCOPE_GLOBAL) {
+        fprintf(stderr, "histeq_dist: note: %s: nothing counted (every pixel masked out or ignored); the images "
+                "are left unchanged\n", r->o->input);
+        return;
+    }
+    const hq_item *it = &r->inv.items[item_of_image(r, image)];
+    const int hdf5 = r->inv.format == HQ_FMT_HDF5;
+    char slice[48] = "";
+    if (it->slices > 1 && r->scope != HQ_SCOPE_DATASET)
+        snprintf(slice, sizeof slice, " slice %llu", (unsigned long long)(image - r->plan.item_image0[item_of_image(r, image)]));
+    fprintf(stderr, "histeq_dist: note: %s%s%s%s: nothing counted (every pixel masked out or ignored); left "
+            "unchanged\n", it->src, hdf5 ? ":" : "", hdf5 ? it->name : "", slice);
+}
+
+/* The LUTs of one group from its complete histogram: --ignore's levels dropped first, then the
+ * method's rule (match: onto r->target; clahe: every tile's, core/clahe.h, which takes neither
+ * --ignore nor --mask: app/options.c refuses them). With --ignore and --mask-apply inside, ignored
+ * levels map to themselves, which leaves gray, value and channels pixels exactly as they were
+ * (luma pixels are kept by the mask plane instead: app/mask.h). Each image of the group records
+ * the LUT. Returns 1 when nothing was counted, -1 when out of memory (CLAHE), else 0. */
+int run_build_luts(const run *r, const hq_mode *m, uint64_t item, uint64_t group, uint64_t *hist, uint16_t *lut)
+{
+    const uint32_t bins = hq_mode_bins(m), nh = hq_mode_nhist(m);
+    if (run_is_clahe(r)) {
+        if (run_build_clahe_luts(r, item, hist, lut))
+            return -1;
+    } else {
+        run_ignore_bins(r, m, hist);
+        for (uint32_t h = 0; h < nh; h++) {
+            if (r->o->method == HQ_METHOD_MATCH)
+                hq_lut_match(hist + (size_t)h * bins, r->target + (size_t)h * bins, bins, lut + (size_t)h * bins);
+            else
+                hq_lut_build(r->o->method, hist + (size_t)h * bins, bins, lut + (size_t)h * bins);
+            if (r->o->ignore && r->o->mask_inside)
+                for (uint32_t v = r->o->ignore_lo; v <= r->o->ignore_hi && v < bins; v++)
+                    lut[(size_t)h * bins + v] = (uint16_t)v;
+        }
+    }
+    if (r->scope == HQ_SCOPE_GLOBAL)
+        hq_report_lut(r->rep, group, hist, lut); /* a no-op: the global LUT is recorded at close */
+    else
+        for (uint64_t s = 0; s < run_group_images(r, item); s++)
+            hq_report_lut(r->rep, group + s, hist, lut);
+    /* CLAHE counts every padded position of every tile: never empty. */
+    const int empty = !run_is_clahe(r) && hq_hist_total(hist, nh * bins) == 0;
+    if (empty)
+        note_nothing_counted(r, group);
+    return empty;
+}
+
+/* -1 (err set) only when out of memory. */
+int run_build_pending_luts(run *r, hq_err *err)
+{
+    for (size_t i = 0; i < r->ngroups; i++) {
+        /* A pending group's mode is the mode of any of its blocks; the global group's LUT is built
+         * on every rank, blocks or not: the output records it collectively. */
+        hq_mode m;
+        uint64_t item = 0; /* scope global: any; the LUT is recorded once, at close */
+        int found = r->scope == HQ_SCOPE_GLOBAL && r->groups[i].group == 0 && run_global_mode(r, &m);
+        for (uint64_t j = 0; j < r->nmine && !found; j++) {
+            const hq_block *b = r->mine[j].b;
+            if (r->mine[j].fused || run_group_of(r, b) != r->groups[i].group)
+                continue;
+            m = run_mode_of(r, b->item);
+            item = b->item;
+            found = 1;
+        }
+        const int e = found ? run_build_luts(r, &m, item, r->groups[i].group, r->groups[i].hist, r->groups[i].lut) : 0;
+        if (e < 0)
+            return hq_fail(err, HQ_EMEM, "out of memory building LUTs");
+        r->groups[i].empty = e;
+    }
+    return 0;
+}

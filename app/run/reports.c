@@ -1,0 +1,196 @@
+/* reports.c — what the run tells. At the start each rank's plan (--verbose, in rank order), the
+ * progress' totals and the resume note; at the end the skipped inputs, --report's finish, the closing
+ * line, the phases (--verbose) and --summary's JSON. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+
+#include "../summary.h"
+#include "run_internal.h"
+
+static const char *const PHASE_NAMES[PH_N] = {"create", "read", "histogram", "allreduce", "remap", "write", "close"};
+_Static_assert(PH_N == HQ_SUMMARY_PHASES, "the JSON summary lists every phase");
+
+/* Rank 0 prints every rank's line, in rank order. */
+static void say_all(const run *r, const char *line)
+{
+    enum { LINE = 512 };
+    char mine[LINE] = {0};
+    snprintf(mine, sizeof mine, "%s", line);
+    char *all = r->c->rank == 0 ? malloc((size_t)LINE * (size_t)r->c->size) : NULL;
+    MPI_Gather(mine, LINE, MPI_CHAR, all, LINE, MPI_CHAR, 0, r->c->world);
+    if (all) {
+        for (int k = 0; k < r->c->size; k++)
+            fprintf(stderr, "histeq_dist: %.*s\n", LINE, all + (size_t)k * LINE);
+        free(all);
+    }
+}
+
+void run_report_plan(const run *r)
+{
+    char line[512], dev[128] = "", bound[64] = "";
+    if (r->eng)
+        r->eng->ops->describe(r->eng, dev, sizeof dev);
+    if (r->cpus.widened)
+        snprintf(bound, sizeof bound, " (bound to %d by the launcher, widened)", r->cpus.bound);
+    snprintf(line, sizeof line, "rank %d on %.200s: %s; %llu blocks, %llu pixels; %d CPU%s%s, %d I/O thread%s, "
+             "%d blocks in flight", r->c->rank, r->c->host, dev, (unsigned long long)r->nmine,
+             (unsigned long long)r->plan.rank_pixels[r->c->rank], r->cpus.cpus, r->cpus.cpus == 1 ? "" : "s", bound,
+             r->pipe.io_threads, r->pipe.io_threads == 1 ? "" : "s", r->pipe.depth);
+    say_all(r, line);
+}
+
+/* Before the passes: progress over what is left to do (pixels written; bytes histogrammed, float
+ * blocks read once more by pass 0, and written), and, when resuming, how much the interrupted run
+ * did. done_pixels, done_bytes: this rank's share of that (run_apply_journal). */
+void run_start_progress(run *r, uint64_t done_pixels, uint64_t done_bytes)
+{
+    const hq_options *o = r->o;
+    const hq_comm *c = r->c;
+    uint64_t total_bytes = 0, pass0_bytes = 0;
+    for (size_t i = 0; i < r->inv.n; i++)
+        total_bytes += r->inv.items[i].bad ? 0 : r->inv.items[i].slices * hq_item_image_bytes(&r->inv.items[i]);
+    for (uint64_t j = 0; j < r->plan.nblocks && !o->range_set; j++) /* read once more, by pass 0 */
+        if (run_is_float(r, r->plan.blocks[j].item) && !run_is_fused(r, &r->plan.blocks[j]))
+            pass0_bytes += run_block_bytes(r, &r->plan.blocks[j]);
+    uint64_t done[2] = {done_pixels, done_bytes};
+    MPI_Allreduce(MPI_IN_PLACE, done, 2, MPI_UINT64_T, MPI_SUM, c->world);
+    if (r->res.action == HQ_RESUME_CONTINUE && c->rank == 0 && !o->quiet)
+        fprintf(stderr, "histeq_dist: note: resuming %s: %.1f%% of the pixels were written by the interrupted "
+                "run%s\n", o->output, r->plan.total_pixels ? 100.0 * (double)done[0] / (double)r->plan.total_pixels : 0.0,
+                r->res.st.nhists ? ", and its histograms are kept" : "");
+    hq_progress_start(&r->prog, c->world, o->quiet ? 0 : o->progress, r->plan.total_pixels - done[0],
+                      2 * total_bytes + pass0_bytes - done[1]);
+}
+
+/* This rank's skipped inputs, one line each, in block order ("" for none; malloc'd, or NULL). */
+static char *skipped_lines(const run *r)
+{
+    size_t len = 0;
+    for (uint64_t j = 0; j < r->nmine; j++)
+        len += r->mine[j].why ? strlen(r->mine[j].why) + 1 : 0;
+    char *s = malloc(len + 1);
+    if (!s)
+        return NULL;
+    len = 0;
+    for (uint64_t j = 0; j < r->nmine; j++) {
+        if (!r->mine[j].why)
+            continue;
+        const size_t n = strlen(r->mine[j].why);
+        memcpy(s + len, r->mine[j].why, n);
+        s[len + n] = '\n';
+        len += n + 1;
+    }
+    s[len] = '\0';
+    return s;
+}
+
+static void report_skipped(const run *r)
+{
+    /* Skipped at scan time: every rank knows them; rank 0 lists them. */
+    if (r->c->rank == 0)
+        for (size_t i = 0; i < r->inv.n; i++)
+            if (r->inv.items[i].bad)
+                fprintf(stderr, "histeq_dist: skipped %s\n", r->inv.items[i].why ? r->inv.items[i].why : r->inv.items[i].src);
+    /* Skipped while decoding: gathered to rank 0 in rank order. */
+    int len = (int)r->skipped_len, *lens = NULL, *offs = NULL;
+    char *all = NULL;
+    if (r->c->rank == 0)
+        lens = calloc((size_t)r->c->size, sizeof *lens);
+    MPI_Gather(&len, 1, MPI_INT, lens, 1, MPI_INT, 0, r->c->world);
+    int total = 0;
+    if (r->c->rank == 0 && lens) {
+        offs = calloc((size_t)r->c->size, sizeof *offs);
+        for (int k = 0; k < r->c->size && offs; k++) {
+            offs[k] = total;
+            total += lens[k];
+        }
+        all = malloc((size_t)total + 1);
+    }
+    MPI_Gatherv(r->skipped ? r->skipped : "", len, MPI_CHAR, all, lens, offs, MPI_CHAR, 0, r->c->world);
+    if (all && offs) {
+        all[total] = '\0';
+        for (char *line = strtok(all, "\n"); line; line = strtok(NULL, "\n"))
+            fprintf(stderr, "histeq_dist: skipped %s\n", line);
+    }
+    free(lens);
+    free(offs);
+    free(all);
+}
+
+/* This process's peak resident set, in bytes (Linux reports kilobytes). */
+static uint64_t peak_rss_bytes(void)
+{
+    struct rusage ru;
+    return getrusage(RUSAGE_SELF, &ru) == 0 && ru.ru_maxrss > 0 ? (uint64_t)ru.ru_maxrss * 1024 : 0;
+}
+
+static int report_summary(const run *r, double wall, uint64_t skipped, hq_err *err)
+{
+    double tmax[PH_N], tsum[PH_N];
+    MPI_Reduce(r->t, tmax, PH_N, MPI_DOUBLE, MPI_MAX, 0, r->c->world);
+    MPI_Reduce(r->t, tsum, PH_N, MPI_DOUBLE, MPI_SUM, 0, r->c->world);
+    uint64_t mine[2] = {r->pixels_done, r->bytes_done}, tot[2] = {0, 0};
+    MPI_Reduce(mine, tot, 2, MPI_UINT64_T, MPI_SUM, 0, r->c->world);
+    /* Memory high-water marks, the largest of any rank; device: +1, so that 0 means no engine had any. */
+    uint64_t peaks[2] = {peak_rss_bytes(), 0}, most[2] = {0, 0};
+    if (r->eng && r->eng->ops->device_peak)
+        peaks[1] = r->eng->ops->device_peak(r->eng) + 1;
+    MPI_Reduce(peaks, most, 2, MPI_UINT64_T, MPI_MAX, 0, r->c->world);
+    if (r->c->rank != 0)
+        return 0;
+    int rc = 0;
+    if (r->o->summary) {
+        char dev[128] = "";
+        r->eng->ops->describe(r->eng, dev, sizeof dev);
+        hq_summary s = {HQ_VERSION, r->o->input, r->o->output, dev, hq_scope_name(r->scope),
+                        hq_method_name(r->o->method), hq_color_name(r->o->color), r->c->size, r->plan.nimages,
+                        tot[0], tot[1], skipped, wall, PHASE_NAMES, {0}, {0}, most[0],
+                        most[1] ? most[1] - 1 : 0, most[1] != 0};
+        for (int k = 0; k < PH_N; k++) {
+            s.phase_max[k] = tmax[k];
+            s.phase_mean[k] = tsum[k] / r->c->size;
+        }
+        rc = hq_summary_write(r->o->summary, &s, err);
+    }
+    if (r->o->quiet)
+        return rc;
+    const double mib = (double)tot[1] / (1 << 20);
+    char peak[96];
+    int used = snprintf(peak, sizeof peak, "peak RSS %.1f MiB", (double)most[0] / (1 << 20));
+    if (most[1] && used > 0 && (size_t)used < sizeof peak)
+        snprintf(peak + used, sizeof peak - (size_t)used, ", device %.1f MiB", (double)(most[1] - 1) / (1 << 20));
+    fprintf(stderr, "histeq_dist: equalized %llu image%s (%.1f Mpixel, %.1f MiB) in %.3f s, %.1f MiB/s, "
+            "%d rank%s, scope %s; %s (max over ranks)\n", (unsigned long long)r->plan.nimages,
+            r->plan.nimages == 1 ? "" : "s", (double)tot[0] / 1e6, mib, wall, wall > 0 ? mib / wall : 0.0, r->c->size,
+            r->c->size == 1 ? "" : "s", hq_scope_name(r->scope), peak);
+    if (r->o->verbose) {
+        for (int k = 0; k < PH_N; k++)
+            fprintf(stderr, "histeq_dist:   %-9s max %8.3f s  mean %8.3f s\n", PHASE_NAMES[k], tmax[k],
+                    tsum[k] / r->c->size);
+    }
+    return rc;
+}
+
+/* A run that succeeded: the skipped inputs listed, --report finished, the closing line and
+ * --summary. Returns the agreed status: HQ_ESKIPPED when any input was left out. */
+int run_report_end(run *r, double t_start, hq_err *err)
+{
+    const hq_comm *c = r->c;
+    r->skipped = skipped_lines(r);
+    r->skipped_len = r->skipped ? strlen(r->skipped) : 0;
+    report_skipped(r);
+    uint64_t skipped = r->nskipped;
+    MPI_Allreduce(MPI_IN_PLACE, &skipped, 1, MPI_UINT64_T, MPI_SUM, c->world);
+    for (size_t i = 0; i < r->inv.n; i++)
+        skipped += r->inv.items[i].bad;
+    hq_report_end end = {r->eng, r->t, PHASE_NAMES, PH_N, r->pixels_done, r->bytes_done, r->skipped, skipped,
+                         hq_now() - t_start};
+    int rc = hq_comm_agree(c, hq_report_finish(r->rep, &end, err), err);
+    if (!rc)
+        rc = hq_comm_agree(c, report_summary(r, hq_now() - t_start, skipped, err), err);
+    if (!rc && skipped)
+        rc = HQ_ESKIPPED;
+    return rc;
+}

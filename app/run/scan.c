@@ -1,0 +1,92 @@
+/* scan.c — the inventory on every rank: rank 0 scans the input (in a child:
+ * hq_io_scan_isolated, io/io.h), leaves out a --mask that is one of its items, and broadcasts the
+ * list; without --output, rank 0 names the output beside the input (app/outname.h). Both
+ * collective, their errors agreed. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "../outname.h"
+#include "run_internal.h"
+
+/* Rank 0: a --mask that is one of the input's items (FILE.h5:/path inside the input file, a mask
+ * PNG inside the input directory) is a mask, not an image: it is left out of the items (and so of
+ * the output). */
+static void leave_out_mask(run *r)
+{
+    const char *mask = r->o->mask, *colon = mask ? strrchr(mask, ':') : NULL;
+    struct stat sm, si;
+    const char *dset = NULL;
+    int ok = 0;
+    if (mask && r->inv.format == HQ_FMT_PNG) {
+        ok = stat(mask, &sm) == 0 && S_ISREG(sm.st_mode);
+    } else if (colon && r->inv.format == HQ_FMT_HDF5) {
+        char *file = strndup(mask, (size_t)(colon - mask));
+        ok = file && stat(file, &sm) == 0;
+        free(file);
+        dset = colon + 1 + (colon[1] == '/');
+    }
+    for (size_t i = 0; ok && i < r->inv.n; i++) {
+        hq_item *it = &r->inv.items[i];
+        const char *name = it->name + (it->name[0] == '/');
+        if ((dset && strcmp(name, dset) != 0) || stat(it->src, &si) != 0 || si.st_dev != sm.st_dev ||
+            si.st_ino != sm.st_ino)
+            continue;
+        if (r->inv.n == 1)
+            return; /* the only input: an image masked by itself, not left out */
+        if (!r->o->quiet)
+            fprintf(stderr, "histeq_dist: note: %s%s%s is the mask; it is not equalized\n", it->src, dset ? ":" : "",
+                    dset ? it->name : "");
+        free(it->src);
+        free(it->name);
+        free(it->why);
+        memmove(it, it + 1, (r->inv.n - i - 1) * sizeof *it);
+        r->inv.n--;
+        return;
+    }
+}
+
+int run_scan_and_share(run *r, hq_err *err)
+{
+    int rc = 0;
+    unsigned char *buf = NULL;
+    uint64_t len = 0;
+    if (r->c->rank == 0) {
+        rc = hq_io_scan_isolated(r->o->input, r->o->on_error == HQ_ONERR_SKIP, 0, &r->inv, err);
+        if (!rc)
+            leave_out_mask(r);
+        if (!rc)
+            rc = hq_inventory_pack(&r->inv, &buf, &len, err);
+    }
+    if ((rc = hq_comm_agree(r->c, rc, err)))
+        return rc;
+    rc = hq_comm_bcast_bytes(r->c, &buf, &len, err);
+    if (!rc && r->c->rank != 0)
+        rc = hq_inventory_unpack(buf, len, &r->inv, err);
+    free(buf);
+    return hq_comm_agree(r->c, rc, err);
+}
+
+/* Without --output, rank 0 names the output beside the input (app/outname.h) and says so. */
+int run_name_output(const run *r, char **name, hq_err *err)
+{
+    unsigned char *buf = NULL;
+    uint64_t len = 0;
+    int rc = 0;
+    if (r->c->rank == 0) {
+        rc = hq_default_output(&r->inv, hq_output_suffix(hq_method_name(r->o->method)), name, err);
+        if (!rc) {
+            buf = (unsigned char *)*name;
+            len = strlen(*name) + 1;
+            if (!r->o->quiet)
+                fprintf(stderr, "histeq_dist: note: no --output given: writing %s\n", *name);
+        }
+    }
+    if ((rc = hq_comm_agree(r->c, rc, err)))
+        return rc;
+    rc = hq_comm_bcast_bytes(r->c, &buf, &len, err);
+    if (r->c->rank != 0)
+        *name = (char *)buf;
+    return hq_comm_agree(r->c, rc, err);
+}

@@ -1,0 +1,88 @@
+/* stream.c — this rank's own blocks through the I/O pipeline (app/pipeline.h): I/O threads read the
+ * next blocks and write the finished ones while this thread computes. One kind of stream per job:
+ * ranges (pass 0, nothing written), fused and histogram (pass 1), remap (pass 2). A bad PNG under
+ * --on-error skip is listed with its block and goes on as an empty one. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "run_internal.h"
+
+typedef struct stream {
+    run *r;
+    stream_kind kind;
+    my_block **list;
+} stream;
+
+/* A bad PNG met while decoding: with --on-error skip it is listed and left out, not fatal. The
+ * reason stays with its block (I/O threads decode in any order), listed in block order at the end. */
+static int maybe_skip(run *r, my_block *mb, int rc, const hq_err *err)
+{
+    if (!rc || r->o->on_error != HQ_ONERR_SKIP || r->inv.format != HQ_FMT_PNG || rc != HQ_EINPUT)
+        return rc;
+    free(mb->why);
+    mb->why = strdup(err->msg);
+    __atomic_add_fetch(&r->nskipped, 1, __ATOMIC_RELAXED);
+    mb->done = 1;
+    return 0;
+}
+
+static int stream_read(void *ctx, uint64_t i, void **data, hq_err *err)
+{
+    stream *st = ctx;
+    my_block *mb = st->list[i];
+    if (st->kind == STREAM_RANGE)
+        run_tick(st->r); /* pass 0 writes nothing: its progress is told here, on the I/O thread */
+    if (mb->held) {
+        *data = mb->held;
+        return 0;
+    }
+    int rc = run_timed_read(st->r, mb->b, mb->b->item, 0, data, err);
+    /* A bad file under --on-error skip: listed, and the block goes on as an empty one. */
+    return maybe_skip(st->r, mb, rc, err);
+}
+
+static int stream_compute(void *ctx, uint64_t i, void *data, hq_err *err)
+{
+    stream *st = ctx;
+    const hq_block *b = st->list[i]->b;
+    if (!data)
+        return 0;
+    if (st->kind == STREAM_RANGE)
+        return run_range_block(st->r, b, data, err);
+    if (st->kind == STREAM_FUSED)
+        return run_equalize_fused(st->r, b, data, err);
+    if (st->kind == STREAM_HIST)
+        return run_histogram_pending(st->r, b, data, err);
+    return run_remap_pending(st->r, b, data, err);
+}
+
+static int stream_write(void *ctx, uint64_t i, void *data, hq_err *err)
+{
+    stream *st = ctx;
+    return data ? run_timed_write(st->r, st->list[i]->b, st->list[i]->b->item, 0, data, err) : 0;
+}
+
+static void stream_finish(void *ctx, uint64_t i, void *data, int ok)
+{
+    stream *st = ctx;
+    my_block *mb = st->list[i];
+    if (st->kind == STREAM_RANGE) { /* pass 0 only looks */
+        hq_block_free(st->r->eng, data);
+        return;
+    }
+    if (st->kind == STREAM_HIST && ok && data) {
+        run_hold_or_drop(st->r, mb, data);
+        return;
+    }
+    run_release(st->r, mb, data);
+    if (st->kind != STREAM_HIST)
+        mb->done = 1;
+}
+
+int run_stream(run *r, stream_kind kind, my_block **list, uint64_t n, hq_err *err)
+{
+    static const hq_pipeline_ops with_write = {stream_read, stream_compute, stream_write, stream_finish};
+    static const hq_pipeline_ops hist_only = {stream_read, stream_compute, NULL, stream_finish};
+    stream st = {r, kind, list};
+    return hq_pipeline_run(kind == STREAM_HIST || kind == STREAM_RANGE ? &hist_only : &with_write, &st, n, &r->pipe, err);
+}
