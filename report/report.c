@@ -56,7 +56,7 @@ struct hq_report {
     hq_err err;
 };
 
-/* ---- facts from the inventory and options (the same rules as app/run.c) ---- */
+/* ---- facts from the inventory and options (the same rules as app/run/facts.c) ---- */
 
 static hq_mode mode_of(const hq_report *r, uint64_t item)
 {

@@ -2,7 +2,7 @@
  * provenance an HDF5 output carries (each image's LUT, the options, the command line).
  *
  * Made only from what the run already has — the histograms and LUTs it built, the pixels of blocks
- * it holds anyway — and never by reading an image again. The driver (app/run.c) calls in at a few
+ * it holds anyway — and never by reading an image again. The driver (app/run/) calls in at a few
  * points; every hook is a no-op on a NULL report:
  *   hq_report_open     collective, before any pixel is read: checks DIR up front (rank 0), so a
  *                      long run never fails at its end for a predictable reason; picks the sample
