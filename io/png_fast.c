@@ -222,20 +222,49 @@ static inline uint8_t paeth(int a, int b, int c)
     return (uint8_t)(pa <= pb && pa <= pc ? a : pb <= pc ? b : c);
 }
 
+/* Gray 8-bit rows (one byte per pixel) keep the left neighbour in a register: the Sub, Average
+ * and Paeth recurrences are serial, and reloading out[i - 1] from memory doubles their cost. */
+static void unfilter_row_bpp1(uint8_t *restrict out, const uint8_t *restrict in, const uint8_t *restrict prior,
+                              size_t n, int f)
+{
+    uint8_t left = 0, ul = 0;
+    for (size_t i = 0; i < n; i++) {
+        const uint8_t up = prior[i];
+        switch (f) {
+        case 1: left = (uint8_t)(in[i] + left); break;
+        case 3: left = (uint8_t)(in[i] + ((left + up) >> 1)); break;
+        default: left = (uint8_t)(in[i] + paeth(left, up, ul)); break;
+        }
+        ul = up;
+        out[i] = left;
+    }
+}
+
 /* One row: out = unfiltered in, prior = the previous unfiltered row (zeros for the first). */
-static int unfilter_row(uint8_t *out, const uint8_t *in, const uint8_t *prior, size_t n, size_t bpp, int f)
+static int unfilter_row(uint8_t *restrict out, const uint8_t *restrict in, const uint8_t *restrict prior, size_t n,
+                        size_t bpp, int f)
 {
     size_t i;
+    if (f > 4)
+        return 0; /* libpng: "bad adaptive filter value" */
+    if (f == 0) {
+        memcpy(out, in, n);
+        return 1;
+    }
+    if (f == 2) {
+        for (i = 0; i < n; i++)
+            out[i] = (uint8_t)(in[i] + prior[i]);
+        return 1;
+    }
+    if (bpp == 1) {
+        unfilter_row_bpp1(out, in, prior, n, f);
+        return 1;
+    }
     switch (f) {
-    case 0: memcpy(out, in, n); return 1;
     case 1:
         memcpy(out, in, bpp < n ? bpp : n);
         for (i = bpp; i < n; i++)
             out[i] = (uint8_t)(in[i] + out[i - bpp]);
-        return 1;
-    case 2:
-        for (i = 0; i < n; i++)
-            out[i] = (uint8_t)(in[i] + prior[i]);
         return 1;
     case 3:
         for (i = 0; i < bpp && i < n; i++)
@@ -243,13 +272,12 @@ static int unfilter_row(uint8_t *out, const uint8_t *in, const uint8_t *prior, s
         for (; i < n; i++)
             out[i] = (uint8_t)(in[i] + ((out[i - bpp] + prior[i]) >> 1));
         return 1;
-    case 4:
+    default:
         for (i = 0; i < bpp && i < n; i++)
             out[i] = (uint8_t)(in[i] + prior[i]); /* paeth(0, b, 0) == b */
         for (; i < n; i++)
             out[i] = (uint8_t)(in[i] + paeth(out[i - bpp], prior[i], prior[i - bpp]));
         return 1;
-    default: return 0; /* libpng: "bad adaptive filter value" */
     }
 }
 
@@ -362,6 +390,8 @@ typedef struct fast_out {
 static int put(fast_out *o, const void *p, size_t n)
 {
     hq_png_sink *s = o->snk;
+    if (n == 0)
+        return 1; /* IEND's empty payload: no NULL pointer reaches fwrite or memcpy */
     if (s->fp) {
         if (fwrite(p, 1, n, s->fp) != n) {
             o->io_errno = errno ? errno : EIO;
