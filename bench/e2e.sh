@@ -138,7 +138,9 @@ row() { R_CASE+=("$1"); R_LABEL+=("$2"); R_RANKS+=("$3"); R_BYTES+=("$4"); R_CMD
 hq_rows() { # case input bytes
   local c=$1 in=$2 b=$3 np dev
   for np in $ranks; do
-    for dev in copy cpu $( [ "$gpus" -gt 0 ] && echo gpu ); do
+    # auto: what a user gets without --device (the GPU unless ranks share it); it must never lose
+    # to the better of cpu and gpu at the same rank count.
+    for dev in copy cpu $( [ "$gpus" -gt 0 ] && echo gpu auto ); do
       row "$c" "histeq_dist $dev" "$np" "$b" "mpirun -np $np $mpirun_flags $bin -i $in -o OUT --device $dev -q"
     done
     if [ -n "$compare" ]; then

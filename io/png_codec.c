@@ -5,11 +5,13 @@
  * local needs to be volatile; every allocation is owned by the codec struct or by the caller and
  * freed on one path, whether the stage failed or not. */
 #include "png_codec.h"
+#include "png_fast.h"
 
 #include <errno.h>
 #include <setjmp.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include <png.h>
 #include <zlib.h>
@@ -301,11 +303,70 @@ static int decode_body(codec *c, const hq_png_info *info, uint8_t *image, size_t
     return 0;
 }
 
+/* The whole file in memory for the fast path: *buf is malloc'd (the caller frees it). A read
+ * error reads as check_head's. */
+static int slurp(const hq_png_source *src, unsigned char **buf, size_t *len, hq_err *err)
+{
+    struct stat st;
+    size_t cap = fstat(fileno(src->fp), &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 0
+                     ? (size_t)st.st_size + 1 /* +1: end of file is seen without a regrowth */
+                     : (size_t)1 << 20;
+    unsigned char *b = malloc(cap);
+    size_t n = 0;
+    while (b) {
+        n += fread(b + n, 1, cap - n, src->fp);
+        if (n < cap)
+            break;
+        unsigned char *g = cap <= SIZE_MAX / 2 ? realloc(b, cap * 2) : NULL;
+        if (!g)
+            free(b);
+        b = g;
+        cap *= 2;
+    }
+    if (!b)
+        return hq_fail(err, HQ_EMEM, "%s: out of memory decoding PNG", src->name);
+    if (ferror(src->fp)) {
+        int e = errno ? errno : EIO;
+        free(b);
+        return hq_fail(err, HQ_EIO, "%s: cannot read (%s)", src->name, strerror(e));
+    }
+    *buf = b;
+    *len = n;
+    return 0;
+}
+
+static int decode_libpng(const hq_png_source *src, hq_png_info *info, void *dst, uint64_t dst_bytes,
+                         uint8_t **indices, hq_err *err);
+
+/* The libdeflate fast path first (png_fast.h) on the file's bytes in memory; whatever it declines,
+ * libpng decodes from those same bytes, so messages read as they always did. */
 int hq_png_decode(const hq_png_source *src, hq_png_info *info, void *dst, uint64_t dst_bytes,
                   uint8_t **indices, hq_err *err)
 {
     if (indices)
         *indices = NULL;
+    if (!dst || !hq_png_fast_enabled())
+        return decode_libpng(src, info, dst, dst_bytes, indices, err);
+    if (!src->fp)
+        return hq_png_fast_decode(src->buf, src->len, info, dst, dst_bytes)
+                   ? 0
+                   : decode_libpng(src, info, dst, dst_bytes, indices, err);
+    unsigned char *buf = NULL;
+    size_t len = 0;
+    int rc = slurp(src, &buf, &len, err);
+    if (rc)
+        return rc;
+    if (!hq_png_fast_decode(buf, len, info, dst, dst_bytes)) {
+        const hq_png_source mem = {.name = src->name, .buf = buf, .len = len};
+        rc = decode_libpng(&mem, info, dst, dst_bytes, indices, err);
+    }
+    free(buf);
+    return rc;
+}
+
+static int decode_libpng(const hq_png_source *src, hq_png_info *info, void *dst, uint64_t dst_bytes,
+                         uint8_t **indices, hq_err *err)
+{
     codec c;
     int rc = open_reader(&c, src, err);
     if (!rc && stage_read_info(&c, info))
@@ -469,6 +530,8 @@ int hq_png_encode(hq_png_sink *snk, const hq_png_info *info, const void *pixels,
 {
     if (info->color_type == PNG_COLOR_TYPE_PALETTE ? !indices : !pixels)
         return hq_fail(err, HQ_EIO, "%s: nothing to encode", snk->name);
+    if (hq_png_fast_can_encode(info, z))
+        return hq_png_fast_encode(snk, info, pixels, err);
     codec c;
     memset(&c, 0, sizeof c);
     c.writing = 1;
