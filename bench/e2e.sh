@@ -96,7 +96,16 @@ make_raw() { # path GiB
 if [[ $cases == *raw* ]]; then make_raw "$raw" "$size"; fi
 if [[ $cases == *gzip* ]] && [ ! -f "$gz" ]; then
   make_raw "$dir/raw_${gzip_size}g.h5" "$gzip_size"
-  h5repack -f SHUF -f GZIP=1 "$dir/raw_${gzip_size}g.h5" "$gz.tmp$$" && mv "$gz.tmp$$" "$gz"
+  if command -v h5repack >/dev/null; then
+    h5repack -f SHUF -f GZIP=1 "$dir/raw_${gzip_size}g.h5" "$gz.tmp$$"
+  else # the GPU image has h5py but no hdf5-tools: the same filters, chunk for chunk
+    "$py" -c 'import sys, h5py
+with h5py.File(sys.argv[1], "r") as fi, h5py.File(sys.argv[2], "w") as fo:
+    d = fi["stack"]
+    o = fo.create_dataset("stack", shape=d.shape, dtype=d.dtype, chunks=d.chunks, shuffle=True, compression="gzip", compression_opts=1)
+    for i in range(d.shape[0]):
+        o[i] = d[i]' "$dir/raw_${gzip_size}g.h5" "$gz.tmp$$"
+  fi && mv "$gz.tmp$$" "$gz"
 fi
 if [[ $cases == *png* ]] && [ ! -d "$pngdir" ]; then
   mkdir -p "$pngdir.tmp$$" && "$tools/make_pngs" "$pngdir.tmp$$" "$pngs" "$png_side"
