@@ -4,10 +4,13 @@ variable-length attribute, met when the attributes are read for copying; recorde
 than the data, which H5Dread copies past when the pixels are read). Rank 0 reads that metadata in a
 child process with a time limit (io/scan_isolated.c), and that child also checks the recorded
 storage of every dataset against its data (hdf5_check_storage_size), so each ends the run with
-exit 4 and one line naming the file, on one rank and on several, leaving no output."""
+exit 4 and one line naming the file, on one rank and on several, leaving no output. The same holds
+for the files of --mask and --reference, scanned the same way."""
 import glob
 import os
 
+import h5py
+import numpy as np
 import pytest
 
 from helpers import ROOT, run
@@ -65,3 +68,26 @@ def test_damaged_metadata_named(tmp):
         r = run(["--input", f, "--output", tmp / "o.h5", "--on-error", "skip"], env=LIMIT)
         assert r.err_lines == [f"histeq_dist: {f}: nothing to equalize (every input was left out: {f}{why})"], str(r)
 
+
+@pytest.mark.parametrize("np_", [None, 2], ids=["single", "np2"])
+@pytest.mark.parametrize("role", ["mask", "reference"])
+def test_damaged_mask_or_reference(tmp, role, np_):
+    """--mask and --reference files are scanned in a child too: a libhdf5 crash there, or a
+    dataset whose pixels libhdf5 would read past a buffer, is one line and exit 4, no output."""
+    inp = tmp / "in.h5"
+    with h5py.File(inp, "w") as f:
+        f.create_dataset("s", data=(np.arange(3 * 8 * 8) % 251).astype(np.uint16).reshape(3, 8, 8))
+    out = tmp / "o.h5"
+    regress = os.path.join(ROOT, "fuzz", "regress", "hdf5")
+    for name, why in [("lib-local-heap-accumulator-memcpy.h5",
+                       ": damaged: reading its metadata crashed the format library (Segmentation fault)"),
+                      ("lib-chunk-btree-record-short-memcpy.h5", SHORT["lib-chunk-btree-record-short-memcpy.h5"])]:
+        src = f"{os.path.join(regress, name)}:/s"
+        args = ["--mask", src] if role == "mask" else ["--method", "match", "--reference", src]
+        r = run(["--input", inp, "--output", out] + args, np_, timeout=120, env=LIMIT)
+        assert not r.timed_out and r.rc == 4, str(r)
+        lines = r.hq_lines if np_ else r.err_lines
+        want = f"histeq_dist: {src}{why}" if "crashed" in why else f"histeq_dist: {os.path.join(regress, name)}{why}"
+        assert lines == [want], str(r)
+        assert "backtrace" not in r.err.lower() and "Segmentation fault" not in r.err.replace(lines[0], ""), str(r)
+        assert sorted(os.listdir(tmp)) == ["in.h5"], f"left behind: {os.listdir(tmp)}"
