@@ -73,7 +73,8 @@ static int scan_and_share(hq_mask *m, const hq_comm *c, hq_err *err)
     unsigned char *buf = NULL;
     uint64_t len = 0;
     if (c->rank == 0) {
-        rc = hq_io_scan(m->o->mask, 0, &m->minv, err);
+        /* In a child, as the input is: a damaged mask file must not take the run down either. */
+        rc = hq_io_scan_isolated(m->o->mask, 0, 0, &m->minv, err);
         if (!rc)
             rc = hq_inventory_pack(&m->minv, &buf, &len, err);
     }

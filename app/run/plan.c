@@ -51,8 +51,16 @@ int run_check_modes(run *r, hq_err *err)
         if (first < 0)
             first = (int)i;
     }
-    if (first < 0)
-        return hq_fail(err, HQ_EINPUT, "%s: nothing to equalize (every input was left out)", r->o->input);
+    /* The run ends here, before report_skipped lists the reasons: the line carries the first one. */
+    if (first < 0) {
+        const char *why = NULL;
+        for (size_t i = 0; i < r->inv.n && !why; i++)
+            why = r->inv.items[i].why;
+        if (!why)
+            return hq_fail(err, HQ_EINPUT, "%s: nothing to equalize (every input was left out)", r->o->input);
+        return hq_fail(err, HQ_EINPUT, "%s: nothing to equalize (every input was left out%s: %s)", r->o->input,
+                       r->inv.n > 1 ? "; the first" : "", why);
+    }
     r->scope = r->o->scope != HQ_SCOPE_AUTO ? r->o->scope
                : images > 1 || run_is_clahe(r) ? HQ_SCOPE_IMAGE : HQ_SCOPE_GLOBAL;
     /* Match maps every image onto one target: every image must bin alike, as under scope global. */

@@ -66,7 +66,8 @@ static int target_from_file(run *r, const hq_mode *m0, hq_err *err)
     hq_plan plan;
     memset(&plan, 0, sizeof plan);
     hq_io *io = NULL;
-    int rc = hq_io_scan(ref, 0, &inv, err);
+    /* In a child, as the input is: a damaged reference must not take the run down either. */
+    int rc = hq_io_scan_isolated(ref, 0, 0, &inv, err);
     hq_plan_item *pi = rc ? NULL : calloc(inv.n ? inv.n : 1, sizeof *pi);
     if (!rc && !pi)
         rc = hq_fail(err, HQ_EMEM, "%s: out of memory", ref);

@@ -7,7 +7,9 @@
  *  - hdf5_describe_dataset fills an item's shape and sample size from the dataset, or fails with
  *    HQ_EINPUT "FILE:/dset: why"; hdf5_item_roles says which dimensions are N and C.
  *  - hdf5_check_storage refuses virtual and external layouts, filters this HDF5 cannot decode and
- *    filter parameters that do not fit the dataset; hdf5_check_contiguous_extent refuses a
+ *    filter parameters that do not fit the dataset; hdf5_check_storage_size refuses recorded
+ *    storage (chunk index records, compact data) too short for the data, which H5Dread would
+ *    overrun ("FILE:/dset: damaged: ..."); hdf5_check_contiguous_extent refuses a
  *    contiguous dataset that ends past the file's end. hdf5_ends_past compares without overflow.
  *  - No function here keeps an HDF5 id open; none talks to other ranks. */
 #include <stdio.h>
@@ -125,11 +127,22 @@ int hdf5_describe_dataset(hid_t d, const char *file, const char *name, hq_item *
             rc = hq_fail(err, HQ_EINPUT, "%s:%s: unsupported shape (%d dimension%s)", file, name, n, n == 1 ? "" : "s");
         goto out;
     }
-    hsize_t dims[MAX_RANK];
-    H5Sget_simple_extent_dims(s, dims, NULL);
+    hsize_t dims[MAX_RANK], maxdims[MAX_RANK];
+    H5Sget_simple_extent_dims(s, dims, maxdims);
     for (int i = 0; i < n; i++)
         if (dims[i] == 0) {
             rc = hq_fail(err, HQ_EINPUT, "%s:%s: zero-sized dimension", file, name);
+            goto out;
+        }
+    /* HDF5 never lets a dataset grow past its maximum shape, so a dataspace message that says so is
+     * damaged; the size it claims is what every read, and the output's allocation, would follow
+     * (a 4-slice stack claiming 262,397 slices: fuzz/regress/hdf5/shape-past-maximum-*). */
+    for (int i = 0; i < n; i++)
+        if (maxdims[i] != H5S_UNLIMITED && dims[i] > maxdims[i]) {
+            char dt[128], mt[128];
+            dims_text(dims, n, dt, sizeof dt);
+            dims_text(maxdims, n, mt, sizeof mt);
+            rc = hq_fail(err, HQ_EINPUT, "%s:%s: damaged: its shape %s passes its maximum %s", file, name, dt, mt);
             goto out;
         }
     const hsize_t last = dims[n - 1];
@@ -275,6 +288,95 @@ int hdf5_check_storage(hid_t d, const char *file, const char *name, hq_err *err)
                          file, name, (int)f, hdf5_filter_label(f));
     }
     H5Pclose(dcpl);
+    return rc;
+}
+
+/* a * b, or 0 when it does not fit in 64 bits (no dataset we read is that large). */
+static uint64_t mul_or_0(uint64_t a, uint64_t b)
+{
+    return b && a > UINT64_MAX / b ? 0 : a * b;
+}
+
+/* Whether HDF5's own bookkeeping says that the v1 B-tree indexes the chunks, the one chunk index
+ * that records a size for unfiltered chunks (the others take the chunk size from the layout).
+ * When it cannot tell, assume it does: the check is then merely spent. */
+static int index_records_sizes(hid_t d)
+{
+    H5D_chunk_index_t idx;
+    if (H5Dget_chunk_index_type(d, &idx) < 0) {
+        H5Eclear2(H5E_DEFAULT);
+        return 1;
+    }
+    return idx == H5D_CHUNK_IDX_BTREE;
+}
+
+/* Whether the storage the file records for the dataset holds its elements. HDF5 1.10.8 trusts the
+ * recorded sizes where it reads pixels through a buffer of its own, and H5Dread copies whole
+ * elements out of that buffer, past its end when it is short:
+ *  - an unfiltered chunk indexed by a v1 B-tree: H5D__chunk_lock allocates and reads as many bytes
+ *    as the chunk's B-tree record says (0 in fuzz/regress/hdf5/lib-chunk-btree-record-size0-*),
+ *    then copies a whole chunk out (H5VM_memcpyvv under H5D__select_read reads past the buffer by
+ *    up to a chunk). Reading the records one by one is quadratic in 1.10.8 (H5Dget_chunk_info and
+ *    H5Dget_chunk_info_by_coord walk the index from its start at every call), so they are checked
+ *    together, in two walks of the index: they must add up to one chunk size per chunk, as HDF5
+ *    writes them. Two records damaged so that they still add up (one short, one long by as much)
+ *    get through;
+ *  - a compact dataset, whose data live in its object header: a short one is read past its end;
+ *  - contiguous storage shorter than the data is not overrun in memory, but its recorded size is
+ *    what the end-of-file checks compare, so it must cover the data as well.
+ * Called on rank 0 in the scan's child process (io/scan_isolated.c): the walks of a damaged index
+ * may themselves crash libhdf5, which there costs the child only. */
+int hdf5_check_storage_size(hid_t d, const char *file, const char *name, hq_err *err)
+{
+    hid_t dcpl = H5Dget_create_plist(d), t = H5Dget_type(d), s = H5Dget_space(d);
+    int rc = 0;
+    if (dcpl < 0 || t < 0 || s < 0) {
+        rc = hq_fail(err, HQ_EINPUT, "%s:%s: cannot read the dataset's layout, type or shape", file, name);
+        goto out;
+    }
+    const hssize_t npoints = H5Sget_simple_extent_npoints(s);
+    const uint64_t esize = H5Tget_size(t), need = npoints > 0 ? mul_or_0((uint64_t)npoints, esize) : 0;
+    const H5D_layout_t layout = H5Pget_layout(dcpl);
+    if (need == 0)
+        goto out; /* refused by size elsewhere (describe_dataset, io/scan.c) */
+    if (layout == H5D_COMPACT || (layout == H5D_CONTIGUOUS && H5Dget_offset(d) != HADDR_UNDEF)) {
+        const uint64_t have = H5Dget_storage_size(d);
+        if (have < need)
+            rc = hq_fail(err, HQ_EINPUT, "%s:%s: damaged: its %s storage records %llu bytes, its data take %llu", file,
+                         name, layout == H5D_COMPACT ? "compact" : "contiguous", (unsigned long long)have,
+                         (unsigned long long)need);
+    } else if (layout == H5D_CHUNKED && H5Pget_nfilters(dcpl) == 0 && index_records_sizes(d)) {
+        const int rank = H5Sget_simple_extent_ndims(s);
+        hsize_t cd[MAX_RANK];
+        uint64_t chunk = esize;
+        if (rank < 1 || rank > MAX_RANK || H5Pget_chunk(dcpl, rank, cd) != rank) {
+            rc = hq_fail(err, HQ_EINPUT, "%s:%s: damaged: cannot read its chunk shape", file, name);
+            goto out;
+        }
+        for (int i = 0; i < rank; i++)
+            chunk = mul_or_0(chunk, cd[i]);
+        hsize_t nchunks = 0;
+        if (chunk == 0 || H5Dget_num_chunks(d, s, &nchunks) < 0) {
+            char det[512];
+            hdf5_detail(det, sizeof det);
+            rc = hq_fail(err, HQ_EINPUT, "%s:%s: damaged: cannot read its chunk index%s", file, name, det);
+            goto out;
+        }
+        /* 0 when the walk fails as well as for no chunk: then nchunks must be 0 too */
+        const uint64_t total = H5Dget_storage_size(d);
+        if (total % chunk != 0 || total / chunk != nchunks)
+            rc = hq_fail(err, HQ_EINPUT, "%s:%s: damaged: its chunk index records %llu bytes for %llu uncompressed "
+                         "chunks of %llu bytes", file, name, (unsigned long long)total, (unsigned long long)nchunks,
+                         (unsigned long long)chunk);
+    }
+out:
+    if (dcpl >= 0)
+        H5Pclose(dcpl);
+    if (t >= 0)
+        H5Tclose(t);
+    if (s >= 0)
+        H5Sclose(s);
+    H5Eclear2(H5E_DEFAULT);
     return rc;
 }
 

@@ -139,6 +139,7 @@ void hdf5_item_roles(int frank, const hq_item *it, int *has_n, int *has_c);
 int hdf5_describe_dataset(hid_t d, const char *file, const char *name, hq_item *it, int *frank, hq_err *err);
 const char *hdf5_filter_label(H5Z_filter_t f);
 int hdf5_check_storage(hid_t d, const char *file, const char *name, hq_err *err);
+int hdf5_check_storage_size(hid_t d, const char *file, const char *name, hq_err *err);
 int hdf5_input_compressed(hid_t in);
 void hdf5_note_chunk_shape(hid_t d, int frank, hq_item *it);
 int hdf5_ends_past(uint64_t addr, uint64_t size, uint64_t end);

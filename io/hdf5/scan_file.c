@@ -42,6 +42,8 @@ static int add_dataset(scan_ctx *c, const char *name)
         if (!rc)
             rc = hdf5_check_storage(d, c->file, name, &why);
         if (!rc)
+            rc = hdf5_check_storage_size(d, c->file, name, &why);
+        if (!rc)
             rc = hdf5_check_contiguous_extent(c->file_id, d, c->file, name, &why);
         it.collective = !rc && hdf5_input_compressed(d);
         if (!rc)

@@ -86,12 +86,58 @@ static void hang_cut_at_the_limit(void **state)
     assert_non_null(strstr(err.msg, "took over 2 s"));
 }
 
+/* Storage recorded shorter than the data, which H5Dread would copy past while reading pixels in
+ * the MPI process: refused by the scan itself (so by the child too), and with skip_bad the dataset
+ * becomes a bad item carrying the reason. */
+static void short_storage_refused(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *path, *why;
+    } cases[] = {
+        {"fuzz/regress/hdf5/lib-chunk-btree-record-size0-memcpy.h5",
+         ":/s: damaged: its chunk index records 286 bytes for 4 uncompressed chunks of 128 bytes"},
+        {"fuzz/regress/hdf5/lib-chunk-btree-record-short-memcpy.h5",
+         ":/s: damaged: its chunk index records 448 bytes for 4 uncompressed chunks of 128 bytes"},
+        {"fuzz/regress/hdf5/lib-compact-storage-short-memcpy.h5",
+         ":/s: damaged: its compact storage records 8 bytes, its data take 384"},
+    };
+    for (size_t k = 0; k < sizeof cases / sizeof *cases; k++) {
+        char want[512];
+        snprintf(want, sizeof want, "%s%s", cases[k].path, cases[k].why);
+        hq_inventory inv;
+        hq_err err = {{0}};
+        assert_int_equal(hq_io_scan_isolated(cases[k].path, 0, 30, &inv, &err), HQ_EINPUT);
+        assert_string_equal(err.msg, want);
+        hq_inventory_free(&inv);
+        assert_int_equal(hq_io_scan_isolated(cases[k].path, 1, 30, &inv, &err), 0);
+        assert_int_equal(inv.n, 1);
+        assert_true(inv.items[0].bad);
+        assert_string_equal(inv.items[0].why, want);
+        hq_inventory_free(&inv);
+        assert_same_scan(cases[k].path, 0);
+    }
+    /* valid files of each layout pass: contiguous, compact, chunked with a v1 B-tree (partly
+     * written, and filtered) and with the newest indexes, never written */
+    static const char *const good[] = {"u8_2d_contig", "u8_compact", "u16_chunked_partial", "u16_3d_deflate_fletcher",
+                                       "latest_u16_chunked_partial", "u8_3d_stack_chunked", "u8_unallocated_fill"};
+    for (size_t k = 0; k < sizeof good / sizeof *good; k++) {
+        char path[256];
+        snprintf(path, sizeof path, "fuzz/seeds/hdf5/%s.h5", good[k]);
+        hq_inventory inv;
+        hq_err err = {{0}};
+        assert_int_equal(hq_io_scan(path, 0, &inv, &err), 0);
+        hq_inventory_free(&inv);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(same_as_in_process),
         cmocka_unit_test(crash_becomes_one_line),
         cmocka_unit_test(hang_cut_at_the_limit),
+        cmocka_unit_test(short_storage_refused),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
