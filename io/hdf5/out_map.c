@@ -26,7 +26,6 @@
  *  - hdf5_out_unmap (any rank, at close or on failure) removes the mapping. Durability is
  *    unchanged: fdatasync of OUT.part writes back pages dirtied through the mapping too. */
 #define _GNU_SOURCE /* O_CLOEXEC */
-#include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
