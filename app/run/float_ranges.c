@@ -45,6 +45,11 @@ static int range_in_pass0(const my_block *mb)
     return !mb->fused || mb->done;
 }
 
+static int ranged_in_pass0(const run *r, const my_block *mb)
+{
+    return run_is_float(r, mb->b->item) && range_in_pass0(mb);
+}
+
 /* One round of pass 0 over a shared float item: the block's extremes, or only the collective read. */
 static int range_round(run *r, uint64_t i, my_block *mb, int rc, hq_err *err)
 {
@@ -65,19 +70,8 @@ static int range_round(run *r, uint64_t i, my_block *mb, int rc, hq_err *err)
  * shared items in lockstep. */
 static int range_mine(run *r, hq_err *err)
 {
-    int rc = run_lockstep(r, 0, run_is_float, range_round, err);
-    if (rc)
-        return rc;
-    my_block **list = malloc((r->nmine ? r->nmine : 1) * sizeof *list);
-    if (!list)
-        return hq_fail(err, HQ_EMEM, "out of memory listing blocks");
-    uint64_t n = 0;
-    for (uint64_t j = 0; j < r->nmine; j++)
-        if (!r->item_shared[r->mine[j].b->item] && run_is_float(r, r->mine[j].b->item) && range_in_pass0(&r->mine[j]))
-            list[n++] = &r->mine[j];
-    rc = run_stream(r, STREAM_RANGE, list, n, err);
-    free(list);
-    return rc;
+    const int rc = run_lockstep(r, 0, run_is_float, range_round, err);
+    return rc ? rc : run_stream_own(r, STREAM_RANGE, ranged_in_pass0, err);
 }
 
 /* Pass 0, collective: each float group's binning (core/fbin.h), from the minimum and maximum of

@@ -1,7 +1,6 @@
 /* pass2.c — pass 2: the pending blocks remapped with their group's LUT and written, read again
  * where pass 1 could not hold them; shared items in lockstep rounds (lockstep.c), own items
  * streamed. */
-#include <stdlib.h>
 
 #include "run_internal.h"
 
@@ -30,20 +29,15 @@ static int pass2_round(run *r, uint64_t i, my_block *mb, int rc, hq_err *err)
     return rc;
 }
 
+static int not_written(const run *r, const my_block *mb)
+{
+    (void)r;
+    return !mb->done;
+}
+
 /* Shared items' pending blocks in lockstep rounds, then this rank's own ones not yet written. */
 int run_pass2(run *r, hq_err *err)
 {
-    int rc = run_lockstep(r, 1, NULL, pass2_round, err);
-    if (rc)
-        return rc;
-    my_block **list = malloc((r->nmine ? r->nmine : 1) * sizeof *list);
-    if (!list)
-        return hq_fail(err, HQ_EMEM, "out of memory listing blocks");
-    uint64_t n = 0;
-    for (uint64_t j = 0; j < r->nmine; j++)
-        if (!r->item_shared[r->mine[j].b->item] && !r->mine[j].done)
-            list[n++] = &r->mine[j];
-    rc = run_stream(r, STREAM_REMAP, list, n, err);
-    free(list);
-    return rc;
+    const int rc = run_lockstep(r, 1, NULL, pass2_round, err);
+    return rc ? rc : run_stream_own(r, STREAM_REMAP, not_written, err);
 }

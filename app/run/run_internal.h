@@ -219,6 +219,8 @@ int run_lockstep(run *r, int pending_only, int (*want)(const run *, uint64_t), r
 
 /* stream.c */
 int run_stream(run *r, stream_kind kind, my_block **list, uint64_t n, hq_err *err);
+/* This rank's blocks of items no other rank shares that pick accepts, in plan order, streamed. */
+int run_stream_own(run *r, stream_kind kind, int (*pick)(const run *, const my_block *), hq_err *err);
 
 /* pass1.c */
 int run_pass1_shared(run *r, hq_err *err); /* collective */

@@ -86,3 +86,17 @@ int run_stream(run *r, stream_kind kind, my_block **list, uint64_t n, hq_err *er
     stream st = {r, kind, list};
     return hq_pipeline_run(kind == STREAM_HIST || kind == STREAM_RANGE ? &hist_only : &with_write, &st, n, &r->pipe, err);
 }
+
+int run_stream_own(run *r, stream_kind kind, int (*pick)(const run *, const my_block *), hq_err *err)
+{
+    my_block **list = malloc((r->nmine ? r->nmine : 1) * sizeof *list);
+    if (!list)
+        return hq_fail(err, HQ_EMEM, "out of memory listing blocks");
+    uint64_t n = 0;
+    for (uint64_t j = 0; j < r->nmine; j++)
+        if (!r->item_shared[r->mine[j].b->item] && pick(r, &r->mine[j]))
+            list[n++] = &r->mine[j];
+    const int rc = run_stream(r, kind, list, n, err);
+    free(list);
+    return rc;
+}
