@@ -32,7 +32,7 @@ void hdf5_direct_init(hq_io *io)
 {
     const char *s = getenv("HQ_HDF5_DIRECT");
     io->direct = !(s && strcmp(s, "0") == 0);
-    io->in_fd = io->out_fd = io->omap_fd = -1;
+    io->in_fd = io->out_fd = -1;
 }
 
 int hdf5_direct_alloc(hq_io *io)
@@ -150,6 +150,8 @@ static void chunk_table(hq_io *io, uint64_t i, hdf5_side *s)
             size != chunk_bytes)
             ok = 0;
         s->chunk_addr[c] = addr;
+        if (addr != HADDR_UNDEF && addr + chunk_bytes > s->chunk_end)
+            s->chunk_end = addr + chunk_bytes;
         for (int j = k - 1; j >= 0 && ++idx[j] == grid[j]; j--)
             idx[j] = 0;
     }
@@ -167,7 +169,7 @@ void hdf5_direct_note_output(hq_io *io)
         return;
     /* The same decision on every rank: it decides which collective calls follow. */
     if (io->out_fd < 0)
-        io->out_fd = open(io->part_path, O_WRONLY | O_CLOEXEC);
+        io->out_fd = open(io->part_path, O_RDWR | O_CLOEXEC); /* a shared mapping needs read access */
     for (size_t i = 0; i < io->inv.n; i++) {
         hdf5_side *s = &io->dir[i].out;
         if (io->inv.items[i].bad || io->out_dset[i] < 0)

@@ -55,6 +55,7 @@ typedef struct hdf5_side {
     int level;              /* deflate level */
     size_t shuffle_elem;    /* shuffle's element size */
     uint64_t *chunk_addr;   /* unfiltered chunked output: every chunk's address, row-major over the grid */
+    uint64_t chunk_end;     /* with chunk_addr: the end of the last chunk in the file */
 } hdf5_side;
 
 typedef struct hdf5_direct {
@@ -99,10 +100,9 @@ struct hq_io {
      * the addresses. Off with HQ_HDF5_DIRECT=0. */
     int direct;
     hdf5_direct *dir;      /* per item */
-    int in_fd, out_fd;     /* the input and OUT.part, opened again for pread/pwrite; -1: none */
+    int in_fd, out_fd;     /* the input and OUT.part (read-write: out_map.c maps it), opened again; -1: none */
     unsigned char *omap;   /* out_map.c: [0, omap_len) of OUT.part mapped shared; NULL: pwrite */
     uint64_t omap_len;
-    int omap_fd;
     hdf5_pool *pool;       /* set_threads; NULL: the calling thread alone */
     hdf5_scratch *scratch; /* per thread of the pool */
     int nscratch;

@@ -25,8 +25,7 @@
  *    HDF5 keeps writing metadata with its own descriptor: the page cache is one.
  *  - hdf5_out_unmap (any rank, at close or on failure) removes the mapping. Durability is
  *    unchanged: fdatasync of OUT.part writes back pages dirtied through the mapping too. */
-#define _GNU_SOURCE /* O_CLOEXEC */
-#include <fcntl.h>
+#define _GNU_SOURCE /* MADV_DONTNEED, fstatfs */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -60,32 +59,22 @@ static uint64_t direct_data_end(hq_io *io)
     uint64_t end = 0;
     for (size_t i = 0; io->dir && i < io->inv.n; i++) {
         const hdf5_side *s = &io->dir[i].out;
-        if (s->kind == DIRECT_CONTIG) {
-            const uint64_t e = s->addr + H5Dget_storage_size(io->out_dset[i]);
-            end = e > end ? e : end;
-        } else if (s->kind == DIRECT_CHUNKED && s->chunk_addr) {
-            uint64_t dims[MAX_RANK], n = 1, chunk_bytes = io->inv.items[i].sample_bytes;
-            const int k = hdf5_item_dims(io, i, dims);
-            for (int j = 0; j < k; j++) {
-                n *= (dims[j] + io->in_chunk[i][j] - 1) / io->in_chunk[i][j];
-                chunk_bytes *= io->in_chunk[i][j];
-            }
-            for (uint64_t c = 0; c < n; c++)
-                if (s->chunk_addr[c] + chunk_bytes > end)
-                    end = s->chunk_addr[c] + chunk_bytes;
-        }
+        uint64_t e = 0;
+        if (s->kind == DIRECT_CONTIG)
+            e = s->addr + H5Dget_storage_size(io->out_dset[i]);
+        else if (s->kind == DIRECT_CHUNKED && s->chunk_addr)
+            e = s->chunk_end;
+        end = e > end ? e : end;
     }
     H5Eclear2(H5E_DEFAULT);
     return end;
 }
 
+/* Every rank maps through the descriptor the direct path writes with. */
 static int map_local(hq_io *io, uint64_t end)
 {
-    io->omap_fd = open(io->part_path, O_RDWR | O_CLOEXEC);
-    if (io->omap_fd < 0)
-        return -1;
     /* Rank 0 grew the file: pages past its end cannot be stored to. */
-    void *m = mmap(NULL, end, PROT_READ | PROT_WRITE, MAP_SHARED, io->omap_fd, 0);
+    void *m = io->out_fd < 0 ? MAP_FAILED : mmap(NULL, end, PROT_READ | PROT_WRITE, MAP_SHARED, io->out_fd, 0);
     if (m == MAP_FAILED)
         return -1;
     io->omap = m;
@@ -105,13 +94,10 @@ void hdf5_out_map(hq_io *io)
     if (io->rank == 0) {
         struct statfs fs;
         struct stat sb;
-        const uint64_t reserved = hdf5_reserve_target(io);
-        int fd = open(io->part_path, O_WRONLY | O_CLOEXEC);
-        ok = fd >= 0 && !io->no_fallocate && reserved >= end && fstatfs(fd, &fs) == 0 && fstat(fd, &sb) == 0 &&
-             (want == MAP_FORCED || fs.f_type == TMPFS_MAGIC_NUMBER) &&
+        const int fd = io->out_fd;
+        ok = fd >= 0 && !io->no_fallocate && hdf5_reserve_target(io) >= end && fstatfs(fd, &fs) == 0 &&
+             fstat(fd, &sb) == 0 && (want == MAP_FORCED || fs.f_type == TMPFS_MAGIC_NUMBER) &&
              ((uint64_t)sb.st_size >= end || ftruncate(fd, (off_t)end) == 0);
-        if (fd >= 0)
-            close(fd);
     }
     MPI_Bcast(&ok, 1, MPI_INT, 0, io->comm);
     if (ok)
@@ -146,7 +132,4 @@ void hdf5_out_unmap(hq_io *io)
         munmap(io->omap, io->omap_len);
     io->omap = NULL;
     io->omap_len = 0;
-    if (io->omap_fd >= 0)
-        close(io->omap_fd);
-    io->omap_fd = -1;
 }
