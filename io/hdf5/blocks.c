@@ -202,6 +202,13 @@ static int transfer(hq_io *io, uint64_t item, const hq_block *b, int collective,
     } else if (!writing && b && (rc = check_block_chunks(io, item, b, err)) != 0) {
         return rc; /* MPI-IO's short read of a truncated chunk can pass HDF5 unnoticed */
     }
+    /* A collective write that one rank may not make (its bytes met a full disk under the
+     * background reservation) is settled by all ranks first. */
+    if (writing && collective && io->bg_started) {
+        rc = hdf5_agree(io->comm, rc ? rc : hdf5_reserve_wait(io, 0, UINT64_MAX, err), err);
+        if (rc)
+            return rc;
+    }
     if (writing && collective && (io->flags[item] & OUT_FILTERED)) {
         const int pre = hdf5_reserve_for_write(io, item, b, err);
         rc = hdf5_agree(io->comm, rc ? rc : pre, err);
@@ -229,7 +236,7 @@ static int transfer(hq_io *io, uint64_t item, const hq_block *b, int collective,
     }
     if (direct)
         st = 0;
-    else if (writing && !rc && (rc = hdf5_reserve_wait(io, UINT64_MAX, err)) != 0)
+    else if (writing && !rc && (rc = hdf5_reserve_wait(io, 0, UINT64_MAX, err)) != 0)
         st = -1; /* the background reservation met a full disk: nothing is written */
     else if (fspace >= 0 && select_block(fspace, it, io->frank[item], b, &mspace) >= 0) {
         const hid_t dxpl = coll_io ? io->dxpl_coll : io->dxpl_ind;

@@ -102,7 +102,7 @@ int hdf5_close(hq_io *io, int commit, const hq_run_meta *meta, hq_err *err)
     if (had_output) {
         /* The metadata written from here on lies past the pixels: all of the reservation first. */
         if (commit)
-            rc = hdf5_agree(io->comm, hdf5_reserve_wait(io, UINT64_MAX, err), err);
+            rc = hdf5_agree(io->comm, hdf5_reserve_wait(io, 0, UINT64_MAX, err), err);
         hdf5_reserve_stop(io);
         if (commit && meta && !rc)
             rc = hdf5_record_meta(io, meta, err);

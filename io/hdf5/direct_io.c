@@ -401,18 +401,19 @@ static int write_chunk(void *ctx, uint64_t i)
     return 0;
 }
 
-/* The end of the file bytes the planned tasks write. */
-static uint64_t tasks_end(const xfer *x)
+/* The file bytes the planned tasks write lie in [*lo, *hi). */
+static void tasks_extent(const xfer *x, uint64_t *lo, uint64_t *hi)
 {
-    uint64_t end = 0;
+    uint64_t a = UINT64_MAX, end = 0;
     for (uint64_t i = 0; i < x->nt; i++) {
         const task *t = &x->t[i];
         const uint64_t e = t->chunk ? t->file_off + (t->file_len > x->chunk_bytes ? t->file_len : x->chunk_bytes)
                                     : t->file_off + (t->count ? t->count - 1 : 0) * t->file_stride + t->file_len;
-        if (e > end)
-            end = e;
+        a = t->file_off < a ? t->file_off : a;
+        end = e > end ? e : end;
     }
-    return end;
+    *lo = a < end ? a : 0;
+    *hi = end;
 }
 
 int hdf5_direct_transfer(hq_io *io, uint64_t item, const hq_block *b, void *buf, int writing)
@@ -437,8 +438,12 @@ int hdf5_direct_transfer(hq_io *io, uint64_t item, const hq_block *b, void *buf,
     const int ordered = writing && side->kind == DIRECT_FILTERED;
     /* Nothing is written where the disk space is not yet reserved (reserve.c); compressed chunks
      * land wherever HDF5 puts them, so they wait for all of it. */
-    if (!rc && writing && io->bg)
-        rc = hdf5_reserve_wait(io, ordered ? UINT64_MAX : tasks_end(&x), NULL);
+    if (!rc && writing && io->bg) {
+        uint64_t lo = 0, hi = UINT64_MAX;
+        if (!ordered)
+            tasks_extent(&x, &lo, &hi);
+        rc = hdf5_reserve_wait(io, lo, hi, NULL);
+    }
     if (!rc)
         rc = hdf5_pool_run(io->pool, x.nt, task_fn, ordered ? write_chunk : NULL, &x,
                            2 * (uint64_t)hdf5_pool_threads(io->pool));

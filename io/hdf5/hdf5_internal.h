@@ -89,7 +89,8 @@ struct hq_io {
     int part_ours; /* OUT.part passed the checks (it is not the input): ours to create and remove */
     uint64_t reserved; /* rank 0: bytes of OUT.part reserved with fallocate */
     int no_fallocate;  /* rank 0: the filesystem cannot reserve */
-    struct hdf5_bg_reserve *bg; /* rank 0 of one: the reservation going on in the background (reserve.c) */
+    struct hdf5_bg_reserve *bg; /* the reservation going on in the background (reserve_bg.c) */
+    int bg_started;             /* it was started (on every rank alike), stopped or not */
     /* Collective transfers, and those HDF5 made independent: how many, the first (item * 2 + writing),
      * and the union of the causes; reported once, at close, in verbose mode. */
     uint64_t coll_transfers, fell_back, fell_first;
@@ -171,7 +172,9 @@ int hdf5_reserve_for_write(hq_io *io, uint64_t item, const hq_block *b, hq_err *
 uint64_t hdf5_allocated_bytes(hq_io *io);
 int hdf5_reserve_space(hq_io *io, uint64_t allocated, hq_err *err);
 void hdf5_release_reserve(hq_io *io);
-int hdf5_reserve_wait(hq_io *io, uint64_t end, hq_err *err);
+/* reserve_bg.c */
+int hdf5_bg_reserve_start(hq_io *io, uint64_t from, uint64_t end, int can);
+int hdf5_reserve_wait(hq_io *io, uint64_t lo, uint64_t hi, hq_err *err);
 void hdf5_reserve_stop(hq_io *io);
 uint64_t hdf5_reserve_target(const hq_io *io);
 

@@ -8,26 +8,20 @@
  *    compressed collective write): what this round can add; hdf5_reserve_more: rank 0 only, the
  *    caller agrees on the result; hdf5_release_reserve (rank 0, at the end) gives back the rest.
  *  - Filesystems without fallocate are left alone: nothing reserved, nothing refused.
- *  - hdf5_reserve_target: rank 0, the end that is or will be reserved once the background
- *    reservation is done (out_map.c stores only into reserved pages, waiting like pwrite).
- *  - In the background (one rank): on tmpfs fallocate zeroes every page under the file's lock (8 GiB:
- *    1.4-1.9 s), which the create phase used to wait for. With one rank, create checks the free
- *    space (statvfs: a disk already too small is refused there, as before) and a thread of rank 0
- *    then reserves the same extent in pieces, from the start of the file up, while pass 1 reads and
- *    computes. Nothing is written where it has not reached: every write of pixels first waits for
- *    the reservation to cover its bytes (hdf5_reserve_wait: the direct path with its exact extent,
- *    anything else, compressed writes and the metadata written at close, for all of it). If the
- *    disk fills meanwhile, the waiting write fails before writing a byte, with the same error as a
- *    reservation failing at create; one rank has no one to agree with. With several ranks the
- *    others cannot see rank 0's thread (MPI is not called from it), so the reservation stays whole
- *    at create; so it does where the rank has fewer than 4 cores (the thread would only take one
- *    from the workers). HQ_RESERVE=background|sync overrides the core count. hdf5_reserve_stop
- *    ends the thread (at close, and when the io is freed). */
+ *  - In the background (reserve_bg.c): on tmpfs fallocate zeroes every page under the file's lock,
+ *    which the create phase used to wait for. Create checks the free space on rank 0 (statvfs: a
+ *    disk already too small is refused there, as before), then every rank reserves a slice of the
+ *    same extent on a thread while pass 1 reads and computes. Nothing is written where the
+ *    reservation has not reached: every write of pixels first waits for its bytes
+ *    (hdf5_reserve_wait: the direct path with its exact extent, anything else, compressed writes
+ *    and the metadata written at close, for all of it). If the disk fills meanwhile, the waiting
+ *    write fails before writing a byte, with the same error as a reservation failing at create,
+ *    and the ranks agree on it as on any failed write. Off where a rank has fewer than 4 cores
+ *    (the thread would only take one from the workers) or the ranks span nodes;
+ *    HQ_RESERVE=background|sync overrides the core count. */
 #define _GNU_SOURCE /* fallocate */
 #include <errno.h>
 #include <fcntl.h>
-#include <pthread.h>
-#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -36,24 +30,6 @@
 
 #include "hdf5_internal.h"
 #define RESERVE_MARGIN_MAX (4 * MiB)
-/* One fallocate of the background reservation: small enough that a write waits little behind
- * it (and the file's lock is given up between pieces), large enough to cost few calls. */
-#define RESERVE_PIECE (32 * MiB)
-#define BG_MIN_CORES 4 /* the cores a rank needs before the reservation gets a thread of its own */
-
-/* The background reservation of rank 0 (one rank only). */
-struct hdf5_bg_reserve {
-    pthread_t tid;
-    pthread_mutex_t mu;
-    pthread_cond_t cv;
-    int fd;
-    uint64_t end;  /* what it reserves: [0, end) */
-    uint64_t done; /* reserved so far: [0, done) */
-    int err;       /* errno of a full disk; 0 */
-    int finished;  /* the thread has returned (done == end, or err, or stopped) */
-    int unsupported; /* the filesystem cannot fallocate: nothing reserved, nothing refused */
-    int stop;      /* asked to stop (the run is over) */
-};
 
 /* Room for metadata: allocated in the file before it is written (at close, mostly), so the end
  * of allocated space runs ahead of the file's size by up to this much. */
@@ -67,9 +43,9 @@ static uint64_t metadata_margin(uint64_t file_bytes)
 static int reserve_to(hq_io *io, uint64_t end)
 {
     if (io->bg) { /* the background reservation first: io->reserved is its result */
-        const int e = hdf5_reserve_wait(io, UINT64_MAX, NULL);
-        if (e)
+        if (hdf5_reserve_wait(io, 0, UINT64_MAX, NULL))
             return ENOSPC;
+        hdf5_reserve_stop(io);
     }
     if (io->no_fallocate || end <= io->reserved)
         return 0;
@@ -153,43 +129,6 @@ static uint64_t compressed_lower_bound(hq_io *io)
     return lo;
 }
 
-/* Disk blocks are reserved ahead of every write, so that a full disk is found before a write
- * rather than in the middle of one: a write failing on some ranks only leaves parallel HDF5 1.10
- * (compressed collective writes above all) waiting in different collectives. Uncompressed
- * datasets are allocated at creation (up to `allocated`, placed first in the file) and reserved
- * here whole, with room for the metadata written at close; compressed ones grow as written and
- * are reserved round by round (hdf5_reserve_for_write), after a first check that at least their
- * input's size fits. Filesystems without fallocate are left alone. Collective. */
-static void *bg_main(void *arg)
-{
-    struct hdf5_bg_reserve *g = arg;
-    pthread_mutex_lock(&g->mu);
-    while (!g->stop && g->done < g->end) {
-        const uint64_t from = g->done;
-        const uint64_t to = g->end - from > RESERVE_PIECE ? from + RESERVE_PIECE : g->end;
-        pthread_mutex_unlock(&g->mu);
-        const int e = fallocate(g->fd, FALLOC_FL_KEEP_SIZE, (off_t)from, (off_t)(to - from)) == 0 ? 0 : errno;
-        pthread_mutex_lock(&g->mu);
-        if (e == EINTR)
-            continue;
-        if (e == ENOSPC || e == EDQUOT || e == EFBIG) {
-            g->err = e;
-            break;
-        }
-        if (e) { /* not supported here: nothing is reserved, nothing is refused */
-            g->unsupported = 1;
-            g->done = g->end;
-            break;
-        }
-        g->done = to;
-        pthread_cond_broadcast(&g->cv);
-    }
-    g->finished = 1;
-    pthread_cond_broadcast(&g->cv);
-    pthread_mutex_unlock(&g->mu);
-    return NULL;
-}
-
 /* Whether the free space, as statvfs sees it, holds `need` more bytes. HQ_TEST_RESERVE_LIE=1 (tests)
  * says yes, so that the disk fills under the background reservation instead. */
 static int free_space_holds(const char *path, uint64_t need)
@@ -201,122 +140,31 @@ static int free_space_holds(const char *path, uint64_t need)
     return statvfs(path, &v) == 0 && (uint64_t)v.f_bavail * v.f_frsize >= need;
 }
 
-/* Rank 0, one rank: starts reserving [0, end) in the background. 0 started; -1 not (the caller
- * reserves synchronously): the filesystem cannot fallocate, the free space looks short (the
- * synchronous reservation then says so truthfully), or no thread. */
-/* Whether the reservation goes to the background: HQ_RESERVE=background or sync say; by default
- * only where the rank has cores to spare. The thread adds no work, it moves it onto another core:
- * on 2 cores that core is already busy with the workers and the I/O thread, and a 2-core VM under
- * load measured no gain (bench/results/reserve_background_vm.txt). */
-static int bg_wanted(void)
-{
-    const char *mode = getenv("HQ_RESERVE");
-    if (mode && strcmp(mode, "background") == 0)
-        return 1;
-    if (mode && strcmp(mode, "sync") == 0)
-        return 0;
-    cpu_set_t set;
-    return sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) >= BG_MIN_CORES;
-}
-
-static int bg_start(hq_io *io, uint64_t end)
-{
-    if (io->nranks != 1 || io->no_fallocate || end <= io->reserved || !bg_wanted())
-        return -1;
-    struct stat st;
-    const uint64_t held = stat(io->part_path, &st) == 0 ? (uint64_t)st.st_blocks * 512 : UINT64_MAX;
-    if (held == UINT64_MAX || !free_space_holds(io->part_path, end > held ? end - held : 0))
-        return -1;
-    int fd = open(io->part_path, O_WRONLY);
-    if (fd < 0)
-        return -1;
-    struct hdf5_bg_reserve *g = calloc(1, sizeof *g);
-    if (!g) {
-        close(fd);
-        return -1;
-    }
-    g->fd = fd;
-    g->end = end;
-    g->done = io->reserved;
-    pthread_mutex_init(&g->mu, NULL);
-    pthread_cond_init(&g->cv, NULL);
-    if (pthread_create(&g->tid, NULL, bg_main, g) != 0) {
-        pthread_mutex_destroy(&g->mu);
-        pthread_cond_destroy(&g->cv);
-        free(g);
-        close(fd);
-        return -1;
-    }
-    io->bg = g;
-    return 0;
-}
-
-/* Waits until the background reservation covers [0, end) (UINT64_MAX: all of it). 0, or the
- * disk-full error (set in err when given): nothing may be written there. Once the whole
- * reservation is done, the thread is joined and io->reserved takes its place. */
-int hdf5_reserve_wait(hq_io *io, uint64_t end, hq_err *err)
-{
-    struct hdf5_bg_reserve *g = io->bg;
-    if (!g)
-        return 0;
-    pthread_mutex_lock(&g->mu);
-    if (end > g->end)
-        end = g->end;
-    while (g->done < end && !g->finished)
-        pthread_cond_wait(&g->cv, &g->mu);
-    const int ok = g->done >= end, e = g->err;
-    const int all = g->finished;
-    pthread_mutex_unlock(&g->mu);
-    if (ok && all && !e && end == g->end)
-        hdf5_reserve_stop(io);
-    if (ok)
-        return 0;
-    return err ? hq_fail(err, HQ_EIO, "%s: write failed: not enough disk space for the output (%llu bytes: %s)",
-                         io->out_path, (unsigned long long)g->end, strerror(e ? e : ENOSPC))
-               : -1;
-}
-
-uint64_t hdf5_reserve_target(const hq_io *io)
-{
-    return io->bg ? io->bg->end : io->reserved;
-}
-
-/* Ends the background reservation (if any), whatever it reached. */
-void hdf5_reserve_stop(hq_io *io)
-{
-    struct hdf5_bg_reserve *g = io->bg;
-    if (!g)
-        return;
-    pthread_mutex_lock(&g->mu);
-    g->stop = 1;
-    pthread_mutex_unlock(&g->mu);
-    pthread_join(g->tid, NULL);
-    if (g->unsupported)
-        io->no_fallocate = 1;
-    else
-        io->reserved = g->done; /* what the release at the end gives back past the file's end */
-    close(g->fd);
-    pthread_mutex_destroy(&g->mu);
-    pthread_cond_destroy(&g->cv);
-    free(g);
-    io->bg = NULL;
-}
-
 /* Disk blocks are reserved ahead of every write, so that a full disk is found before a write
  * rather than in the middle of one: a write failing on some ranks only leaves parallel HDF5 1.10
  * (compressed collective writes above all) waiting in different collectives. Uncompressed
  * datasets are allocated at creation (up to `allocated`, placed first in the file) and reserved
- * here whole (in the background with one rank, see the contract above), with room for the
+ * here whole (in the background where the ranks can, see the contract above), with room for the
  * metadata written at close; compressed ones grow as written and are reserved round by round
  * (hdf5_reserve_for_write), after a first check that at least their input's size fits.
  * Filesystems without fallocate are left alone. Collective. */
 int hdf5_reserve_space(hq_io *io, uint64_t allocated, hq_err *err)
 {
+    uint64_t end = 0, lo = 0;
+    int can = 0;
+    if (io->rank == 0) {
+        lo = compressed_lower_bound(io);
+        end = allocated + metadata_margin(allocated + lo) + lo;
+        struct stat st;
+        const uint64_t held = stat(io->part_path, &st) == 0 ? (uint64_t)st.st_blocks * 512 : UINT64_MAX;
+        can = !io->no_fallocate && end > io->reserved && held != UINT64_MAX &&
+              free_space_holds(io->part_path, end > held ? end - held : 0);
+    }
+    if (hdf5_bg_reserve_start(io, io->reserved, end, can) == 0)
+        return 0;
     int rc = 0;
     if (io->rank == 0) {
-        const uint64_t lo = compressed_lower_bound(io);
-        const uint64_t end = allocated + metadata_margin(allocated + lo) + lo;
-        int e = bg_start(io, end) == 0 ? 0 : reserve_to(io, end);
+        const int e = reserve_to(io, end);
         if (e)
             rc = hq_fail(err, HQ_EIO, "%s: not enough disk space for the output (%llu bytes%s: %s)", io->out_path,
                          (unsigned long long)(allocated + lo), lo ? " or more, as compressed" : "", strerror(e));

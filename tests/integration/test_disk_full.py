@@ -60,17 +60,19 @@ def test_png_directory_disk_full(tmp, small_disk):
     assert not out.exists() or not any(n.endswith(".png") for n in os.listdir(out))
 
 
-def test_hdf5_disk_fills_under_background_reservation(tmp, small_disk):
-    """With one rank the output's space is reserved in the background while pass 1 runs. The free
-    space check at create is told the disk is big enough (HQ_TEST_RESERVE_LIE), so the disk fills
-    under the background reservation: the first write must fail before writing, as one clear line."""
+@pytest.mark.parametrize("np_", [None, 2, 3])
+def test_hdf5_disk_fills_under_background_reservation(tmp, small_disk, np_):
+    """The output's space is reserved in the background while pass 1 runs, each rank a slice of it.
+    The free space check at create is told the disk is big enough (HQ_TEST_RESERVE_LIE), so the disk
+    fills under the background reservation: the writes that meet it must fail before writing, and
+    the ranks agree on one clear line."""
     rng = np.random.default_rng(13)
     inp = tmp / "in.h5"
     with h5py.File(inp, "w") as f:
         f.create_dataset("s", data=rng.integers(0, 256, (80, 256, 256), dtype=np.uint8))  # 5 MiB
     before = inp.read_bytes()
     out = small_disk / "out.h5"
-    r = run(["--input", inp, "--output", out, "--block", "256K"], None, env={"HQ_TEST_RESERVE_LIE": "1", "HQ_RESERVE": "background"})
+    r = run(["--input", inp, "--output", out, "--block", "256K"], np_, env={"HQ_TEST_RESERVE_LIE": "1", "HQ_RESERVE": "background"})
     assert not r.timed_out, str(r)
     assert r.rc == 1, str(r)
     assert len(r.hq_lines) == 1 and str(out) in r.hq_lines[0], str(r)
@@ -80,7 +82,7 @@ def test_hdf5_disk_fills_under_background_reservation(tmp, small_disk):
     assert inp.read_bytes() == before
 
 
-@pytest.mark.parametrize("np_", [None, 2])
+@pytest.mark.parametrize("np_", [None, 2, 3])
 def test_background_reservation_same_bytes(tmp, np_):
     """The output is the same byte for byte whether its space was reserved in the background (one
     rank), at create (HQ_RESERVE=sync) or by populating a shared mapping of the pixel region

@@ -1,0 +1,310 @@
+/* reserve_bg.c — the output's disk space reserved in the background, by every rank at once.
+ *
+ * Why: on tmpfs fallocate zeroes every page under the file's lock (8 GiB: 0.8-1.9 s). Done at create
+ * it is time no one overlaps; done by rank 0 alone for P ranks it grows with P (16 GiB for two
+ * ranks: 6.4 s of a 11 s run, bench/results/scaling_x2.txt). So each rank reserves one slice of
+ * [from, end) on a thread of its own while pass 1 reads and computes, and every write waits only
+ * for the slices its bytes fall in.
+ *
+ * Contract:
+ *  - hdf5_bg_reserve_start (collective, at create, after rank 0 checked that the free space holds
+ *    all of it): on when every rank has the cores for a thread (BG_MIN_CORES, or HQ_RESERVE=
+ *    background) and, with several ranks, all of them share one node (the progress of each slice
+ *    is published in a small shared-memory segment that every rank maps; MPI is never called from
+ *    the threads). Returns 0 on, -1 off on every rank (rank 0 then reserves synchronously).
+ *  - hdf5_reserve_wait(lo, hi): returns once every slice that [lo, hi) touches is reserved that
+ *    far (hi = UINT64_MAX: all of it). If a slice met a full disk, or its rank stopped before the
+ *    end, the wait fails: the caller writes nothing (err, when given, says so in one line). Pixel
+ *    writes of the direct path wait for their exact extent; anything else for all of it.
+ *  - hdf5_reserve_stop ends this rank's thread wherever it is (at close, after all ranks waited
+ *    for everything; on failure, at any time). On rank 0 io->reserved becomes the prefix of the
+ *    file that is known reserved (what hdf5_release_reserve later trims past the end).
+ *  - hdf5_reserve_target: rank 0, the end that is or will be reserved. */
+#define _GNU_SOURCE /* fallocate, sched_getaffinity */
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "hdf5_internal.h"
+
+/* One fallocate: small enough that a write waits little behind it (and the file's lock is given
+ * up between pieces, so the ranks' slices advance side by side), large enough to cost few calls. */
+#define RESERVE_PIECE (32 * MiB)
+#define SLICE_ALIGN (2 * MiB)
+#define BG_MIN_CORES 4 /* the cores a rank needs before the reservation gets a thread of its own */
+
+/* One rank's slice, on a cache line of its own: written by its thread, read by every rank. */
+typedef struct slot {
+    uint64_t lo, hi;   /* the slice: [lo, hi) */
+    uint64_t done;     /* reserved: [lo, done) */
+    int32_t err;       /* errno of a full disk; 0 */
+    int32_t finished;  /* the thread returned (done == hi, err, or stopped) */
+    int32_t unsupported; /* the filesystem cannot fallocate: nothing reserved, nothing refused */
+    char pad[64 - 3 * sizeof(uint64_t) - 3 * sizeof(int32_t)];
+} slot;
+
+struct hdf5_bg_reserve {
+    pthread_t tid;
+    int fd;
+    int stop;       /* asked to stop (atomic) */
+    int nslots;
+    slot *s;        /* nslots slots: shared memory with several ranks, else our own */
+    size_t map_len; /* 0: s is malloc'd */
+    uint64_t end;   /* all slices together: [s[0].lo, end) */
+    slot *mine;
+};
+
+static void *bg_main(void *arg)
+{
+    struct hdf5_bg_reserve *g = arg;
+    slot *m = g->mine;
+    uint64_t at = m->lo;
+    while (at < m->hi && !__atomic_load_n(&g->stop, __ATOMIC_ACQUIRE)) {
+        const uint64_t to = m->hi - at > RESERVE_PIECE ? at + RESERVE_PIECE : m->hi;
+        const int e = fallocate(g->fd, FALLOC_FL_KEEP_SIZE, (off_t)at, (off_t)(to - at)) == 0 ? 0 : errno;
+        if (e == EINTR)
+            continue;
+        if (e == ENOSPC || e == EDQUOT || e == EFBIG) {
+            __atomic_store_n(&m->err, e, __ATOMIC_RELEASE);
+            break;
+        }
+        if (e) { /* not supported here: nothing is reserved, nothing is refused */
+            __atomic_store_n(&m->unsupported, 1, __ATOMIC_RELAXED);
+            at = m->hi;
+        } else {
+            at = to;
+        }
+        __atomic_store_n(&m->done, at, __ATOMIC_RELEASE);
+    }
+    __atomic_store_n(&m->finished, 1, __ATOMIC_RELEASE);
+    return NULL;
+}
+
+/* Whether this rank can spare a thread: HQ_RESERVE=background or sync say; by default only where
+ * the rank has cores to spare. The thread adds no work, it moves it onto another core: on 2 cores
+ * that core is already busy with the workers and the I/O thread, and a 2-core VM under load
+ * measured no gain (bench/results/reserve_background_vm.txt). */
+static int bg_wanted(void)
+{
+    const char *mode = getenv("HQ_RESERVE");
+    if (mode && strcmp(mode, "background") == 0)
+        return 1;
+    if (mode && strcmp(mode, "sync") == 0)
+        return 0;
+    cpu_set_t set;
+    return sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) >= BG_MIN_CORES;
+}
+
+/* Whether every rank of comm runs on this node (tmpfs, where the reservation costs, is one node's). */
+static int one_node(MPI_Comm comm, int nranks)
+{
+    MPI_Comm node;
+    int n = 0;
+    if (MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node) != MPI_SUCCESS)
+        return 0;
+    MPI_Comm_size(node, &n);
+    MPI_Comm_free(&node);
+    int all = n == nranks, every = 0;
+    MPI_Allreduce(&all, &every, 1, MPI_INT, MPI_MIN, comm);
+    return every;
+}
+
+/* The slots, shared between the ranks of the node: rank 0 makes a segment, the others map it by
+ * name, and once all have it the name is removed (a crash later leaves nothing behind). */
+static slot *map_slots(hq_io *io, size_t len)
+{
+    char name[64] = {0};
+    slot *s = NULL;
+    int ok = 1;
+    if (io->rank == 0) {
+        snprintf(name, sizeof name, "/histeq_dist.%ld.%ld", (long)getpid(), (long)time(NULL));
+        const int fd = shm_open(name, O_CREAT | O_EXCL | O_RDWR, 0600);
+        ok = fd >= 0 && ftruncate(fd, (off_t)len) == 0;
+        if (ok) {
+            void *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+            s = p == MAP_FAILED ? NULL : p;
+        }
+        if (fd >= 0)
+            close(fd);
+        if (!s && fd >= 0)
+            shm_unlink(name);
+        ok = s != NULL;
+        if (!ok)
+            name[0] = 0;
+    }
+    MPI_Bcast(name, sizeof name, MPI_CHAR, 0, io->comm);
+    if (io->rank != 0 && name[0]) {
+        const int fd = shm_open(name, O_RDWR, 0600);
+        void *p = fd >= 0 ? mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0) : MAP_FAILED;
+        if (fd >= 0)
+            close(fd);
+        s = p == MAP_FAILED ? NULL : p;
+    }
+    ok = s != NULL;
+    int all = 0;
+    MPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_MIN, io->comm);
+    if (io->rank == 0 && name[0])
+        shm_unlink(name);
+    if (!all && s) {
+        munmap(s, len);
+        s = NULL;
+    }
+    return s;
+}
+
+static void free_bg(struct hdf5_bg_reserve *g)
+{
+    if (g->fd >= 0)
+        close(g->fd);
+    if (g->map_len)
+        munmap(g->s, g->map_len);
+    else
+        free(g->s);
+    free(g);
+}
+
+int hdf5_bg_reserve_start(hq_io *io, uint64_t from, uint64_t end, int can)
+{
+    uint64_t span[2] = {from, end};
+    MPI_Bcast(&can, 1, MPI_INT, 0, io->comm);
+    MPI_Bcast(span, 2, MPI_UINT64_T, 0, io->comm);
+    int want = can && bg_wanted(), all = 0;
+    MPI_Allreduce(&want, &all, 1, MPI_INT, MPI_MIN, io->comm);
+    if (!all || (io->nranks > 1 && !one_node(io->comm, io->nranks)))
+        return -1;
+    struct hdf5_bg_reserve *g = calloc(1, sizeof *g);
+    const size_t len = (size_t)io->nranks * sizeof(slot);
+    int ok = g != NULL;
+    if (g) {
+        g->fd = -1;
+        g->nslots = io->nranks;
+        g->end = span[1];
+        if (io->nranks > 1) {
+            g->s = map_slots(io, len); /* collective */
+            g->map_len = g->s ? len : 0;
+        } else {
+            g->s = calloc(1, len);
+        }
+        ok = g->s != NULL;
+    } else if (io->nranks > 1) {
+        slot *t = map_slots(io, len); /* the others are in it: join, then give it back */
+        if (t)
+            munmap(t, len);
+    }
+    /* Slices of about equal size, on 2 MiB boundaries; rank 0's starts where the file is reserved
+     * already. Every rank fills in every slot alike, before any thread starts. */
+    if (ok) {
+        const uint64_t n = span[1] - span[0];
+        for (int r = 0; r < io->nranks; r++) {
+            uint64_t lo = span[0] + n / (uint64_t)io->nranks * (uint64_t)r;
+            lo = r == 0 ? span[0] : lo - lo % SLICE_ALIGN;
+            g->s[r].lo = lo < span[0] ? span[0] : lo;
+        }
+        for (int r = 0; r < io->nranks; r++) {
+            g->s[r].hi = r + 1 < io->nranks ? g->s[r + 1].lo : span[1];
+            if (r == io->rank)
+                g->s[r].done = g->s[r].lo;
+        }
+        g->mine = &g->s[io->rank];
+        g->fd = open(io->part_path, O_WRONLY | O_CLOEXEC);
+        ok = g->fd >= 0;
+    }
+    /* The slots must be in place on every rank before any thread publishes into them. */
+    MPI_Allreduce(MPI_IN_PLACE, &ok, 1, MPI_INT, MPI_MIN, io->comm);
+    int started = ok && pthread_create(&g->tid, NULL, bg_main, g) == 0;
+    MPI_Allreduce(&started, &all, 1, MPI_INT, MPI_MIN, io->comm);
+    if (!all) {
+        if (started) {
+            __atomic_store_n(&g->stop, 1, __ATOMIC_RELEASE);
+            pthread_join(g->tid, NULL);
+        }
+        if (g)
+            free_bg(g);
+        return -1;
+    }
+    io->bg = g;
+    io->bg_started = 1;
+    if (io->verbose && io->rank == 0)
+        fprintf(stderr, "histeq_dist: note: %s: disk space reserved in the background, %d slice%s of %llu bytes\n",
+                io->out_path, io->nranks, io->nranks == 1 ? "" : "s", (unsigned long long)(span[1] - span[0]));
+    return 0;
+}
+
+/* Polls: the slices belong to threads of other processes too. The first checks come quickly (a
+ * write usually finds its bytes reserved already), then every half millisecond. */
+static void nap(long *ns)
+{
+    struct timespec t = {0, *ns};
+    nanosleep(&t, NULL);
+    *ns = *ns < 500000 ? *ns * 2 : 500000;
+}
+
+int hdf5_reserve_wait(hq_io *io, uint64_t lo, uint64_t hi, hq_err *err)
+{
+    struct hdf5_bg_reserve *g = io->bg;
+    if (!g)
+        return 0;
+    int e = 0;
+    for (int r = 0; r < g->nslots && !e; r++) {
+        slot *s = &g->s[r];
+        if (hi <= s->lo || lo >= s->hi)
+            continue;
+        const uint64_t need = hi < s->hi ? hi : s->hi;
+        long ns = 2000;
+        for (;;) {
+            if (__atomic_load_n(&s->done, __ATOMIC_ACQUIRE) >= need)
+                break;
+            if (__atomic_load_n(&s->finished, __ATOMIC_ACQUIRE)) {
+                if (__atomic_load_n(&s->done, __ATOMIC_ACQUIRE) >= need)
+                    break;
+                e = __atomic_load_n(&s->err, __ATOMIC_ACQUIRE);
+                e = e ? e : ECANCELED; /* its rank stopped early: it is failing too */
+                break;
+            }
+            nap(&ns);
+        }
+    }
+    if (!e)
+        return 0;
+    return err ? hq_fail(err, HQ_EIO, "%s: write failed: not enough disk space for the output (%llu bytes: %s)",
+                         io->out_path, (unsigned long long)g->end, strerror(e == ECANCELED ? ENOSPC : e))
+               : -1;
+}
+
+uint64_t hdf5_reserve_target(const hq_io *io)
+{
+    return io->bg ? io->bg->end : io->reserved;
+}
+
+void hdf5_reserve_stop(hq_io *io)
+{
+    struct hdf5_bg_reserve *g = io->bg;
+    if (!g)
+        return;
+    __atomic_store_n(&g->stop, 1, __ATOMIC_RELEASE);
+    pthread_join(g->tid, NULL);
+    if (io->rank == 0) {
+        /* The prefix known reserved: slices in order, as far as each is done. A slice of another
+         * rank still running counts as far as it got; what it adds later past the file's end is
+         * merely not given back. */
+        uint64_t upto = g->s[0].lo;
+        for (int r = 0; r < g->nslots; r++) {
+            const slot *s = &g->s[r];
+            if (__atomic_load_n(&s->unsupported, __ATOMIC_ACQUIRE))
+                io->no_fallocate = 1;
+            const uint64_t d = __atomic_load_n(&s->done, __ATOMIC_ACQUIRE);
+            if (upto == s->lo)
+                upto = d;
+        }
+        io->reserved = upto > io->reserved ? upto : io->reserved;
+    }
+    free_bg(g);
+    io->bg = NULL;
+}
