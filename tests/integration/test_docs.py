@@ -48,7 +48,7 @@ SKIP = [
     (r"^(HQ_PNG_FAST=0 )?build/png_bench 5", "a benchmark: about 3 minutes of both cores here; its build line runs"),
     (r"^bash bench/(device_run|device_full|profile_weak)\.sh", GPU),
     (r"\bnvcc\b|build/dma_paths|^WAYS=", GPU),
-    (r"^bash bench/(e2e_hdf5|scaling|vm_memory)\.sh \[", PLACEHOLDERS + " (and its default device is the GPU or 32 GiB of /dev/shm)"),
+    (r"^bash bench/(e2e_hdf5|scaling|vm_memory|clahe_e2e)\.sh \[", PLACEHOLDERS + " (and its default device is the GPU or 32 GiB of /dev/shm)"),
     (r"\.devdeps/perf|ldd /usr/bin/perf", "copies linux-perf for the GPU machines (a device-run aid; perf is not installed here)"),
     (r"^build/write_paths DIR GIB_PER_PROC P$", PLACEHOLDERS),
 ]
