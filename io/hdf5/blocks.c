@@ -21,7 +21,9 @@
 /* Collective reads only: HDF5 refuses a chunk that lies past the end of allocated space on the
  * rank that reads it, after the other ranks entered the MPI collective, and the job hangs. So the
  * chunks of the block are looked up first, and the ranks agree before reading. (A file cut short
- * fails at open; this catches one whose chunk index points past its recorded end.) */
+ * fails at open; this catches one whose chunk index points past its recorded end.) The lookups
+ * come from the one-pass chunk table (chunk_index.c) where it applies: HDF5 1.10.8 walks the
+ * whole index for each one. */
 static int check_block_chunks(hq_io *io, uint64_t item, const hq_block *b, hq_err *err)
 {
     const hq_item *it = &io->inv.items[item];
@@ -34,7 +36,7 @@ static int check_block_chunks(hq_io *io, uint64_t item, const hq_block *b, hq_er
         hsize_t size = 0, off[MAX_RANK];
         for (int d = 0; d < w.k; d++)
             off[d] = w.idx[d] * w.cd[d];
-        if (H5Dget_chunk_info_by_coord(io->in_dset[item], off, &mask, &addr, &size) < 0) {
+        if (hdf5_chunk_lookup(io, item, off, &mask, &addr, &size) < 0) {
             char det[512], where[160];
             hdf5_detail(det, sizeof det);
             return hq_fail(err, HQ_EINPUT, "%s:%s [%s]: cannot read the chunk index%s", io->inv.root, it->name,

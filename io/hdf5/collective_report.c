@@ -3,7 +3,8 @@
  * for the whole run at close (hdf5_report_fallbacks, collective: one line from rank 0 with the
  * count, the first dataset and the union of H5Pget_mpio_no_collective_cause over all ranks).
  * hdf5_report_direct (collective, verbose): one note from rank 0 with how many blocks, over all
- * ranks, the direct path (direct_io.c) moved, and on how many threads a rank. */
+ * ranks, the direct path (direct_io.c) moved, and on how many threads a rank; and, when any, how
+ * many chunk indexes were read in one pass (chunk_index.c). */
 #include <stdio.h>
 
 #include "hdf5_internal.h"
@@ -89,4 +90,13 @@ void hdf5_report_direct(hq_io *io)
                 "thread%s a rank%s)\n", (unsigned long long)all[0], (unsigned long long)all[1],
                 (unsigned long long)all[2], (unsigned long long)all[3], hdf5_pool_threads(io->pool),
                 hdf5_pool_threads(io->pool) == 1 ? "" : "s", io->direct ? "" : ", off: HQ_HDF5_DIRECT=0");
+    /* Ranks read the same datasets' indexes: the most any rank read. */
+    uint64_t mine_t[4] = {io->one_pass[0], io->one_pass_chunks[0], io->one_pass[1], io->one_pass_chunks[1]};
+    uint64_t most[4] = {0};
+    MPI_Reduce(mine_t, most, 4, MPI_UINT64_T, MPI_MAX, 0, io->comm);
+    if (io->rank == 0 && (most[0] || most[2]))
+        fprintf(stderr, "histeq_dist: note: HDF5 chunk index read in one pass: %llu input dataset%s (%llu chunks), "
+                "%llu output dataset%s (%llu chunks)\n", (unsigned long long)most[0], most[0] == 1 ? "" : "s",
+                (unsigned long long)most[1], (unsigned long long)most[2], most[2] == 1 ? "" : "s",
+                (unsigned long long)most[3]);
 }

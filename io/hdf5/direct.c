@@ -1,5 +1,6 @@
 /* direct.c — which datasets the direct path may move itself, and what it needs for them: the
- * file offsets HDF5 gives (H5Dget_offset, H5Dget_chunk_info_by_coord), file descriptors of its own
+ * file offsets HDF5 gives (H5Dget_offset; chunk addresses from chunk_index.c's one-pass table,
+ * or H5Dget_chunk_info_by_coord, plus the file's base address), file descriptors of its own
  * for pread/pwrite, the worker pool and each worker's scratch. HDF5 1.10 is not thread-safe:
  * everything here runs on the one thread that calls the backend.
  *
@@ -15,7 +16,8 @@
  *  - hdf5_direct_note_output is collective (the output's chunk index is read with collective
  *    metadata reads) and makes the same HDF5 calls on every rank; it never fails, a side it cannot
  *    describe is left to HDF5.
- *  - HQ_HDF5_DIRECT=0 sends every block through HDF5 as before (for tests and benchmarks). */
+ *  - HQ_HDF5_DIRECT=0 sends every block through HDF5 as before (for tests and benchmarks); the
+ *    input's one-pass chunk table still answers the checks blocks.c makes before a read. */
 #define _GNU_SOURCE /* O_CLOEXEC */
 #include <fcntl.h>
 #include <stdlib.h>
@@ -112,18 +114,25 @@ static void describe_side(hq_io *io, uint64_t i, hid_t d, hdf5_side *s)
     H5Eclear2(H5E_DEFAULT);
 }
 
+/* The descriptor is opened even with the direct path off: the chunk index is read through it
+ * (chunk_index.c) for the checks every chunked read makes (blocks.c). */
 void hdf5_direct_note_input(hq_io *io, uint64_t i, hid_t d)
 {
-    if (!io->direct || !io->dir)
+    if (!io->dir)
         return;
-    if (io->in_fd < 0)
+    if (io->in_fd < 0) {
         io->in_fd = open(io->inv.root, O_RDONLY | O_CLOEXEC);
-    if (io->in_fd >= 0)
+        io->in_base = hdf5_base_addr(d);
+    }
+    if (io->direct && io->in_fd >= 0)
         describe_side(io, i, d, &io->dir[i].in);
 }
 
-/* Every chunk's address in an unfiltered chunked output, allocated at creation. Every rank makes
- * the same calls, to the end, whatever they return. */
+/* Every chunk's address in an unfiltered chunked output, allocated at creation, from the one-pass
+ * table (chunk_index.c) when every rank could read it; else from one HDF5 call per chunk, only for
+ * grids small enough that 1.10.8's walk of the index at every call costs little (PER_CHUNK_MAX);
+ * a larger grid without a table stays with HDF5. Collective: every rank makes the same HDF5 calls,
+ * to the end, whatever they return, and the ranks agree on which way the table is filled. */
 static void chunk_table(hq_io *io, uint64_t i, hdf5_side *s)
 {
     uint64_t dims[MAX_RANK], grid[MAX_RANK], n = 1, chunk_bytes = io->inv.items[i].sample_bytes;
@@ -133,28 +142,40 @@ static void chunk_table(hq_io *io, uint64_t i, hdf5_side *s)
         n *= grid[j];
         chunk_bytes *= io->in_chunk[i][j];
     }
-    s->chunk_addr = n <= OUT_TABLE_MAX ? malloc(n * sizeof *s->chunk_addr) : NULL;
-    if (!s->chunk_addr) {
-        s->kind = DIRECT_NONE;
-        return;
+    hdf5_chunk_table *t = hdf5_chunk_table_read(io->out_dset[i], io->out_fd);
+    int have = t && hdf5_chunk_table_chunks(t) == n, all = 0;
+    MPI_Allreduce(&have, &all, 1, MPI_INT, MPI_MIN, io->comm);
+    if (all) {
+        io->one_pass[1]++;
+        io->one_pass_chunks[1] += n;
     }
-    int ok = 1;
+    s->chunk_addr = n <= OUT_TABLE_MAX && (all || n <= PER_CHUNK_MAX) ? malloc(n * sizeof *s->chunk_addr) : NULL;
+    int ok = s->chunk_addr != NULL;
     uint64_t idx[MAX_RANK] = {0};
-    for (uint64_t c = 0; c < n; c++) {
+    for (uint64_t c = 0; ok && c < n; c++) {
         hsize_t off[MAX_RANK], size = 0;
         haddr_t addr = HADDR_UNDEF;
         unsigned mask = 0;
         for (int j = 0; j < k; j++)
             off[j] = idx[j] * io->in_chunk[i][j];
-        if (H5Dget_chunk_info_by_coord(io->out_dset[i], off, &mask, &addr, &size) < 0 || addr == HADDR_UNDEF ||
-            size != chunk_bytes)
+        const int rc = all ? hdf5_chunk_table_get(t, off, &mask, &addr, &size)
+                           : H5Dget_chunk_info_by_coord(io->out_dset[i], off, &mask, &addr, &size);
+        if (rc < 0 || addr == HADDR_UNDEF || size != chunk_bytes)
             ok = 0;
-        s->chunk_addr[c] = addr;
-        if (addr != HADDR_UNDEF && addr + chunk_bytes > s->chunk_end)
-            s->chunk_end = addr + chunk_bytes;
+        else if ((s->chunk_addr[c] = io->out_base + addr) + chunk_bytes > s->chunk_end)
+            s->chunk_end = s->chunk_addr[c] + chunk_bytes;
         for (int j = k - 1; j >= 0 && ++idx[j] == grid[j]; j--)
             idx[j] = 0;
+        if (!ok && !all) /* the same calls on every rank: go on to the end */
+            for (c++; c < n; c++) {
+                for (int j = 0; j < k; j++)
+                    off[j] = idx[j] * io->in_chunk[i][j];
+                H5Dget_chunk_info_by_coord(io->out_dset[i], off, &mask, &addr, &size);
+                for (int j = k - 1; j >= 0 && ++idx[j] == grid[j]; j--)
+                    idx[j] = 0;
+            }
     }
+    hdf5_chunk_table_free(t);
     H5Eclear2(H5E_DEFAULT);
     if (!ok) {
         free(s->chunk_addr);
@@ -170,6 +191,8 @@ void hdf5_direct_note_output(hq_io *io)
     /* The same decision on every rank: it decides which collective calls follow. */
     if (io->out_fd < 0)
         io->out_fd = open(io->part_path, O_RDWR | O_CLOEXEC); /* a shared mapping needs read access */
+    io->out_base = hdf5_base_addr(io->out_file);
+    int chunked = 0;
     for (size_t i = 0; i < io->inv.n; i++) {
         hdf5_side *s = &io->dir[i].out;
         if (io->inv.items[i].bad || io->out_dset[i] < 0)
@@ -177,9 +200,18 @@ void hdf5_direct_note_output(hq_io *io)
         describe_side(io, i, io->out_dset[i], s);
         if (s->kind == DIRECT_FILTERED && io->nranks > 1)
             s->kind = DIRECT_NONE;
-        if (s->kind == DIRECT_CHUNKED)
-            chunk_table(io, i, s);
+        chunked |= s->kind == DIRECT_CHUNKED;
     }
+    /* The chunk tables are read from the file: the object headers and B-trees HDF5 holds in its
+     * metadata cache go there first, written by whichever ranks write metadata, before any reads. */
+    if (chunked) {
+        if (io->out_file < 0 || H5Fflush(io->out_file, H5F_SCOPE_LOCAL) < 0)
+            H5Eclear2(H5E_DEFAULT); /* then the tables do not match HDF5's answers and are not used */
+        MPI_Barrier(io->comm);
+    }
+    for (size_t i = 0; i < io->inv.n; i++)
+        if (io->dir[i].out.kind == DIRECT_CHUNKED && !io->inv.items[i].bad && io->out_dset[i] >= 0)
+            chunk_table(io, i, &io->dir[i].out);
     if (io->out_fd < 0)
         for (size_t i = 0; i < io->inv.n; i++)
             if (io->dir[i].out.kind != DIRECT_FILTERED) /* H5Dwrite_chunk needs no descriptor */
@@ -201,6 +233,8 @@ void hdf5_direct_close_output(hq_io *io)
 void hdf5_direct_free(hq_io *io)
 {
     hdf5_direct_close_output(io);
+    for (size_t i = 0; io->dir && i < io->inv.n; i++)
+        hdf5_chunk_table_free(io->dir[i].in_table);
     if (io->in_fd >= 0)
         close(io->in_fd);
     io->in_fd = -1;

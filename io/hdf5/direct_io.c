@@ -140,7 +140,8 @@ static int plan_contig(xfer *x, const hsize_t *start)
 }
 
 /* Where chunk `coord` lies: the input's chunk index, or the output's table. 0, or 1 to leave the
- * block to HDF5. */
+ * block to HDF5 (as for a large grid whose index only HDF5's per-chunk calls can read: in 1.10.8
+ * each walks the index, and the library path's own reads cost no such walk). */
 static int chunk_place(xfer *x, const chunk_walk *w, const hsize_t *coord, task *t)
 {
     if (x->writing) {
@@ -156,15 +157,17 @@ static int chunk_place(xfer *x, const chunk_walk *w, const hsize_t *coord, task 
     haddr_t addr = HADDR_UNDEF;
     hsize_t size = 0;
     unsigned mask = 0;
-    if (H5Dget_chunk_info_by_coord(x->io->in_dset[x->item], coord, &mask, &addr, &size) < 0) {
+    if (hdf5_chunk_lookup_slow(x->io, x->item))
+        return 1;
+    if (hdf5_chunk_lookup(x->io, x->item, coord, &mask, &addr, &size) < 0) {
         H5Eclear2(H5E_DEFAULT);
         return 1;
     }
     const int filtered = x->side->kind == DIRECT_FILTERED;
     if (addr == HADDR_UNDEF || size == 0 || (!filtered && size != x->chunk_bytes) ||
-        (filtered && size > 2 * x->chunk_bytes + ((uint64_t)1 << 20)))
+        (filtered && size > 2 * x->chunk_bytes + ((uint64_t)1 << 20)) || addr > UINT64_MAX - x->io->in_base)
         return 1; /* not written (HDF5 fills it), or a size no encoder made: HDF5 judges */
-    t->file_off = addr;
+    t->file_off = x->io->in_base + addr; /* HDF5's addresses start at the base address */
     t->file_len = size;
     t->mask = mask;
     return 0;

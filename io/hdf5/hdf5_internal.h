@@ -8,8 +8,9 @@
  * reserved ahead), out_map.c (the output's pixels written through a shared mapping),
  * output_layout.c (an output dataset laid out like its input), create_output.c,
  * provenance.c (the run recorded in the output), close.c; and the direct path, which moves pixel
- * bytes outside HDF5: direct.c (which datasets, their file offsets), direct_io.c (one block cut
- * into tasks), pool.c (the workers), codec.c (deflate, shuffle, byte swap).
+ * bytes outside HDF5: direct.c (which datasets, their file offsets), chunk_index.c (every
+ * chunk's address, read in one pass over the chunk index), direct_io.c (one block cut into tasks),
+ * pool.c (the workers), codec.c (deflate, shuffle, byte swap).
  *
  * struct hq_io is the state of one opened input and its output; every function here takes it from
  * the one thread that calls the backend (HDF5 1.10 is not thread-safe), except the direct path's
@@ -58,8 +59,16 @@ typedef struct hdf5_side {
     uint64_t chunk_end;     /* with chunk_addr: the end of the last chunk in the file */
 } hdf5_side;
 
+typedef struct hdf5_chunk_table hdf5_chunk_table;
+
+/* Chunk grids up to this many chunks keep HDF5's per-chunk lookups where the one-pass reader
+ * (chunk_index.c) does not apply: 1.10.8 walks the index at every call, n^2/2 steps in all. */
+#define PER_CHUNK_MAX 4096
+
 typedef struct hdf5_direct {
     hdf5_side in, out;
+    hdf5_chunk_table *in_table; /* the input's chunks (chunk_index.c), read on first use */
+    int in_table_tried;
 } hdf5_direct;
 
 /* A worker's own buffers and codec, kept from block to block. */
@@ -108,6 +117,10 @@ struct hq_io {
     hdf5_scratch *scratch; /* per thread of the pool */
     int nscratch;
     uint64_t blocks[2], direct_blocks[2]; /* [writing]: blocks moved, and how many the direct way */
+    uint64_t one_pass[2], one_pass_chunks[2]; /* [writing]: chunk indexes read in one pass, their chunks */
+    /* Where the input's and the output's HDF5 addresses start in the file (hdf5_base_addr): chunk
+     * addresses are relative to it, the direct path's pread/pwrite need them absolute. */
+    uint64_t in_base, out_base;
 };
 
 /* The chunks a block touches, walked in odometer order: each step gives the box where the block
@@ -245,6 +258,17 @@ int hdf5_direct_wanted(const hq_io *io, uint64_t item, int writing, int coll_io)
 void hdf5_out_map(hq_io *io);
 int hdf5_out_put(hq_io *io, const void *p, uint64_t n, uint64_t off);
 void hdf5_out_unmap(hq_io *io);
+
+/* chunk_index.c */
+hdf5_chunk_table *hdf5_chunk_table_read(hid_t d, int fd);
+void hdf5_chunk_table_free(hdf5_chunk_table *t);
+uint64_t hdf5_chunk_table_chunks(const hdf5_chunk_table *t);
+int hdf5_chunk_table_get(const hdf5_chunk_table *t, const hsize_t *coord, unsigned *mask, haddr_t *addr,
+                         hsize_t *size);
+uint64_t hdf5_base_addr(hid_t obj);
+herr_t hdf5_chunk_lookup(hq_io *io, uint64_t item, const hsize_t *coord, unsigned *mask, haddr_t *addr,
+                         hsize_t *size);
+int hdf5_chunk_lookup_slow(hq_io *io, uint64_t item);
 
 /* direct_io.c */
 int hdf5_direct_transfer(hq_io *io, uint64_t item, const hq_block *b, void *buf, int writing);
