@@ -255,6 +255,7 @@ void hdf5_set_threads(hq_io *io, int threads)
 {
     if (!io || threads < 1 || io->pool)
         return;
+    io->threads = threads;
     io->pool = threads > 1 ? hdf5_pool_new(threads) : NULL;
     const int n = hdf5_pool_threads(io->pool);
     hdf5_scratch *s = calloc((size_t)n, sizeof *s);

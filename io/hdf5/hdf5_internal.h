@@ -114,6 +114,7 @@ struct hq_io {
     unsigned char *omap;   /* out_map.c: [0, omap_len) of OUT.part mapped shared; NULL: pwrite */
     uint64_t omap_len;
     hdf5_pool *pool;       /* set_threads; NULL: the calling thread alone */
+    int threads;           /* set_threads: the rank's share of the node's cores; 0: not told */
     hdf5_scratch *scratch; /* per thread of the pool */
     int nscratch;
     uint64_t blocks[2], direct_blocks[2]; /* [writing]: blocks moved, and how many the direct way */
@@ -187,6 +188,7 @@ int hdf5_reserve_space(hq_io *io, uint64_t allocated, hq_err *err);
 void hdf5_release_reserve(hq_io *io);
 /* reserve_bg.c */
 int hdf5_bg_reserve_start(hq_io *io, uint64_t from, uint64_t end, int can);
+int hdf5_spare_cores(const hq_io *io, int need); /* the rank's share of the cores is `need` or more */
 int hdf5_reserve_wait(hq_io *io, uint64_t lo, uint64_t hi, hq_err *err);
 void hdf5_reserve_stop(hq_io *io);
 uint64_t hdf5_reserve_target(const hq_io *io);
