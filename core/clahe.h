@@ -82,9 +82,6 @@ static inline uint64_t hq_clahe_side_count(const hq_clahe_side *s, uint64_t t)
     return s->own_hi[t] - s->own_lo[t] + s->ext_at[t + 1] - s->ext_at[t];
 }
 
-/* One tile's LUT from its histogram (bins counters summing to area). scratch: bins counters. */
-void hq_clahe_tile_lut(const uint64_t *hist, uint32_t bins, uint64_t area, int64_t limit, uint16_t *lut,
-                       uint64_t *scratch);
 
 /* The padded position p (p < tiles * tile) of a side of n samples, as the sample it copies:
  * cv::borderInterpolate(p, n, BORDER_REFLECT_101), reflections repeated while outside. */
@@ -132,6 +129,66 @@ HQ_HD float hq_clahe_inv(uint64_t tile)
     return 1.0f / (float)tile;
 #endif
 }
+
+/* A tile's LUT (hq_clahe_tile_lut, and the GPU's device build) in pieces that both compile, so the
+ * rule is stated once. The excess cut off by the clip (clipped counts in all) is spread as batch to
+ * every bin, then one more to each of bins 0, step, 2 * step, ... (residual of them: residual < bins,
+ * so residual * step <= bins and every one of them is a bin). */
+typedef struct hq_clahe_spread {
+    uint64_t batch, residual, step;
+} hq_clahe_spread;
+
+HQ_HD hq_clahe_spread hq_clahe_spread_of(uint64_t clipped, uint32_t bins)
+{
+    hq_clahe_spread s;
+    s.batch = clipped / bins;
+    s.residual = clipped - s.batch * bins;
+    s.step = s.residual && bins / s.residual > 1 ? bins / s.residual : 1;
+    return s;
+}
+
+/* The first bin >= v that the residual reaches; UINT64_MAX: none. */
+HQ_HD uint64_t hq_clahe_spread_from(hq_clahe_spread s, uint64_t v)
+{
+    const uint64_t k = (v + s.step - 1) / s.step;
+    return k < s.residual ? k * s.step : UINT64_MAX;
+}
+
+/* Bin v's count c after the clip (limit <= 0: none) and the spread of the excess. *next: the first
+ * residual bin >= v (hq_clahe_spread_from), moved past v when it is v: bins taken in rising order
+ * need no division each. */
+HQ_HD uint64_t hq_clahe_bin_count(uint64_t c, int64_t limit, hq_clahe_spread s, uint64_t v, uint64_t *next)
+{
+    if (limit <= 0)
+        return c;
+    uint64_t n = (c > (uint64_t)limit ? (uint64_t)limit : c) + s.batch;
+    if (v == *next) {
+        n++;
+        *next = *next + s.step < s.residual * s.step ? *next + s.step : UINT64_MAX;
+    }
+    return n;
+}
+
+/* lut_scale = (float)(bins - 1) / (float)area. */
+HQ_HD float hq_clahe_lut_scale(uint32_t bins, uint64_t area)
+{
+#ifdef __CUDA_ARCH__
+    return __fdiv_rn((float)(bins - 1), (float)area);
+#else
+    return (float)(bins - 1) / (float)area;
+#endif
+}
+
+/* The LUT entry of a cumulative count: saturate(round_half_even((float)cumsum * lut_scale)). */
+HQ_HD uint16_t hq_clahe_lut_entry(uint64_t cumsum, float scale, uint32_t maxv)
+{
+    const int64_t o = hq_clahe_round(HQ_FMUL((float)cumsum, scale));
+    return (uint16_t)(o < 0 ? 0 : o > (int64_t)maxv ? maxv : o);
+}
+
+/* One tile's LUT from its histogram (bins counters summing to area). scratch: bins counters. */
+void hq_clahe_tile_lut(const uint64_t *hist, uint32_t bins, uint64_t area, int64_t limit, uint16_t *lut,
+                       uint64_t *scratch);
 
 /* The two tiles a row (or column) blends and their weights: w1 of tile t1, w2 of tile t2. */
 typedef struct hq_clahe_w {
