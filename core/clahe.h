@@ -108,10 +108,15 @@ HQ_HD uint64_t hq_clahe_reflect(uint64_t p, uint64_t n)
 #define HQ_FSUB(a, b) ((float)(a) - (float)(b))
 #endif
 
-/* cvRound on a float in the default rounding mode: nearest, ties to even. v >= 0 here. */
+/* cvRound on a float in the default rounding mode: nearest, ties to even. v >= 0 here. On the
+ * device, below 2^23 the sum v + 2^23 has an ulp of 1, so that single round-to-nearest-even add
+ * rounds v exactly as cvRound does and its bits hold the integer: no trip through the conversion
+ * unit (a quarter of the arithmetic rate), which bounded the remap. */
 HQ_HD int64_t hq_clahe_round(float v)
 {
 #if defined(__CUDA_ARCH__)
+    if (v >= 0.0f && v < 8388608.0f)
+        return (int64_t)(__float_as_uint(__fadd_rn(v, 8388608.0f)) - 0x4B000000u);
     return (int64_t)__float2ll_rn(v);
 #elif defined(HQ_CLAHE_SSE)
     return v < 2147483648.0f ? (int64_t)_mm_cvtss_si32(_mm_set_ss(v)) : (int64_t)nearbyintf(v);
@@ -210,15 +215,23 @@ HQ_HD hq_clahe_w hq_clahe_weight(uint64_t pos, float inv, uint64_t tiles)
     return w;
 }
 
-/* The blend of four LUT entries: l11 = tile (y1, x1), l12 = (y1, x2), l21 = (y2, x1), l22 = (y2, x2). */
-HQ_HD uint32_t hq_clahe_blend(uint32_t l11, uint32_t l12, uint32_t l21, uint32_t l22, hq_clahe_w wx, hq_clahe_w wy,
-                              uint32_t maxv)
+/* The blend of four LUT entries as floats (each exactly its integer entry): l11 = tile (y1, x1),
+ * l12 = (y1, x2), l21 = (y2, x1), l22 = (y2, x2). */
+HQ_HD uint32_t hq_clahe_blend_f(float l11, float l12, float l21, float l22, hq_clahe_w wx, hq_clahe_w wy,
+                                uint32_t maxv)
 {
-    const float top = HQ_FADD(HQ_FMUL((float)l11, wx.w1), HQ_FMUL((float)l12, wx.w2));
-    const float bot = HQ_FADD(HQ_FMUL((float)l21, wx.w1), HQ_FMUL((float)l22, wx.w2));
+    const float top = HQ_FADD(HQ_FMUL(l11, wx.w1), HQ_FMUL(l12, wx.w2));
+    const float bot = HQ_FADD(HQ_FMUL(l21, wx.w1), HQ_FMUL(l22, wx.w2));
     const float res = HQ_FADD(HQ_FMUL(top, wy.w1), HQ_FMUL(bot, wy.w2));
     const int64_t o = hq_clahe_round(res);
     return o < 0 ? 0u : o > (int64_t)maxv ? maxv : (uint32_t)o;
+}
+
+/* The blend of four LUT entries (as hq_clahe_blend_f). */
+HQ_HD uint32_t hq_clahe_blend(uint32_t l11, uint32_t l12, uint32_t l21, uint32_t l22, hq_clahe_w wx, hq_clahe_w wy,
+                              uint32_t maxv)
+{
+    return hq_clahe_blend_f((float)l11, (float)l12, (float)l21, (float)l22, wx, wy, maxv);
 }
 
 /* The level CLAHE equalizes in histogram h of a pixel (channels c[0..2], or c[0] for gray), as the

@@ -2,16 +2,24 @@
  * gpu/gpu_clahe.cu (the engine) and bench/clahe_gpu_bench.cu (device-resident timing). Internal
  * linkage: each includer gets its own copy.
  *
- * Histograms: one CUDA block per work item (rows of one tile), u32 counters in shared memory,
- * folded into the tile's u64 histogram once per item. A tile's histograms that fit kSharedCounters
- * counters are held whole; larger ones (16-bit: 65,536 bins a histogram) are split into windows of
- * kWindow counters (128 KiB), grid y = window: every block of an item reads the item's pixels (the
- * second read hits L2) and counts those in its window, so no pixel costs a device-wide atomic. A
- * warp whose active lanes all hold one value (flat backgrounds) adds once.
- * Remap, gray: one CUDA block per group of rows that blend the same two tile rows; pixels travel as
- * 16-byte vectors with scalar heads and tails per row; 8-bit holds the LUTs of its two tile rows
- * (the four LUTs of every pixel among them) in shared memory as bytes. Other modes: one pixel a
- * thread through the read-only cache. Every per-pixel result is core/clahe.h's. */
+ * Histograms of gray images: each tile's own rectangle (the piece's samples of the tile, rows and
+ * columns contiguous) in units of at most kUnitPixels, a persistent grid whose blocks each take a
+ * contiguous run of units; 16-byte row loads, several rows in flight, no division or table lookup
+ * a pixel. Up to 256 bins every lane counts in its own u16 halves (no bank or counter shared, so
+ * shared-memory atomics never collide); more bins (16-bit) count in one packed u16-pair histogram
+ * a block (128 KiB for 65,536 bins). Both fold into the tile's u64 counters when the tile changes
+ * or a half could overflow. The reflected entries (padding, only at the image's bottom and right)
+ * and the other modes go through the generic kernels: one CUDA block per work item (rows of one
+ * tile by a run of its columns), u32 counters in shared memory, whole or by windows of kWindow
+ * counters (grid y = window), a warp of one value adding once.
+ * LUTs: k_clahe_luts builds every tile's LUT from its histogram on the device with core/clahe.h's
+ * pieces of hq_clahe_tile_lut (bit for bit).
+ * Remap, gray, rows on 16-byte boundaries: a thread keeps its columns' weights over its rows; 8-bit
+ * reads a pixel's four LUT entries as one word of cells staged in shared memory, 16-bit as one
+ * 8-byte gather from cells built on the device ({l11, l12, l21, l22} per level and pair of tile
+ * pairs). Other gray pieces: one CUDA block per group of rows blending the same two tile rows,
+ * 16-byte vectors with scalar heads and tails (8-bit LUTs as bytes in shared memory). Other modes:
+ * one pixel a thread through the read-only cache. Every per-pixel result is core/clahe.h's. */
 #ifndef HQ_GPU_CLAHE_KERNELS_CUH
 #define HQ_GPU_CLAHE_KERNELS_CUH
 
@@ -264,41 +272,55 @@ __global__ void __launch_bounds__(kThreads)
 
 /* ---- Gray histograms of each tile's own rectangle (no division, no lookup per pixel). ---- */
 
-/* f(sample) for the n samples at p, lane of L: scalars up to the first 16-byte boundary and after the
- * last, 16-byte vectors between (two in flight a lane). */
-template <typename T, typename F>
-__device__ __forceinline__ void row_each(const T *p, uint64_t n, uint32_t lane, uint32_t L, F f)
+/* f(sample) for every sample of unit un that thread (tx, ty) of an L x BY block takes: rows ty, ty +
+ * BY, ... and in each the 16-byte vectors tx, tx + L, ... between scalar heads and tails (rows
+ * need not start on a boundary). U rows at a time, their vectors loaded before any is counted, so
+ * that each thread keeps several loads in flight. */
+template <uint32_t U, typename T, typename F>
+__device__ __forceinline__ void unit_each(const T *d, uint64_t cols, const Unit &un, uint32_t tx, uint32_t L,
+                                          uint32_t ty, uint32_t BY, F f)
 {
     constexpr uint32_t V = 16 / sizeof(T);
     union Vec {
         uint4 u;
         T t[V];
     };
-    const uint64_t mis = ((uintptr_t)p / sizeof(T)) % V;
-    const uint64_t head = mis ? (V - mis < n ? V - mis : n) : 0;
-    const uint64_t nvec = (n - head) / V, tail = head + nvec * V;
-    const uint4 *vp = reinterpret_cast<const uint4 *>(p + head);
-    uint64_t k = lane;
-    for (; k + L < nvec; k += 2 * L) {
-        Vec a, b;
-        a.u = __ldg(vp + k);
-        b.u = __ldg(vp + k + L);
+    const uint64_t n = un.c_hi - un.c_lo;
+    for (uint64_t r = un.r_lo + ty; r < un.r_hi; r += U * BY) {
+        const T *p[U];
+        uint64_t head[U], nvec[U], most = 0;
 #pragma unroll
-        for (uint32_t e = 0; e < V; e++)
-            f(a.t[e]);
+        for (uint32_t u = 0; u < U; u++) {
+            const uint64_t rr = r + u * BY;
+            p[u] = d + (rr < un.r_hi ? rr : r) * cols + un.c_lo;
+            const uint64_t mis = ((uintptr_t)p[u] / sizeof(T)) % V;
+            head[u] = rr < un.r_hi ? (mis ? (V - mis < n ? V - mis : n) : 0) : 0;
+            nvec[u] = rr < un.r_hi ? (n - head[u]) / V : 0;
+            most = nvec[u] > most ? nvec[u] : most;
+        }
+        for (uint64_t k = tx; k < most; k += L) {
+            Vec a[U];
 #pragma unroll
-        for (uint32_t e = 0; e < V; e++)
-            f(b.t[e]);
+            for (uint32_t u = 0; u < U; u++)
+                if (k < nvec[u])
+                    a[u].u = __ldg(reinterpret_cast<const uint4 *>(p[u] + head[u]) + k);
+#pragma unroll
+            for (uint32_t u = 0; u < U; u++)
+                if (k < nvec[u]) {
+#pragma unroll
+                    for (uint32_t e = 0; e < V; e++)
+                        f(a[u].t[e]);
+                }
+        }
+#pragma unroll
+        for (uint32_t u = 0; u < U; u++) {
+            if (r + u * BY >= un.r_hi)
+                break;
+            const uint64_t tail = head[u] + nvec[u] * V;
+            for (uint64_t q = tx; q < head[u] + (n - tail); q += L)
+                f(p[u][q < head[u] ? q : tail + (q - head[u])]);
+        }
     }
-    if (k < nvec) {
-        Vec a;
-        a.u = __ldg(vp + k);
-#pragma unroll
-        for (uint32_t e = 0; e < V; e++)
-            f(a.t[e]);
-    }
-    for (uint64_t q = lane; q < head + (n - tail); q += L)
-        f(p[q < head ? q : tail + (q - head)]);
 }
 
 /* The units of block blockIdx.x: a contiguous run, so that its tiles change rarely. */
@@ -333,11 +355,10 @@ __global__ void __launch_bounds__(kLaneThreads)
         const Unit un = units[u];
         const uint64_t n = un.c_hi - un.c_lo, rows_each = (un.r_hi - un.r_lo + BY - 1) / BY;
         const uint64_t bound = rows_each * (((n / V + L - 1) / L) * V + (2 * V + L - 1) / L);
-        for (uint64_t r = un.r_lo + threadIdx.y; r < un.r_hi; r += BY)
-            row_each(d + r * cols + un.c_lo, n, threadIdx.x, L, [&](uint32_t x) {
-                const uint32_t v = hq_clahe_key(&x, 1, HQ_COLOR_LUMA, 0, maxv);
-                atomicAdd(mine + (v >> 1) * 32, 1u << ((v & 1) * 16));
-            });
+        unit_each<4>(d, cols, un, threadIdx.x, L, threadIdx.y, BY, [&](uint32_t x) {
+            const uint32_t v = hq_clahe_key(&x, 1, HQ_COLOR_LUMA, 0, maxv);
+            atomicAdd(mine + (v >> 1) * 32, 1u << ((v & 1) * 16));
+        });
         acc += (uint32_t)(bound < 65536 ? bound : 65536);
         /* Fold at the run's end, at a change of tile, or before the next unit could overflow. */
         bool fold = u + 1 == u1 || units[u + 1].tile != un.tile;
@@ -400,21 +421,20 @@ __global__ void __launch_bounds__(kPackedThreads)
     for (uint32_t u = u0; u < u1; u++) {
         const Unit un = units[u];
         const uint64_t n = un.c_hi - un.c_lo;
-        for (uint64_t r = un.r_lo + threadIdx.y; r < un.r_hi; r += BY)
-            row_each(d + r * cols + un.c_lo, n, threadIdx.x, L, [&](uint32_t x) {
-                const uint32_t v = hq_clahe_key(&x, 1, HQ_COLOR_LUMA, 0, maxv);
-                vlo = v < vlo ? v : vlo;
-                vhi = v > vhi ? v : vhi;
-                const unsigned mask = __activemask();
-                const int first = __ffs(mask) - 1;
-                const uint32_t v0 = __shfl_sync(mask, v, first);
-                if (__all_sync(mask, v == v0)) {
-                    if ((int)(threadIdx.x & 31) == first)
-                        atomicAdd(&sh[v >> 1], (uint32_t)__popc(mask) << ((v & 1) * 16));
-                } else {
-                    atomicAdd(&sh[v >> 1], 1u << ((v & 1) * 16));
-                }
-            });
+        unit_each<2>(d, cols, un, threadIdx.x, L, threadIdx.y, BY, [&](uint32_t x) {
+            const uint32_t v = hq_clahe_key(&x, 1, HQ_COLOR_LUMA, 0, maxv);
+            vlo = v < vlo ? v : vlo;
+            vhi = v > vhi ? v : vhi;
+            const unsigned mask = __activemask();
+            const int first = __ffs(mask) - 1;
+            const uint32_t v0 = __shfl_sync(mask, v, first);
+            if (__all_sync(mask, v == v0)) {
+                if ((int)(threadIdx.x & 31) == first)
+                    atomicAdd(&sh[v >> 1], (uint32_t)__popc(mask) << ((v & 1) * 16));
+            } else {
+                atomicAdd(&sh[v >> 1], 1u << ((v & 1) * 16));
+            }
+        });
         acc += (uint32_t)((un.r_hi - un.r_lo) * n);
         const bool last = u + 1 == u1 || units[u + 1].tile != un.tile;
         const uint32_t next = last ? 0 : (uint32_t)((units[u + 1].r_hi - units[u + 1].r_lo) *
@@ -560,12 +580,23 @@ __device__ __forceinline__ uint32_t pair_hi(uint32_t p, uint64_t tiles)
     return p < tiles ? p : (uint32_t)tiles - 1;
 }
 
+/* The float of x < 2^23, exactly (float)x, without the conversion unit: 2^23 + x as bits, less 2^23.
+ * w: x's bits already in the low bytes of 0x4B000000 (a byte_perm of the cell). */
+__device__ __forceinline__ float small_f(uint32_t w)
+{
+    return __fsub_rn(__uint_as_float(w), 8388608.0f);
+}
+
+/* Rows a thread blends at a time in the aligned gray remaps: their loads go out together. */
+constexpr uint32_t kRemapU = 4;
+
 /* 8-bit gray (bins <= 256), rows 16-byte aligned. Block: kRemapBX vectors of 16 columns (a strip) by
  * kRemapBY rows, over row group groups[blockIdx.y] (one tile-row pair). The strip's cells, the four
  * LUT bytes of a level for one column pair {l11, l12, l21, l22} in a word, sit in shared memory
  * (pairs p0 .. of the strip, bins words each): one load a pixel. A thread's 16 columns keep their
- * weights (hq_clahe_weight, the same values the per-pixel form computes) over all its rows. */
-__global__ void __launch_bounds__(kRemapBX *kRemapBY)
+ * weights (hq_clahe_weight, the same values the per-pixel form computes) over all its rows; the
+ * blend is hq_clahe_blend_f on the entries' exact floats. */
+__global__ void __launch_bounds__(kRemapBX *kRemapBY, 2)
     k_clahe_remap8(uint8_t *d, uint64_t cols, uint64_t r0, uint64_t c0, float inv_h, float inv_w, uint64_t tiles_y,
                    uint64_t tiles_x, const uint16_t *__restrict__ lut, uint32_t ty0, uint32_t tx0, uint32_t ntx,
                    uint32_t bins, const RowGroup *__restrict__ groups)
@@ -597,23 +628,34 @@ __global__ void __launch_bounds__(kRemapBX *kRemapBY)
         off[e] = (pair_of(wx, tiles_x) - p0) * bins;
     }
     const uint32_t maxv = bins - 1;
-    for (uint64_t i = gr.lo + threadIdx.y; i < gr.hi; i += kRemapBY) {
-        const hq_clahe_w wy = hq_clahe_weight(r0 + i, inv_h, tiles_y);
-        uint4 *vp = reinterpret_cast<uint4 *>(d + i * cols + j);
-        union {
-            uint4 u;
-            uint8_t t[16];
-        } p;
-        p.u = *vp;
+    union Px {
+        uint4 u;
+        uint8_t t[16];
+    };
+    for (uint64_t i = gr.lo + threadIdx.y; i < gr.hi; i += kRemapU * kRemapBY) {
+        Px p[kRemapU];
 #pragma unroll
-        for (uint32_t e = 0; e < 16; e++) {
-            const uint32_t c = cell[off[e] + hq_bin(p.t[e], maxv)];
-            hq_clahe_w wx;
-            wx.w1 = w1[e];
-            wx.w2 = w2[e];
-            p.t[e] = (uint8_t)hq_clahe_blend(c & 0xff, (c >> 8) & 0xff, (c >> 16) & 0xff, c >> 24, wx, wy, maxv);
+        for (uint32_t u = 0; u < kRemapU; u++)
+            if (i + u * kRemapBY < gr.hi)
+                p[u].u = *reinterpret_cast<const uint4 *>(d + (i + u * kRemapBY) * cols + j);
+#pragma unroll
+        for (uint32_t u = 0; u < kRemapU; u++) {
+            if (i + u * kRemapBY >= gr.hi)
+                break;
+            const hq_clahe_w wy = hq_clahe_weight(r0 + i + u * kRemapBY, inv_h, tiles_y);
+#pragma unroll
+            for (uint32_t e = 0; e < 16; e++) {
+                const uint32_t c = cell[off[e] + hq_bin(p[u].t[e], maxv)];
+                hq_clahe_w wx;
+                wx.w1 = w1[e];
+                wx.w2 = w2[e];
+                p[u].t[e] = (uint8_t)hq_clahe_blend_f(
+                    small_f(__byte_perm(c, 0x4B000000u, 0x7540)), small_f(__byte_perm(c, 0x4B000000u, 0x7541)),
+                    small_f(__byte_perm(c, 0x4B000000u, 0x7542)), small_f(__byte_perm(c, 0x4B000000u, 0x7543)), wx, wy,
+                    maxv);
+            }
+            *reinterpret_cast<uint4 *>(d + (i + u * kRemapBY) * cols + j) = p[u].u;
         }
-        *vp = p.u;
     }
 }
 
@@ -658,23 +700,43 @@ __global__ void __launch_bounds__(kRemapBX *kRemapBY)
     const uint32_t maxv = bins - 1;
     const hq_clahe_w wg = hq_clahe_weight(r0 + gr.lo, inv_h, tiles_y);
     const uint2 *row_cells = cells + (uint64_t)(pair_of(wg, tiles_y) - py0) * npx * bins;
-    for (uint64_t i = gr.lo + threadIdx.y; i < gr.hi; i += kRemapBY) {
-        const hq_clahe_w wy = hq_clahe_weight(r0 + i, inv_h, tiles_y);
-        uint4 *vp = reinterpret_cast<uint4 *>(d + i * cols + j);
-        union {
-            uint4 u;
-            uint16_t t[8];
-        } p;
-        p.u = *vp;
+    union Px {
+        uint4 u;
+        uint16_t t[8];
+    };
+    constexpr uint32_t U = 2;
+    for (uint64_t i = gr.lo + threadIdx.y; i < gr.hi; i += U * kRemapBY) {
+        Px p[U];
+        uint2 c[U][8];
 #pragma unroll
-        for (uint32_t e = 0; e < 8; e++) {
-            const uint2 c = __ldg(row_cells + off[e] + hq_bin(p.t[e], maxv));
-            hq_clahe_w wx;
-            wx.w1 = w1[e];
-            wx.w2 = w2[e];
-            p.t[e] = (uint16_t)hq_clahe_blend(c.x & 0xffff, c.x >> 16, c.y & 0xffff, c.y >> 16, wx, wy, maxv);
+        for (uint32_t u = 0; u < U; u++)
+            if (i + u * kRemapBY < gr.hi)
+                p[u].u = *reinterpret_cast<const uint4 *>(d + (i + u * kRemapBY) * cols + j);
+#pragma unroll
+        for (uint32_t u = 0; u < U; u++)
+            if (i + u * kRemapBY < gr.hi) {
+#pragma unroll
+                for (uint32_t e = 0; e < 8; e++)
+                    c[u][e] = __ldg(row_cells + off[e] + hq_bin(p[u].t[e], maxv));
+            }
+#pragma unroll
+        for (uint32_t u = 0; u < U; u++) {
+            if (i + u * kRemapBY >= gr.hi)
+                break;
+            const hq_clahe_w wy = hq_clahe_weight(r0 + i + u * kRemapBY, inv_h, tiles_y);
+#pragma unroll
+            for (uint32_t e = 0; e < 8; e++) {
+                hq_clahe_w wx;
+                wx.w1 = w1[e];
+                wx.w2 = w2[e];
+                const uint2 q = c[u][e];
+                p[u].t[e] = (uint16_t)hq_clahe_blend_f(
+                    small_f(__byte_perm(q.x, 0x4B000000u, 0x7410)), small_f(__byte_perm(q.x, 0x4B000000u, 0x7432)),
+                    small_f(__byte_perm(q.y, 0x4B000000u, 0x7410)), small_f(__byte_perm(q.y, 0x4B000000u, 0x7432)), wx,
+                    wy, maxv);
+            }
+            *reinterpret_cast<uint4 *>(d + (i + u * kRemapBY) * cols + j) = p[u].u;
         }
-        *vp = p.u;
     }
 }
 

@@ -245,7 +245,8 @@ static int clahe_case(hq_engine *cpu, hq_engine *gpu, const hq_mode *m, uint64_t
         fill(img, h * w, m, pat);
     for (uint64_t i = 0; ok && i < len; i++)
         hc[i] = hg[i] = i * 7919; /* poisoned: the engines must add (+=) */
-    const uint64_t rs[3] = {0, split ? h / 3 + 1 : h, h}, cs[3] = {0, split ? w / 2 - 1 : w, w};
+    /* Pieces of uneven sizes; an image of one or two columns is split by rows only. */
+    const uint64_t rs[3] = {0, split ? h / 3 + 1 : h, h}, cs[3] = {0, split && w > 2 ? w / 2 - 1 : w, w};
     hq_err err = {{0}};
     for (int pass = 0; ok && pass < 2; pass++) {
         for (int a = 0; ok && a < 2; a++)
