@@ -203,9 +203,23 @@ typedef struct hq_clahe_w {
 
 HQ_HD hq_clahe_w hq_clahe_weight(uint64_t pos, float inv, uint64_t tiles)
 {
-    const float tf = HQ_FSUB(HQ_FMUL((float)pos, inv), 0.5f);
-    int64_t t1 = (int64_t)tf; /* cvFloor */
-    t1 -= (float)t1 > tf;
+    float tf;
+    int64_t t1;
+#ifdef __CUDA_ARCH__
+    /* The device converts 64-bit integers at a quarter of the 32-bit rate: below 2^31, (float)pos,
+     * the truncation of tf (> -1, at most tiles) and (float)t1 are the same numbers in 32 bits. */
+    if (pos < 0x80000000u) {
+        tf = HQ_FSUB(HQ_FMUL((float)(uint32_t)pos, inv), 0.5f);
+        int32_t t = (int32_t)tf; /* cvFloor */
+        t -= (float)t > tf;
+        t1 = t;
+    } else
+#endif
+    {
+        tf = HQ_FSUB(HQ_FMUL((float)pos, inv), 0.5f);
+        t1 = (int64_t)tf; /* cvFloor */
+        t1 -= (float)t1 > tf;
+    }
     const float a = HQ_FSUB(tf, (float)t1);
     hq_clahe_w w;
     w.w2 = a;

@@ -353,18 +353,19 @@ __global__ void __launch_bounds__(kLaneThreads)
     uint32_t acc = 0; /* the most any one lane may have counted since the last fold */
     for (uint32_t u = u0; u < u1; u++) {
         const Unit un = units[u];
-        const uint64_t n = un.c_hi - un.c_lo, rows_each = (un.r_hi - un.r_lo + BY - 1) / BY;
-        const uint64_t bound = rows_each * (((n / V + L - 1) / L) * V + (2 * V + L - 1) / L);
+        /* Units hold < 2^16 pixels: 32-bit arithmetic (64-bit division is slow on the device). */
+        const uint32_t n = (uint32_t)(un.c_hi - un.c_lo), rows_each = ((uint32_t)(un.r_hi - un.r_lo) + BY - 1) / BY;
+        const uint32_t bound = rows_each * (((n / V + L - 1) / L) * V + (2 * V + L - 1) / L);
         unit_each<4>(d, cols, un, threadIdx.x, L, threadIdx.y, BY, [&](uint32_t x) {
             const uint32_t v = hq_clahe_key(&x, 1, HQ_COLOR_LUMA, 0, maxv);
             atomicAdd(mine + (v >> 1) * 32, 1u << ((v & 1) * 16));
         });
-        acc += (uint32_t)(bound < 65536 ? bound : 65536);
+        acc += bound;
         /* Fold at the run's end, at a change of tile, or before the next unit could overflow. */
         bool fold = u + 1 == u1 || units[u + 1].tile != un.tile;
         if (!fold) {
             const Unit nx = units[u + 1];
-            const uint64_t nn = nx.c_hi - nx.c_lo, nre = (nx.r_hi - nx.r_lo + BY - 1) / BY;
+            const uint32_t nn = (uint32_t)(nx.c_hi - nx.c_lo), nre = ((uint32_t)(nx.r_hi - nx.r_lo) + BY - 1) / BY;
             fold = acc + nre * (((nn / V + L - 1) / L) * V + (2 * V + L - 1) / L) > 65535;
         }
         if (!fold)
