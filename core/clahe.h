@@ -108,20 +108,27 @@ HQ_HD uint64_t hq_clahe_reflect(uint64_t p, uint64_t n)
 #define HQ_FSUB(a, b) ((float)(a) - (float)(b))
 #endif
 
-/* cvRound on a float in the default rounding mode: nearest, ties to even. v >= 0 here. On the
- * device, below 2^23 the sum v + 2^23 has an ulp of 1, so that single round-to-nearest-even add
- * rounds v exactly as cvRound does and its bits hold the integer: no trip through the conversion
- * unit (a quarter of the arithmetic rate), which bounded the remap. */
+/* cvRound on a float in the default rounding mode: nearest, ties to even. v >= 0 here. */
 HQ_HD int64_t hq_clahe_round(float v)
 {
 #if defined(__CUDA_ARCH__)
-    if (v >= 0.0f && v < 8388608.0f)
-        return (int64_t)(__float_as_uint(__fadd_rn(v, 8388608.0f)) - 0x4B000000u);
     return (int64_t)__float2ll_rn(v);
 #elif defined(HQ_CLAHE_SSE)
     return v < 2147483648.0f ? (int64_t)_mm_cvtss_si32(_mm_set_ss(v)) : (int64_t)nearbyintf(v);
 #else
     return (int64_t)nearbyintf(v);
+#endif
+}
+
+/* hq_clahe_round of v in [0, 2^23). On the device the sum v + 2^23 has an ulp of 1 there, so that
+ * one round-to-nearest-even add rounds v exactly as cvRound does and its bits hold the integer:
+ * no trip through the conversion unit (a quarter of the arithmetic rate) nor a branch. */
+HQ_HD uint32_t hq_clahe_round_small(float v)
+{
+#if defined(__CUDA_ARCH__)
+    return __float_as_uint(__fadd_rn(v, 8388608.0f)) - 0x4B000000u;
+#else
+    return (uint32_t)hq_clahe_round(v);
 #endif
 }
 
@@ -237,8 +244,10 @@ HQ_HD uint32_t hq_clahe_blend_f(float l11, float l12, float l21, float l22, hq_c
     const float top = HQ_FADD(HQ_FMUL(l11, wx.w1), HQ_FMUL(l12, wx.w2));
     const float bot = HQ_FADD(HQ_FMUL(l21, wx.w1), HQ_FMUL(l22, wx.w2));
     const float res = HQ_FADD(HQ_FMUL(top, wy.w1), HQ_FMUL(bot, wy.w2));
-    const int64_t o = hq_clahe_round(res);
-    return o < 0 ? 0u : o > (int64_t)maxv ? maxv : (uint32_t)o;
+    /* 0 <= res: entries and weights are >= 0 (a = tf - floor(tf) in [0, 1)); res < 2^17: entries
+     * are at most 65535 and each pair of weights sums to 1 within a few ulps. */
+    const uint32_t o = hq_clahe_round_small(res);
+    return o > maxv ? maxv : o;
 }
 
 /* The blend of four LUT entries (as hq_clahe_blend_f). */

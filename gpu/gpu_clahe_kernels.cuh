@@ -334,8 +334,9 @@ __device__ __forceinline__ void unit_run(uint32_t nunits, uint32_t *u0, uint32_t
  * (v / 2) * 32 + lane of its warp's bins * 16 words: lanes never share a bank nor a counter, so the
  * shared-memory atomics never conflict (smooth images put the lanes of a warp on few levels). A
  * half holds 65,535: the block folds into the tile's u64 counters before any lane could count more
- * (a bound from the unit's shape), and when the tile changes. */
-template <typename T>
+ * (a bound from the unit's shape), and when the tile changes. RMW: plain increments instead of
+ * the shared-memory atomics (a lane's counters are its own either way; the bench times both). */
+template <typename T, bool RMW = false>
 __global__ void __launch_bounds__(kLaneThreads)
     k_clahe_hist_lane(const T *__restrict__ d, uint64_t cols, const Unit *__restrict__ units, uint32_t nunits,
                       uint32_t bins, uint32_t maxv, unsigned long long *hist)
@@ -358,7 +359,10 @@ __global__ void __launch_bounds__(kLaneThreads)
         const uint32_t bound = rows_each * (((n / V + L - 1) / L) * V + (2 * V + L - 1) / L);
         unit_each<4>(d, cols, un, threadIdx.x, L, threadIdx.y, BY, [&](uint32_t x) {
             const uint32_t v = hq_clahe_key(&x, 1, HQ_COLOR_LUMA, 0, maxv);
-            atomicAdd(mine + (v >> 1) * 32, 1u << ((v & 1) * 16));
+            if (RMW)
+                mine[(v >> 1) * 32] += 1u << ((v & 1) * 16);
+            else
+                atomicAdd(mine + (v >> 1) * 32, 1u << ((v & 1) * 16));
         });
         acc += bound;
         /* Fold at the run's end, at a change of tile, or before the next unit could overflow. */
