@@ -36,35 +36,17 @@ int64_t hq_clahe_clip_limit(double clip, uint64_t area, uint32_t bins)
 void hq_clahe_tile_lut(const uint64_t *hist, uint32_t bins, uint64_t area, int64_t limit, uint16_t *lut,
                        uint64_t *scratch)
 {
-    const uint64_t *h = hist;
-    if (limit > 0) {
-        uint64_t clipped = 0;
-        for (uint32_t v = 0; v < bins; v++) {
-            uint64_t c = hist[v];
-            if (c > (uint64_t)limit) {
-                clipped += c - (uint64_t)limit;
-                c = (uint64_t)limit;
-            }
-            scratch[v] = c;
-        }
-        const uint64_t batch = clipped / bins;
-        uint64_t residual = clipped - batch * bins;
+    (void)scratch; /* the spread is a formula of the bin (hq_clahe_bin_count): nothing to hold */
+    uint64_t clipped = 0;
+    if (limit > 0)
         for (uint32_t v = 0; v < bins; v++)
-            scratch[v] += batch;
-        if (residual) {
-            const uint64_t step = bins / residual > 1 ? bins / residual : 1;
-            for (uint64_t v = 0; v < bins && residual > 0; v += step, residual--)
-                scratch[v]++;
-        }
-        h = scratch;
-    }
-    const float scale = (float)(bins - 1) / (float)area;
-    const uint32_t maxv = bins - 1;
-    uint64_t sum = 0;
+            clipped += hist[v] > (uint64_t)limit ? hist[v] - (uint64_t)limit : 0;
+    const hq_clahe_spread s = hq_clahe_spread_of(clipped, bins);
+    const float scale = hq_clahe_lut_scale(bins, area);
+    uint64_t sum = 0, next = hq_clahe_spread_from(s, 0);
     for (uint32_t v = 0; v < bins; v++) {
-        sum += h[v];
-        const int64_t o = hq_clahe_round((float)sum * scale);
-        lut[v] = (uint16_t)(o < 0 ? 0 : o > (int64_t)maxv ? maxv : o);
+        sum += hq_clahe_bin_count(hist[v], limit, s, v, &next);
+        lut[v] = hq_clahe_lut_entry(sum, scale, bins - 1);
     }
 }
 

@@ -82,9 +82,6 @@ static inline uint64_t hq_clahe_side_count(const hq_clahe_side *s, uint64_t t)
     return s->own_hi[t] - s->own_lo[t] + s->ext_at[t + 1] - s->ext_at[t];
 }
 
-/* One tile's LUT from its histogram (bins counters summing to area). scratch: bins counters. */
-void hq_clahe_tile_lut(const uint64_t *hist, uint32_t bins, uint64_t area, int64_t limit, uint16_t *lut,
-                       uint64_t *scratch);
 
 /* The padded position p (p < tiles * tile) of a side of n samples, as the sample it copies:
  * cv::borderInterpolate(p, n, BORDER_REFLECT_101), reflections repeated while outside. */
@@ -123,6 +120,18 @@ HQ_HD int64_t hq_clahe_round(float v)
 #endif
 }
 
+/* hq_clahe_round of v in [0, 2^23). On the device the sum v + 2^23 has an ulp of 1 there, so that
+ * one round-to-nearest-even add rounds v exactly as cvRound does and its bits hold the integer:
+ * no trip through the conversion unit (a quarter of the arithmetic rate) nor a branch. */
+HQ_HD uint32_t hq_clahe_round_small(float v)
+{
+#if defined(__CUDA_ARCH__)
+    return __float_as_uint(__fadd_rn(v, 8388608.0f)) - 0x4B000000u;
+#else
+    return (uint32_t)hq_clahe_round(v);
+#endif
+}
+
 /* 1.0f / tile: OpenCV's inv_tw, inv_th. */
 HQ_HD float hq_clahe_inv(uint64_t tile)
 {
@@ -133,6 +142,66 @@ HQ_HD float hq_clahe_inv(uint64_t tile)
 #endif
 }
 
+/* A tile's LUT (hq_clahe_tile_lut, and the GPU's device build) in pieces that both compile, so the
+ * rule is stated once. The excess cut off by the clip (clipped counts in all) is spread as batch to
+ * every bin, then one more to each of bins 0, step, 2 * step, ... (residual of them: residual < bins,
+ * so residual * step <= bins and every one of them is a bin). */
+typedef struct hq_clahe_spread {
+    uint64_t batch, residual, step;
+} hq_clahe_spread;
+
+HQ_HD hq_clahe_spread hq_clahe_spread_of(uint64_t clipped, uint32_t bins)
+{
+    hq_clahe_spread s;
+    s.batch = clipped / bins;
+    s.residual = clipped - s.batch * bins;
+    s.step = s.residual && bins / s.residual > 1 ? bins / s.residual : 1;
+    return s;
+}
+
+/* The first bin >= v that the residual reaches; UINT64_MAX: none. */
+HQ_HD uint64_t hq_clahe_spread_from(hq_clahe_spread s, uint64_t v)
+{
+    const uint64_t k = (v + s.step - 1) / s.step;
+    return k < s.residual ? k * s.step : UINT64_MAX;
+}
+
+/* Bin v's count c after the clip (limit <= 0: none) and the spread of the excess. *next: the first
+ * residual bin >= v (hq_clahe_spread_from), moved past v when it is v: bins taken in rising order
+ * need no division each. */
+HQ_HD uint64_t hq_clahe_bin_count(uint64_t c, int64_t limit, hq_clahe_spread s, uint64_t v, uint64_t *next)
+{
+    if (limit <= 0)
+        return c;
+    uint64_t n = (c > (uint64_t)limit ? (uint64_t)limit : c) + s.batch;
+    if (v == *next) {
+        n++;
+        *next = *next + s.step < s.residual * s.step ? *next + s.step : UINT64_MAX;
+    }
+    return n;
+}
+
+/* lut_scale = (float)(bins - 1) / (float)area. */
+HQ_HD float hq_clahe_lut_scale(uint32_t bins, uint64_t area)
+{
+#ifdef __CUDA_ARCH__
+    return __fdiv_rn((float)(bins - 1), (float)area);
+#else
+    return (float)(bins - 1) / (float)area;
+#endif
+}
+
+/* The LUT entry of a cumulative count: saturate(round_half_even((float)cumsum * lut_scale)). */
+HQ_HD uint16_t hq_clahe_lut_entry(uint64_t cumsum, float scale, uint32_t maxv)
+{
+    const int64_t o = hq_clahe_round(HQ_FMUL((float)cumsum, scale));
+    return (uint16_t)(o < 0 ? 0 : o > (int64_t)maxv ? maxv : o);
+}
+
+/* One tile's LUT from its histogram (bins counters summing to area). scratch: bins counters. */
+void hq_clahe_tile_lut(const uint64_t *hist, uint32_t bins, uint64_t area, int64_t limit, uint16_t *lut,
+                       uint64_t *scratch);
+
 /* The two tiles a row (or column) blends and their weights: w1 of tile t1, w2 of tile t2. */
 typedef struct hq_clahe_w {
     uint32_t t1, t2;
@@ -141,9 +210,23 @@ typedef struct hq_clahe_w {
 
 HQ_HD hq_clahe_w hq_clahe_weight(uint64_t pos, float inv, uint64_t tiles)
 {
-    const float tf = HQ_FSUB(HQ_FMUL((float)pos, inv), 0.5f);
-    int64_t t1 = (int64_t)tf; /* cvFloor */
-    t1 -= (float)t1 > tf;
+    float tf;
+    int64_t t1;
+#ifdef __CUDA_ARCH__
+    /* The device converts 64-bit integers at a quarter of the 32-bit rate: below 2^31, (float)pos,
+     * the truncation of tf (> -1, at most tiles) and (float)t1 are the same numbers in 32 bits. */
+    if (pos < 0x80000000u) {
+        tf = HQ_FSUB(HQ_FMUL((float)(uint32_t)pos, inv), 0.5f);
+        int32_t t = (int32_t)tf; /* cvFloor */
+        t -= (float)t > tf;
+        t1 = t;
+    } else
+#endif
+    {
+        tf = HQ_FSUB(HQ_FMUL((float)pos, inv), 0.5f);
+        t1 = (int64_t)tf; /* cvFloor */
+        t1 -= (float)t1 > tf;
+    }
     const float a = HQ_FSUB(tf, (float)t1);
     hq_clahe_w w;
     w.w2 = a;
@@ -153,15 +236,25 @@ HQ_HD hq_clahe_w hq_clahe_weight(uint64_t pos, float inv, uint64_t tiles)
     return w;
 }
 
-/* The blend of four LUT entries: l11 = tile (y1, x1), l12 = (y1, x2), l21 = (y2, x1), l22 = (y2, x2). */
+/* The blend of four LUT entries as floats (each exactly its integer entry): l11 = tile (y1, x1),
+ * l12 = (y1, x2), l21 = (y2, x1), l22 = (y2, x2). */
+HQ_HD uint32_t hq_clahe_blend_f(float l11, float l12, float l21, float l22, hq_clahe_w wx, hq_clahe_w wy,
+                                uint32_t maxv)
+{
+    const float top = HQ_FADD(HQ_FMUL(l11, wx.w1), HQ_FMUL(l12, wx.w2));
+    const float bot = HQ_FADD(HQ_FMUL(l21, wx.w1), HQ_FMUL(l22, wx.w2));
+    const float res = HQ_FADD(HQ_FMUL(top, wy.w1), HQ_FMUL(bot, wy.w2));
+    /* 0 <= res: entries and weights are >= 0 (a = tf - floor(tf) in [0, 1)); res < 2^17: entries
+     * are at most 65535 and each pair of weights sums to 1 within a few ulps. */
+    const uint32_t o = hq_clahe_round_small(res);
+    return o > maxv ? maxv : o;
+}
+
+/* The blend of four LUT entries (as hq_clahe_blend_f). */
 HQ_HD uint32_t hq_clahe_blend(uint32_t l11, uint32_t l12, uint32_t l21, uint32_t l22, hq_clahe_w wx, hq_clahe_w wy,
                               uint32_t maxv)
 {
-    const float top = HQ_FADD(HQ_FMUL((float)l11, wx.w1), HQ_FMUL((float)l12, wx.w2));
-    const float bot = HQ_FADD(HQ_FMUL((float)l21, wx.w1), HQ_FMUL((float)l22, wx.w2));
-    const float res = HQ_FADD(HQ_FMUL(top, wy.w1), HQ_FMUL(bot, wy.w2));
-    const int64_t o = hq_clahe_round(res);
-    return o < 0 ? 0u : o > (int64_t)maxv ? maxv : (uint32_t)o;
+    return hq_clahe_blend_f((float)l11, (float)l12, (float)l21, (float)l22, wx, wy, maxv);
 }
 
 /* The level CLAHE equalizes in histogram h of a pixel (channels c[0..2], or c[0] for gray), as the

@@ -22,6 +22,8 @@ struct hq_gpu_clahe {
     size_t lut_cap = 0;
     void *d_aux = nullptr;
     size_t aux_cap = 0;
+    void *d_cell = nullptr; /* 16-bit gray remap: the LUTs as cells (gpu_clahe_kernels.cuh) */
+    size_t cell_cap = 0;
     uint64_t now = 0, peak = 0;
 };
 
@@ -78,16 +80,28 @@ int hq_gpu_clahe_histogram(hq_gpu_clahe **stp, const hq_clahe_piece *p, const hq
         return rc;
     hq_gpu_clahe *s = *stp;
     hq_clahe_side rs = {}, cs = {};
-    std::vector<uint64_t> rsrc, rat, csrc, cat;
+    std::vector<uint64_t> rsrc, rat, rown, csrc, cat, cown;
+    const uint32_t bins = hq_mode_bins(m), nh = hq_mode_nhist(m), hl = nh * bins;
+    const int shared = hl <= kSharedCounters;
+    /* Gray: each tile's own rectangle by k_clahe_hist_lane / _packed, the reflections by the
+     * generic kernels; other modes: every entry by the generic kernels. */
+    const bool gray = m->channels == 1 && nh == 1;
+    std::vector<Item> items;
+    std::vector<Unit> units;
+    uint64_t ty0 = 0, ty1 = 0, tx0 = 0, tx1 = 0;
+    bool any = false;
     try {
         if (hq_clahe_side_make(g->height, g->tiles_y, g->tile_h, p->r0, p->r0 + p->rows, &rs) ||
-            hq_clahe_side_make(g->width, g->tiles_x, g->tile_w, p->c0, p->c0 + p->cols, &cs)) {
-            hq_clahe_side_free(&rs);
-            hq_clahe_side_free(&cs);
-            return hq_fail(err, HQ_EMEM, "gpu: out of memory for CLAHE tiles");
-        }
-        flatten(&rs, rsrc, rat);
-        flatten(&cs, csrc, cat);
+            hq_clahe_side_make(g->width, g->tiles_x, g->tile_w, p->c0, p->c0 + p->cols, &cs))
+            throw std::bad_alloc();
+        flatten(&rs, rsrc, rat, rown);
+        flatten(&cs, csrc, cat, cown);
+        any = touched(rat, &ty0, &ty1) && touched(cat, &tx0, &tx1);
+        if (any && gray)
+            make_units(&rs, &cs, p->r0, p->c0, ty0, ty1, tx0, tx1, kUnitPixels, units);
+        if (any)
+            make_items(rat, cat, ty0, ty1, tx0, tx1, shared ? kItemPixels : kItemPixelsWin, items,
+                       gray ? &rown : nullptr, gray ? &cown : nullptr);
     } catch (...) {
         hq_clahe_side_free(&rs);
         hq_clahe_side_free(&cs);
@@ -95,61 +109,65 @@ int hq_gpu_clahe_histogram(hq_gpu_clahe **stp, const hq_clahe_piece *p, const hq
     }
     hq_clahe_side_free(&rs);
     hq_clahe_side_free(&cs);
-    uint64_t ty0, ty1, tx0, tx1;
-    if (!touched(rat, &ty0, &ty1) || !touched(cat, &tx0, &tx1))
+    if (!any)
         return 0;
     const uint64_t nty = ty1 - ty0 + 1, ntx = tx1 - tx0 + 1;
-    const uint32_t bins = hq_mode_bins(m), nh = hq_mode_nhist(m), hl = nh * bins;
-    const int shared = hl <= kSharedCounters;
-    std::vector<Item> items;
-    try {
-        make_items(rat, cat, ty0, ty1, tx0, tx1, shared ? kItemPixels : kItemPixelsWin, items);
-    } catch (...) {
-        return hq_fail(err, HQ_EMEM, "gpu: out of memory for CLAHE work items");
-    }
     const size_t pb = (size_t)m->channels * m->sample_bytes, px_bytes = p->rows * p->cols * pb;
     const size_t hist_bytes = nty * ntx * hl * sizeof(unsigned long long);
-    const size_t a_r = rsrc.size() * 8, a_c = csrc.size() * 8, a_t = cat.size() * 8, a_i = items.size() * sizeof(Item);
+    const size_t a_r = rsrc.size() * 8, a_c = csrc.size() * 8, a_i = items.size() * sizeof(Item);
+    const size_t a_u = units.size() * sizeof(Unit);
     if ((rc = grow(s, &s->d_px, &s->px_cap, px_bytes, err)) ||
         (rc = grow(s, &s->d_hist, &s->hist_cap, hist_bytes, err)) ||
-        (rc = grow(s, &s->d_aux, &s->aux_cap, a_r + a_c + a_t + a_i, err)))
+        (rc = grow(s, &s->d_aux, &s->aux_cap, a_r + a_c + a_i + a_u, err)))
         return rc;
     char *aux = static_cast<char *>(s->d_aux);
     CL_CHECK(cudaMemcpy(s->d_px, p->data, px_bytes, cudaMemcpyHostToDevice));
     CL_CHECK(cudaMemcpy(aux, rsrc.data(), a_r, cudaMemcpyHostToDevice));
     CL_CHECK(cudaMemcpy(aux + a_r, csrc.data(), a_c, cudaMemcpyHostToDevice));
-    CL_CHECK(cudaMemcpy(aux + a_r + a_c, cat.data(), a_t, cudaMemcpyHostToDevice));
-    CL_CHECK(cudaMemcpy(aux + a_r + a_c + a_t, items.data(), a_i, cudaMemcpyHostToDevice));
+    CL_CHECK(cudaMemcpy(aux + a_r + a_c, items.data(), a_i, cudaMemcpyHostToDevice));
+    CL_CHECK(cudaMemcpy(aux + a_r + a_c + a_i, units.data(), a_u, cudaMemcpyHostToDevice));
     CL_CHECK(cudaMemset(s->d_hist, 0, hist_bytes));
+    const uint64_t *d_r = reinterpret_cast<const uint64_t *>(aux), *d_c = reinterpret_cast<const uint64_t *>(aux + a_r);
+    const Item *d_i = reinterpret_cast<const Item *>(aux + a_r + a_c);
+    const Unit *d_u = reinterpret_cast<const Unit *>(aux + a_r + a_c + a_i);
+    unsigned long long *d_h = static_cast<unsigned long long *>(s->d_hist);
+    const uint32_t maxv = bins - 1;
+    if (!units.empty()) {
+        uint64_t w = 0;
+        for (const Unit &u : units)
+            w = u.c_hi - u.c_lo > w ? u.c_hi - u.c_lo : w;
+        if (units.size() > UINT32_MAX)
+            return hq_fail(err, HQ_EDEVICE, "gpu: a CLAHE piece of %zu histogram units is too large (lower --block)",
+                           units.size());
+        OwnLaunch ol;
+        CL_CHECK(plan_own(m->sample_bytes, units.size(), w, bins, &ol));
+        launch_own(ol, s->d_px, m->sample_bytes, p->cols, d_u, (uint32_t)units.size(), bins, d_h);
+        CL_CHECK(cudaGetLastError());
+    }
     const uint32_t nwin = shared ? 1 : (hl + kWindow - 1) / kWindow;
     const size_t shm = (shared ? hl : (hl < kWindow ? hl : kWindow)) * sizeof(uint32_t);
     if (!shared) {
         CL_CHECK(cudaFuncSetAttribute(k_clahe_hist_win<uint8_t>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)shm));
         CL_CHECK(cudaFuncSetAttribute(k_clahe_hist_win<uint16_t>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)shm));
     }
-    const uint64_t *d_r = reinterpret_cast<const uint64_t *>(aux), *d_c = reinterpret_cast<const uint64_t *>(aux + a_r);
-    const uint64_t *d_t = reinterpret_cast<const uint64_t *>(aux + a_r + a_c);
-    const Item *d_i = reinterpret_cast<const Item *>(aux + a_r + a_c + a_t);
-    unsigned long long *d_h = static_cast<unsigned long long *>(s->d_hist);
-    const uint32_t maxv = bins - 1;
     for (size_t k0 = 0; k0 < items.size(); k0 += 0x7fffffff) {
         const uint32_t nb = (uint32_t)(items.size() - k0 < 0x7fffffff ? items.size() - k0 : 0x7fffffff);
         if (!shared && m->sample_bytes == 1)
             k_clahe_hist_win<uint8_t><<<dim3(nb, nwin), kWinThreads, shm>>>(
-                static_cast<const uint8_t *>(s->d_px), p->cols, m->channels, d_r, d_c, d_t, d_i + k0, p->r0, p->c0, bins,
+                static_cast<const uint8_t *>(s->d_px), p->cols, m->channels, d_r, d_c, d_i + k0, p->r0, p->c0, bins,
                 nh, (int)m->color, maxv, d_h);
         else if (!shared)
             k_clahe_hist_win<uint16_t><<<dim3(nb, nwin), kWinThreads, shm>>>(
-                static_cast<const uint16_t *>(s->d_px), p->cols, m->channels, d_r, d_c, d_t, d_i + k0, p->r0, p->c0,
+                static_cast<const uint16_t *>(s->d_px), p->cols, m->channels, d_r, d_c, d_i + k0, p->r0, p->c0,
                 bins, nh, (int)m->color, maxv, d_h);
         else if (m->sample_bytes == 1)
             k_clahe_hist<uint8_t><<<nb, kThreads, shm>>>(static_cast<const uint8_t *>(s->d_px), p->cols, m->channels,
-                                                          d_r, d_c, d_t, d_i + k0, p->r0, p->c0, bins, nh,
-                                                          (int)m->color, maxv, d_h);
+                                                          d_r, d_c, d_i + k0, p->r0, p->c0, bins, nh, (int)m->color,
+                                                          maxv, d_h);
         else
             k_clahe_hist<uint16_t><<<nb, kThreads, shm>>>(static_cast<const uint16_t *>(s->d_px), p->cols,
-                                                           m->channels, d_r, d_c, d_t, d_i + k0, p->r0, p->c0, bins,
-                                                           nh, (int)m->color, maxv, d_h);
+                                                           m->channels, d_r, d_c, d_i + k0, p->r0, p->c0, bins, nh,
+                                                           (int)m->color, maxv, d_h);
         CL_CHECK(cudaGetLastError());
     }
     std::vector<unsigned long long> h;
@@ -196,20 +214,33 @@ int hq_gpu_clahe_remap(hq_gpu_clahe **stp, hq_clahe_piece *p, const hq_mode *m, 
     CL_CHECK(cudaMemcpy(s->d_px, p->data, px_bytes, cudaMemcpyHostToDevice));
     const uint16_t *d_l = static_cast<const uint16_t *>(s->d_lut);
     if (m->channels == 1) {
+        GrayLaunch gl;
+        plan_gray(m->sample_bytes, bins, p->r0, p->rows, p->c0, p->cols, g, s->d_px, &gl);
         std::vector<RowGroup> groups;
         try {
-            make_groups(p->r0, p->rows, p->cols, inv_h, g->tiles_y, groups);
+            make_groups(p->r0, p->rows, gl.group_rows, inv_h, g->tiles_y, groups);
         } catch (...) {
             return hq_fail(err, HQ_EMEM, "gpu: out of memory for CLAHE row groups");
         }
         const size_t gb = groups.size() * sizeof(RowGroup);
-        if ((rc = grow(s, &s->d_aux, &s->aux_cap, gb, err)))
+        if ((rc = grow(s, &s->d_aux, &s->aux_cap, gb, err)) ||
+            (gl.kind == 16 && (rc = grow(s, &s->d_cell, &s->cell_cap, gl.cell_bytes, err))))
             return rc;
         CL_CHECK(cudaMemcpy(s->d_aux, groups.data(), gb, cudaMemcpyHostToDevice));
         const RowGroup *d_g = static_cast<const RowGroup *>(s->d_aux);
+        if (groups.size() > UINT32_MAX)
+            return hq_fail(err, HQ_EDEVICE, "gpu: a CLAHE piece of %zu row groups is too large (lower --block)",
+                           groups.size());
+        if (gl.kind) {
+            if (gl.shm > 48 * 1024)
+                CL_CHECK(cudaFuncSetAttribute(k_clahe_remap8, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)gl.shm));
+            launch_gray(gl, s->d_px, p->r0, p->c0, p->cols, g, d_l, ty0, tx0, (uint32_t)ntx, bins, d_g,
+                        (uint32_t)groups.size(), static_cast<uint2 *>(s->d_cell));
+            CL_CHECK(cudaGetLastError());
+        }
         const bool sh8 = m->sample_bytes == 1 && bins == 256 && ntx * 512 <= kLut8Bytes;
         const size_t shm = sh8 ? ntx * 512 : 0;
-        for (size_t k0 = 0; k0 < groups.size(); k0 += 0x7fffffff) {
+        for (size_t k0 = 0; !gl.kind && k0 < groups.size(); k0 += 0x7fffffff) {
             const uint32_t nb = (uint32_t)(groups.size() - k0 < 0x7fffffff ? groups.size() - k0 : 0x7fffffff);
             if (sh8)
                 k_clahe_remap_gray<uint8_t, true><<<nb, kThreads, shm>>>(
@@ -255,5 +286,6 @@ void hq_gpu_clahe_free(hq_gpu_clahe *st)
     cudaFree(st->d_hist);
     cudaFree(st->d_lut);
     cudaFree(st->d_aux);
+    cudaFree(st->d_cell);
     delete st;
 }

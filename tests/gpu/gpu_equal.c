@@ -245,7 +245,8 @@ static int clahe_case(hq_engine *cpu, hq_engine *gpu, const hq_mode *m, uint64_t
         fill(img, h * w, m, pat);
     for (uint64_t i = 0; ok && i < len; i++)
         hc[i] = hg[i] = i * 7919; /* poisoned: the engines must add (+=) */
-    const uint64_t rs[3] = {0, split ? h / 3 + 1 : h, h}, cs[3] = {0, split ? w / 2 - 1 : w, w};
+    /* Pieces of uneven sizes; an image of one or two columns is split by rows only. */
+    const uint64_t rs[3] = {0, split ? h / 3 + 1 : h, h}, cs[3] = {0, split && w > 2 ? w / 2 - 1 : w, w};
     hq_err err = {{0}};
     for (int pass = 0; ok && pass < 2; pass++) {
         for (int a = 0; ok && a < 2; a++)
@@ -298,10 +299,14 @@ static int clahe_case(hq_engine *cpu, hq_engine *gpu, const hq_mode *m, uint64_t
 
 static void clahe_cases(hq_engine *cpu, hq_engine *gpu, int small, tally *t)
 {
-    /* The last two: 8-bit gray LUTs of 100 tile columns too many for shared memory when whole (the
-     * global-memory remap), and one column (no 16-byte vector in a row). */
-    static const uint64_t geo[][4] = {{97, 131, 8, 8}, {9, 11, 8, 8}, {64, 40, 3, 5}, {33, 21, 1, 1},
-                                      {1080, 1920, 8, 8}, {517, 1203, 7, 13}, {31, 1000, 2, 100}, {300, 1, 5, 1}};
+    /* {31, 1000, 2, 100}: 8-bit gray LUTs of 100 tile columns too many for shared memory when whole
+     * (the global-memory remap); {300, 1, 5, 1}: one column (no 16-byte vector in a row). The last
+     * two: rows of 16-byte multiples (the aligned gray remaps) with padding, tiles wider than a
+     * block's strip, and 10 geometries so that every one is also taken whole (caseno % 4 == 3). */
+    static const uint64_t geo[][4] = {{97, 131, 8, 8},   {9, 11, 8, 8},       {64, 40, 3, 5},
+                                      {33, 21, 1, 1},    {1080, 1920, 8, 8},  {517, 1203, 7, 13},
+                                      {31, 1000, 2, 100}, {300, 1, 5, 1},     {203, 1024, 3, 5},
+                                      {70, 4096, 2, 3}};
     static const uint32_t bitsv[] = {4, 8, 12, 16};
     static const double clips[] = {0.0, 1.0, 2.0, 40.0};
     int caseno = 0;
@@ -311,7 +316,7 @@ static void clahe_cases(hq_engine *cpu, hq_engine *gpu, int small, tally *t)
                 continue;
             for (uint32_t ch = 1; ch <= 4; ch++)
                 for (int color = 0; color < (ch >= 3 ? 3 : 1); color++)
-                    for (int gi = 0; gi < (small ? 4 : 8); gi++) {
+                    for (int gi = 0; gi < (small ? 4 : 10); gi++) {
                         hq_mode m = {ch, bytes, bitsv[bi], (hq_color)color, 0};
                         const int pat = caseno % NPAT, split = caseno % 4 != 3;
                         const double clip = clips[caseno % 4];
