@@ -171,9 +171,9 @@ MAP_NOTE = "pixels written through a shared mapping"
 @pytest.mark.parametrize("np_,threads", [(1, 2), (2, 1), (3, 2), (4, 3)])
 @pytest.mark.parametrize("block", ["default", "tiles"])
 def test_mapped_writes_same_bytes_as_the_library(tmp, np_, threads, block):
-    """HQ_RESERVE=map (the default on tmpfs, forced here on any filesystem): every rank populates
-    its share of the output's pixel region through a shared mapping and the workers copy blocks
-    into it. The stored bytes must be the library path's, chunk for chunk."""
+    """HQ_RESERVE=map (the default on tmpfs where a rank has 4 cores, forced here on any
+    filesystem): every rank maps the output's pixel region and the workers copy blocks into it. The
+    stored bytes must be the library path's, chunk for chunk."""
     inp = tmp / "plain.h5"
     want = plain_file(inp)
     opts = ["--block", "12K"] if block == "tiles" else []
