@@ -1,9 +1,10 @@
 /* gpu_clahe.cu — CLAHE on the device (see gpu_clahe.h). The work lists (which padded rows and
  * columns of each tile a piece supplies, reflections included) come from core/clahe.h's
  * hq_clahe_side, the per-pixel keys, blend and channel formulas from core/clahe.h and core/pixel.h
- * compiled for the device: the rule exists once. The kernels (gpu_clahe_kernels.cuh): histograms
- * in shared memory, whole or by 128 KiB windows (16-bit: no device-wide atomic per pixel); the gray
- * remap by groups of rows with 16-byte loads and stores, 8-bit LUTs staged in shared memory. */
+ * compiled for the device: the rule exists once. The kernels (gpu/clahe/, one file a job, included
+ * through gpu_clahe_kernels.cuh): histograms in shared memory, whole or by 128 KiB windows (16-bit:
+ * no device-wide atomic per pixel); the gray remap by groups of rows with 16-byte loads and stores,
+ * 8-bit LUTs staged in shared memory. */
 #include <cuda_runtime.h>
 #include <new>
 #include <stdlib.h>
@@ -22,7 +23,7 @@ struct hq_gpu_clahe {
     size_t lut_cap = 0;
     void *d_aux = nullptr;
     size_t aux_cap = 0;
-    void *d_cell = nullptr; /* 16-bit gray remap: the LUTs as cells (gpu_clahe_kernels.cuh) */
+    void *d_cell = nullptr; /* 16-bit gray remap: the LUTs as cells (clahe/remap.cuh) */
     size_t cell_cap = 0;
     uint64_t now = 0, peak = 0;
 };

@@ -2,7 +2,7 @@
  *
  * A piece is uploaded whole (it must fit in device memory beside its tile histograms: --block
  * bounds it), counted per tile into device histograms of the tiles it touches (shared-memory
- * counters folded once into u64 counters; gpu_clahe_kernels.cuh), and remapped by the
+ * counters folded once into u64 counters; gpu/clahe/hist_*.cuh), and remapped by the
  * blend of core/clahe.h with every float operation __fmul_rn/__fadd_rn, so the bytes equal the CPU
  * engine's. Synchronous; the caller has selected the device. */
 #ifndef HQ_GPU_CLAHE_H

@@ -1,0 +1,90 @@
+/* clahe/luts.cuh — tile LUTs on the device: k_clahe_luts builds every tile's LUT from its u64
+ * histogram with core/clahe.h's pieces of hq_clahe_tile_lut, so the result is the host's bit for
+ * bit. The engine builds its LUTs on the host (core/clahe.c); bench/clahe_gpu_bench.cu times this
+ * path and checks it against hq_clahe_tile_lut. */
+#ifndef HQ_GPU_CLAHE_LUTS_CUH
+#define HQ_GPU_CLAHE_LUTS_CUH
+
+#include <cuda_runtime.h>
+#include <stdint.h>
+
+#include "common.cuh"
+
+namespace {
+
+/* Exclusive prefix of x over the block (blockDim.x threads, a multiple of 32); *total: the sum. */
+__device__ __forceinline__ unsigned long long block_scan(unsigned long long x, unsigned long long *total)
+{
+    __shared__ unsigned long long ws[32];
+    const uint32_t lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
+    unsigned long long inc = x;
+#pragma unroll
+    for (int o = 1; o < 32; o <<= 1) {
+        const unsigned long long y = __shfl_up_sync(0xffffffffu, inc, o);
+        if ((int)lane >= o)
+            inc += y;
+    }
+    if (lane == 31)
+        ws[warp] = inc;
+    __syncthreads();
+    if (warp == 0) {
+        unsigned long long w = lane < nw ? ws[lane] : 0;
+#pragma unroll
+        for (int o = 1; o < 32; o <<= 1) {
+            const unsigned long long y = __shfl_up_sync(0xffffffffu, w, o);
+            if ((int)lane >= o)
+                w += y;
+        }
+        ws[lane] = w;
+    }
+    __syncthreads();
+    const unsigned long long before = warp ? ws[warp - 1] : 0;
+    *total = ws[nw - 1];
+    __syncthreads();
+    return before + inc - x;
+}
+
+/* One LUT a block: hist + blockIdx.x * bins (u64 counters summing to area) -> lut + blockIdx.x *
+ * bins. The clip's excess summed, then rounds of kLutThreads * kLutPer bins: each thread kLutPer
+ * consecutive bins (staged through shared memory so the loads coalesce), a block-wide prefix. */
+__global__ void __launch_bounds__(kLutThreads)
+    k_clahe_luts(const unsigned long long *__restrict__ hist, uint32_t bins, uint64_t area, int64_t limit,
+                 uint16_t *__restrict__ lut)
+{
+    __shared__ unsigned long long st[kLutThreads * kLutPer];
+    const unsigned long long *h = hist + (uint64_t)blockIdx.x * bins;
+    uint16_t *o = lut + (uint64_t)blockIdx.x * bins;
+    unsigned long long clipped = 0, total;
+    if (limit > 0)
+        for (uint32_t v = threadIdx.x; v < bins; v += blockDim.x)
+            clipped += h[v] > (uint64_t)limit ? h[v] - (uint64_t)limit : 0;
+    block_scan(clipped, &total);
+    const hq_clahe_spread sp = hq_clahe_spread_of(total, bins);
+    const float scale = hq_clahe_lut_scale(bins, area);
+    const uint32_t round = blockDim.x * kLutPer;
+    unsigned long long carry = 0;
+    for (uint32_t base = 0; base < bins; base += round) {
+        for (uint32_t k = threadIdx.x; k < round && base + k < bins; k += blockDim.x)
+            st[k] = h[base + k];
+        __syncthreads();
+        const uint32_t v0 = base + threadIdx.x * kLutPer;
+        uint64_t c[kLutPer], mine = 0, next = hq_clahe_spread_from(sp, v0);
+#pragma unroll
+        for (uint32_t e = 0; e < kLutPer; e++) {
+            c[e] = v0 + e < bins ? hq_clahe_bin_count(st[threadIdx.x * kLutPer + e], limit, sp, v0 + e, &next) : 0;
+            mine += c[e];
+        }
+        unsigned long long sum = carry + block_scan(mine, &total);
+#pragma unroll
+        for (uint32_t e = 0; e < kLutPer; e++)
+            if (v0 + e < bins) {
+                sum += c[e];
+                o[v0 + e] = hq_clahe_lut_entry(sum, scale, bins - 1);
+            }
+        carry += total;
+    }
+}
+
+} /* namespace */
+
+#endif
