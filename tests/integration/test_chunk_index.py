@@ -36,14 +36,16 @@ def earliest_file(p, userblock=0):
 
 
 def latest_file(p):
-    """libver='latest': fixed arrays (fixed shape), an extensible array (one unlimited dimension),
-    a v2 B-tree (two), and the implicit index (early allocation, no filters, fixed shape)."""
+    """The 1.10 format (libver='latest' of HDF5 1.10): fixed arrays (fixed shape), an extensible
+    array (one unlimited dimension), a v2 B-tree (two), and the implicit index (early allocation, no
+    filters, fixed shape). Pinned to v110: an h5py built on HDF5 1.14 (the GPU machines') would
+    otherwise write its own layout messages, which the 1.10 library refuses."""
     small = ref.low_contrast(300, 300, 20, 90, np.uint8, seed=211)
     big = ref.low_contrast(250, 320, 20, 90, np.uint8, seed=212)  # 4,960 chunks: past the per-chunk limit
     ext = ref.low_contrast(200, 300, 300, 900, np.uint16, seed=213)
     bt2 = ref.low_contrast(150, 170, 20, 90, np.uint8, seed=214)
     imp = ref.low_contrast(600, 641, 20, 90, np.uint8, seed=215)  # 150 x 161 chunks
-    with h5py.File(p, "w", libver="latest") as f:
+    with h5py.File(p, "w", libver=("v110", "v110")) as f:
         f.create_dataset("farray", data=small, chunks=(8, 8))
         f.create_dataset("farray_big", data=big, chunks=(4, 4))
         f.create_dataset("farray_gz", data=small, chunks=(8, 8), compression="gzip")
