@@ -149,10 +149,13 @@ static void chunk_table(hq_io *io, uint64_t i, hdf5_side *s)
         io->one_pass[1]++;
         io->one_pass_chunks[1] += n;
     }
-    s->chunk_addr = n <= OUT_TABLE_MAX && (all || n <= PER_CHUNK_MAX) ? malloc(n * sizeof *s->chunk_addr) : NULL;
+    /* Without a table, one HDF5 call a chunk on every rank, the same calls to the end whatever
+     * they (or this rank's malloc) return; with one, local lookups that may stop at a miss. */
+    const int per_chunk = !all && n <= PER_CHUNK_MAX;
+    s->chunk_addr = n <= OUT_TABLE_MAX && (all || per_chunk) ? malloc(n * sizeof *s->chunk_addr) : NULL;
     int ok = s->chunk_addr != NULL;
     uint64_t idx[MAX_RANK] = {0};
-    for (uint64_t c = 0; ok && c < n; c++) {
+    for (uint64_t c = 0; c < n && (ok || per_chunk); c++) {
         hsize_t off[MAX_RANK], size = 0;
         haddr_t addr = HADDR_UNDEF;
         unsigned mask = 0;
@@ -162,18 +165,10 @@ static void chunk_table(hq_io *io, uint64_t i, hdf5_side *s)
                            : H5Dget_chunk_info_by_coord(io->out_dset[i], off, &mask, &addr, &size);
         if (rc < 0 || addr == HADDR_UNDEF || size != chunk_bytes)
             ok = 0;
-        else if ((s->chunk_addr[c] = io->out_base + addr) + chunk_bytes > s->chunk_end)
+        else if (ok && (s->chunk_addr[c] = io->out_base + addr) + chunk_bytes > s->chunk_end)
             s->chunk_end = s->chunk_addr[c] + chunk_bytes;
         for (int j = k - 1; j >= 0 && ++idx[j] == grid[j]; j--)
             idx[j] = 0;
-        if (!ok && !all) /* the same calls on every rank: go on to the end */
-            for (c++; c < n; c++) {
-                for (int j = 0; j < k; j++)
-                    off[j] = idx[j] * io->in_chunk[i][j];
-                H5Dget_chunk_info_by_coord(io->out_dset[i], off, &mask, &addr, &size);
-                for (int j = k - 1; j >= 0 && ++idx[j] == grid[j]; j--)
-                    idx[j] = 0;
-            }
     }
     hdf5_chunk_table_free(t);
     H5Eclear2(H5E_DEFAULT);
