@@ -5,8 +5,8 @@
  * one writer at a time 2.2 s, while 16 threads copying into a shared mapping of pages that
  * fallocate had made took 0.39 s (bench/thread_write_paths.c, bench/results/write_paths_threads.txt).
  * Populating the pages through the mapping instead of fallocate was slower (1.6 s against 0.8 s:
- * the file's page index is one lock), so the reservation stays reserve.c's fallocate, in the
- * background with one rank, and only the stores move to the mapping.
+ * the file's page index is one lock), so the reservation stays fallocate (reserve.c, in the
+ * background where the ranks can: reserve_bg.c), and only the stores move to the mapping.
  *
  * Contract:
  *  - hdf5_out_map (collective, after hdf5_reserve_space and hdf5_direct_note_output) maps [0, E) of
@@ -41,6 +41,7 @@
 #define TMPFS_MAGIC_NUMBER 0x01021994
 
 enum { MAP_NO = 0, MAP_AUTO, MAP_FORCED };
+#define MAP_MIN_CORES 4 /* a rank's share of the cores before stores go through the mapping */
 
 /* By default only where the rank has cores to spare: a store into a page fallocate made zeroes the
  * page first (fallocate leaves that to the first touch), a pwrite of the whole page does not. With
@@ -56,7 +57,7 @@ static int map_wanted(const hq_io *io)
     else if (mode && strcmp(mode, "map") == 0)
         want = MAP_FORCED;
     else
-        want = hdf5_spare_cores(io, 4) ? MAP_AUTO : MAP_NO;
+        want = hdf5_spare_cores(io, MAP_MIN_CORES) ? MAP_AUTO : MAP_NO;
     int all = want;
     MPI_Allreduce(&want, &all, 1, MPI_INT, MPI_MIN, io->comm);
     return all;

@@ -44,34 +44,48 @@
  * path, build VM, 2026-11-26; cp 0.87-0.90 s). */
 #define BG_MIN_CORES 2
 
-/* One rank's slice, on a cache line of its own: written by its thread, read by every rank. */
+/* One rank's progress, on a cache line of its own: written by that rank only (its thread, and
+ * before it starts, the rank), read by every rank. */
 typedef struct slot {
-    uint64_t lo, hi;   /* the slice: [lo, hi) */
-    uint64_t done;     /* reserved: [lo, done) */
+    uint64_t done;     /* its slice is reserved up to here: [slice_lo, done) */
     int32_t err;       /* errno of a full disk; 0 */
-    int32_t finished;  /* the thread returned (done == hi, err, or stopped) */
+    int32_t finished;  /* the thread returned (done == slice_hi, err, or stopped) */
     int32_t unsupported; /* the filesystem cannot fallocate: nothing reserved, nothing refused */
-    char pad[64 - 3 * sizeof(uint64_t) - 3 * sizeof(int32_t)];
+    char pad[64 - sizeof(uint64_t) - 3 * sizeof(int32_t)];
 } slot;
 
 struct hdf5_bg_reserve {
     pthread_t tid;
     int fd;
     int stop;       /* asked to stop (atomic) */
-    int nslots;
+    int nslots, rank;
     slot *s;        /* nslots slots: shared memory with several ranks, else our own */
     size_t map_len; /* 0: s is malloc'd */
-    uint64_t end;   /* all slices together: [s[0].lo, end) */
-    slot *mine;
+    uint64_t from, end; /* all slices together: [from, end) */
 };
+
+/* Where rank r's slice starts (r = nslots: the end). Slices of about equal size, on 2 MiB
+ * boundaries; rank 0's starts where the file is reserved already. Every rank derives every
+ * slice alike from the same span. */
+static uint64_t slice_lo(const struct hdf5_bg_reserve *g, int r)
+{
+    if (r == 0)
+        return g->from;
+    if (r >= g->nslots)
+        return g->end;
+    uint64_t lo = g->from + (g->end - g->from) / (uint64_t)g->nslots * (uint64_t)r;
+    lo -= lo % SLICE_ALIGN;
+    return lo < g->from ? g->from : lo;
+}
 
 static void *bg_main(void *arg)
 {
     struct hdf5_bg_reserve *g = arg;
-    slot *m = g->mine;
-    uint64_t at = m->lo;
-    while (at < m->hi && !__atomic_load_n(&g->stop, __ATOMIC_ACQUIRE)) {
-        const uint64_t to = m->hi - at > RESERVE_PIECE ? at + RESERVE_PIECE : m->hi;
+    slot *m = &g->s[g->rank];
+    const uint64_t hi = slice_lo(g, g->rank + 1);
+    uint64_t at = slice_lo(g, g->rank);
+    while (at < hi && !__atomic_load_n(&g->stop, __ATOMIC_ACQUIRE)) {
+        const uint64_t to = hi - at > RESERVE_PIECE ? at + RESERVE_PIECE : hi;
         const int e = fallocate(g->fd, FALLOC_FL_KEEP_SIZE, (off_t)at, (off_t)(to - at)) == 0 ? 0 : errno;
         if (e == EINTR)
             continue;
@@ -81,7 +95,7 @@ static void *bg_main(void *arg)
         }
         if (e) { /* not supported here: nothing is reserved, nothing is refused */
             __atomic_store_n(&m->unsupported, 1, __ATOMIC_RELAXED);
-            at = m->hi;
+            at = hi;
         } else {
             at = to;
         }
@@ -197,6 +211,8 @@ int hdf5_bg_reserve_start(hq_io *io, uint64_t from, uint64_t end, int can)
     if (g) {
         g->fd = -1;
         g->nslots = io->nranks;
+        g->rank = io->rank;
+        g->from = span[0];
         g->end = span[1];
         if (io->nranks > 1) {
             g->s = map_slots(io, len); /* collective */
@@ -210,25 +226,12 @@ int hdf5_bg_reserve_start(hq_io *io, uint64_t from, uint64_t end, int can)
         if (t)
             munmap(t, len);
     }
-    /* Slices of about equal size, on 2 MiB boundaries; rank 0's starts where the file is reserved
-     * already. Every rank fills in every slot alike, before any thread starts. */
     if (ok) {
-        const uint64_t n = span[1] - span[0];
-        for (int r = 0; r < io->nranks; r++) {
-            uint64_t lo = span[0] + n / (uint64_t)io->nranks * (uint64_t)r;
-            lo = r == 0 ? span[0] : lo - lo % SLICE_ALIGN;
-            g->s[r].lo = lo < span[0] ? span[0] : lo;
-        }
-        for (int r = 0; r < io->nranks; r++) {
-            g->s[r].hi = r + 1 < io->nranks ? g->s[r + 1].lo : span[1];
-            if (r == io->rank)
-                g->s[r].done = g->s[r].lo;
-        }
-        g->mine = &g->s[io->rank];
+        g->s[io->rank].done = slice_lo(g, io->rank);
         g->fd = open(io->part_path, O_WRONLY | O_CLOEXEC);
         ok = g->fd >= 0;
     }
-    /* The slots must be in place on every rank before any thread publishes into them. */
+    /* Every rank's slot must be in place before anyone waits on it. */
     MPI_Allreduce(MPI_IN_PLACE, &ok, 1, MPI_INT, MPI_MIN, io->comm);
     int started = ok && pthread_create(&g->tid, NULL, bg_main, g) == 0;
     MPI_Allreduce(&started, &all, 1, MPI_INT, MPI_MIN, io->comm);
@@ -266,9 +269,10 @@ int hdf5_reserve_wait(hq_io *io, uint64_t lo, uint64_t hi, hq_err *err)
     int e = 0;
     for (int r = 0; r < g->nslots && !e; r++) {
         slot *s = &g->s[r];
-        if (hi <= s->lo || lo >= s->hi)
+        const uint64_t s_lo = slice_lo(g, r), s_hi = slice_lo(g, r + 1);
+        if (hi <= s_lo || lo >= s_hi)
             continue;
-        const uint64_t need = hi < s->hi ? hi : s->hi;
+        const uint64_t need = hi < s_hi ? hi : s_hi;
         long ns = 2000;
         for (;;) {
             if (__atomic_load_n(&s->done, __ATOMIC_ACQUIRE) >= need)
@@ -306,13 +310,13 @@ void hdf5_reserve_stop(hq_io *io)
         /* The prefix known reserved: slices in order, as far as each is done. A slice of another
          * rank still running counts as far as it got; what it adds later past the file's end is
          * merely not given back. */
-        uint64_t upto = g->s[0].lo;
+        uint64_t upto = g->from;
         for (int r = 0; r < g->nslots; r++) {
             const slot *s = &g->s[r];
             if (__atomic_load_n(&s->unsupported, __ATOMIC_ACQUIRE))
                 io->no_fallocate = 1;
             const uint64_t d = __atomic_load_n(&s->done, __ATOMIC_ACQUIRE);
-            if (upto == s->lo)
+            if (upto == slice_lo(g, r))
                 upto = d;
         }
         io->reserved = upto > io->reserved ? upto : io->reserved;
