@@ -74,7 +74,8 @@ static const char USAGE[] =
     "      --memory SIZE     per-rank budget for pixels in memory: blocks in flight (3, or up to\n"
     "                        --io-threads + 2 with several I/O threads) and those held between the\n"
     "                        passes (default: RAM/4/ranks; too small is refused)\n"
-    "      --block SIZE      largest piece read at once (default 256M); SIZE takes K, M, G, T\n"
+    "      --block SIZE      largest piece read at once (default 256M, less for shares under 4G: a\n"
+    "                        sixteenth of the rank's share, at least 16M); SIZE takes K, M, G, T\n"
     "\n"
     "      --progress SEC    a progress line every SEC seconds on long runs (default 10; 0: none)\n"
     "      --summary FILE    write the end-of-run summary (counts, rate, time per phase) as JSON\n"
@@ -382,6 +383,7 @@ int hq_options_parse(int argc, char **argv, int print, hq_options *o, hq_err *er
         case OPT_BLOCK:
             if (parse_size(optarg, &o->block_bytes))
                 return hq_fail(err, HQ_EUSAGE, "--block: '%s' is not a size such as 64M or 1G", optarg);
+            o->block_given = 1;
             break;
         case ':':
             return hq_fail(err, HQ_EUSAGE, "%s: needs a value (see --help)", argv[optind - 1]);

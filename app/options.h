@@ -32,6 +32,7 @@ typedef struct hq_options {
     hq_on_error on_error;
     uint64_t memory;      /* per-rank budget for held blocks, bytes */
     uint64_t block_bytes; /* largest block read at once */
+    int block_given;      /* --block was given: block_bytes as is, not cut down for small shares */
     double progress;      /* seconds between progress lines; 0 = none */
     const char *summary;  /* --summary FILE: the end-of-run summary as JSON, or NULL */
     int resume;           /* --resume: finish an interrupted run from its journal */
