@@ -35,6 +35,7 @@ void hdf5_direct_init(hq_io *io)
     const char *s = getenv("HQ_HDF5_DIRECT");
     io->direct = !(s && strcmp(s, "0") == 0);
     io->in_fd = io->out_fd = -1;
+    pthread_mutex_init(&io->put_lock, NULL);
 }
 
 int hdf5_direct_alloc(hq_io *io)
@@ -235,6 +236,7 @@ void hdf5_direct_free(hq_io *io)
     io->in_fd = -1;
     hdf5_pool_free(io->pool);
     io->pool = NULL;
+    pthread_mutex_destroy(&io->put_lock);
     for (int w = 0; io->scratch && w < io->nscratch; w++) {
         for (int j = 0; j < 3; j++)
             free(io->scratch[w].buf[j]);

@@ -20,7 +20,8 @@
  *    tmpfs where every rank has 4 cores or more (map_wanted says why), unless HQ_RESERVE=sync (the
  *    old path, for comparisons) or HQ_HDF5_DIRECT=0.
  *  - hdf5_out_put writes n bytes at `off`, from any thread: into the mapping when [off, off + n)
- *    lies inside it, else with pwrite. The whole pages of the range are then unmapped again
+ *    lies inside it, else with pwrite, one pwrite at a time (the file's lock would serialize them
+ *    anyway; waiting on a mutex sleeps where waiting on the lock spins). The whole pages of the range are then unmapped again
  *    (MADV_DONTNEED keeps a shared mapping's data, dirty, in the page cache): the teardown that
  *    munmap would do on one thread at close (0.4 s for 8 GiB) is done by the workers as they go.
  *    HDF5 keeps writing metadata with its own descriptor: the page cache is one.
@@ -133,7 +134,10 @@ int hdf5_out_put(hq_io *io, const void *p, uint64_t n, uint64_t off)
             madvise(io->omap + a, b - a, MADV_DONTNEED);
         return 0;
     }
-    return hq_pwrite_full(io->out_fd, p, n, off);
+    pthread_mutex_lock(&io->put_lock);
+    const int rc = hq_pwrite_full(io->out_fd, p, n, off);
+    pthread_mutex_unlock(&io->put_lock);
+    return rc;
 }
 
 void hdf5_out_unmap(hq_io *io)
