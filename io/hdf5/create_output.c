@@ -291,18 +291,22 @@ int hdf5_create_output(hq_io *io, const hq_out_opts *o, MPI_Comm comm, hq_err *e
             allocated = hdf5_allocated_bytes(io);
         if (!rc)
             rc = hdf5_agree(io->comm, create_datasets(io, 1, err), err);
+        /* The metadata goes to the file (the chunk tables are read from it, and a run killed from
+         * here on leaves a file that --resume can open) before the background reservation takes
+         * the file's lock for its pieces: on tmpfs each of HDF5's small writes waited behind one
+         * 32 MiB fallocate, and the create phase grew with the chunk count. */
+        if (!rc) {
+            hdf5_direct_note_output(io);
+            if (H5Fflush(io->out_file, H5F_SCOPE_LOCAL) < 0)
+                rc = hq_fail(err, HQ_EIO, "%s: cannot flush %s", io->out_path, io->part_path);
+            rc = hdf5_agree(io->comm, rc, err);
+        }
         if (!rc)
             rc = hdf5_reserve_space(io, allocated, err);
         /* Only reserved pages are stored to through the mapping (out_map.c); a resume, which
          * reserves nothing, keeps pwrite. */
-        if (!rc) {
-            hdf5_direct_note_output(io);
+        if (!rc)
             hdf5_out_map(io);
-        }
-        /* On disk now, so that a run killed from here on leaves a file that --resume can open. */
-        if (!rc && H5Fflush(io->out_file, H5F_SCOPE_LOCAL) < 0)
-            rc = hq_fail(err, HQ_EIO, "%s: cannot flush %s", io->out_path, io->part_path);
-        rc = hdf5_agree(io->comm, rc, err);
     }
     if (rc)
         drop_output(io);
