@@ -1,7 +1,8 @@
 /* writeback.h — durability off the critical path: a thread that asks the kernel to start writing
  * an output's dirty pages to disk (sync_file_range(SYNC_FILE_RANGE_WRITE)) soon after each write,
- * so that the fdatasync the journal makes before claiming blocks (jobs/journal.h) finds little
- * left to wait for. It only starts writeback; the guarantee stays the journal's fdatasync.
+ * so that the fdatasync the journal makes before claiming blocks (jobs/journal.h), or a user's
+ * sync after the run, finds little left to wait for. It only starts writeback; the guarantee
+ * stays the journal's fdatasync. Every run with a single output file has one.
  *
  * The whole file is handed over each time (the format writes where its layout says, which the
  * driver does not know); the kernel skips pages already under writeback or clean. Kicks that

@@ -2,6 +2,7 @@
  * plan -> read -> histogram -> reduce -> LUT -> remap -> write, then close. Each step is a file of
  * app/run/ (run_internal.h lists them); what is here is their order, where the ranks agree, and
  * the cleanup. */
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -63,6 +64,13 @@ static int open_output(run *r, uint64_t *done_pixels, uint64_t *done_bytes, hq_e
     r->t[PH_CREATE] = hq_now() - t0;
     if (!rc)
         rc = run_open_journal(r, err);
+    /* Without a journal too: on a disk the output's pages then go out while the run goes on,
+     * rather than all after it (the kernel starts on its own only past dirty_background_ratio, a
+     * tenth of the RAM), so a sync after the run, or the next job's reads, wait far less. */
+    if (!rc && r->sync_fd < 0 && r->io_ops->sync_path) {
+        const char *sp = r->io_ops->sync_path(r->io);
+        r->sync_fd = sp ? open(sp, O_RDONLY | O_CLOEXEC) : -1;
+    }
     if (!rc)
         r->wb = hq_writeback_start(r->sync_fd);
     if (!rc)
