@@ -102,20 +102,32 @@ void hdf5_out_map(hq_io *io)
     if (end == 0)
         return;
     int ok = 1;
+    const char *why = NULL; /* rank 0: why not, for -v */
     if (io->rank == 0) {
         struct statfs fs;
         struct stat sb;
         const int fd = io->out_fd;
-        ok = fd >= 0 && !io->no_fallocate && hdf5_reserve_target(io) >= end && fstatfs(fd, &fs) == 0 &&
-             fstat(fd, &sb) == 0 && (want == MAP_FORCED || fs.f_type == TMPFS_MAGIC_NUMBER) &&
-             ((uint64_t)sb.st_size >= end || ftruncate(fd, (off_t)end) == 0);
+        if (fd < 0 || io->no_fallocate)
+            why = fd < 0 ? "no descriptor" : "the filesystem cannot reserve";
+        else if (hdf5_reserve_target(io) < end)
+            why = "the reservation ends before the data";
+        else if (fstatfs(fd, &fs) != 0 || fstat(fd, &sb) != 0)
+            why = "fstat failed";
+        else if (want != MAP_FORCED && fs.f_type != TMPFS_MAGIC_NUMBER)
+            why = NULL, ok = 0; /* not tmpfs: pwrite, as intended */
+        else if ((uint64_t)sb.st_size < end && ftruncate(fd, (off_t)end) != 0)
+            why = "the file cannot grow";
+        ok = ok && !why;
     }
     MPI_Bcast(&ok, 1, MPI_INT, 0, io->comm);
-    if (ok)
-        ok = map_local(io, end) == 0;
+    if (ok && map_local(io, end) != 0)
+        ok = 0, why = "mmap failed";
     int all = ok;
     MPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_MIN, io->comm);
     if (!all) {
+        if (io->verbose && why)
+            fprintf(stderr, "histeq_dist: note: %s: rank %d: pixels written with pwrite, not through a mapping: %s\n",
+                    io->out_path, io->rank, why);
         hdf5_out_unmap(io);
         return;
     }
