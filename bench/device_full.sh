@@ -13,7 +13,11 @@
 #          carried as .devdeps/bin/clahe_gpu_bench with its libraries in .devdeps/opencv)
 # Needs carry [".devdeps"]: .devdeps/phdf5 (fetch-parallel-hdf5.sh, plus libsz/libaec) and
 # .devdeps/png/include (libpng headers, where the machine has only the runtime library).
-# Usage: bash bench/device_full.sh [all|test|e2e|io|clahe] [E2E_GIB=8]
+#   scale: bench/scaling.sh over every GPU of the machine, weak series, 8 GiB a rank, on tmpfs and
+#          on the node's disk (the nvidia-h200-x2 / -x4 / -x8 kinds)
+#   e2e1:  bench/e2e.sh's raw stack (E2E_GIB), 1 rank, on the node's disk (with the "+ sync" rows
+#          beside cp + sync) and on tmpfs
+# Usage: bash bench/device_full.sh [all|test|e2e|io|clahe|scale|e2e1] [E2E_GIB=8]
 set -u
 what=${1:-all}
 gib=${2:-8}
@@ -75,6 +79,31 @@ if [ "$what" = clahe ]; then
     LD_LIBRARY_PATH="$PWD/.devdeps/opencv:$LD_LIBRARY_PATH" timeout 300 "$b" --threads "$(nproc)" > "$OUT/clahe_gpu.txt" 2>&1
     r=$?; [ $r -ne 0 ] && rc=1
     log "clahe_gpu_bench (rc $r):"; cat "$OUT/clahe_gpu.txt" | tee -a "$OUT/full_summary.txt"
+fi
+if [ "$what" = scale ]; then
+    g=$(nvidia-smi -L | wc -l)
+    for fs in tmpfs disk; do
+        t0=$(date +%s)
+        if [ $fs = tmpfs ]; then
+            STRONG=0 DIR=/dev/shm/hq_scaling OUT=$OUT/scale_$fs timeout 270 bash bench/scaling.sh "$g" 0 8 > "$OUT/scale_$fs.log" 2>&1
+        else
+            STRONG=0 WARM_GIB=0 DIR=/tmp/hq_scaling OUT=$OUT/scale_$fs timeout 270 bash bench/scaling.sh "$g" 0 8 > "$OUT/scale_$fs.log" 2>&1
+        fi
+        r=$?; [ $r -ne 0 ] && rc=1
+        log "scaling.sh $g 0 8 on $fs (rc $r, $(( $(date +%s) - t0 )) s):"
+        grep -vE "^(histeq_dist|#)" "$OUT/scale_$fs/scaling.txt" 2>/dev/null | tee -a "$OUT/full_summary.txt" || tail -5 "$OUT/scale_$fs.log"
+    done
+fi
+if [ "$what" = e2e1 ]; then
+    for d in /tmp/hq_e2e_disk /dev/shm/hq_e2e; do
+        t0=$(date +%s)
+        timeout 270 bash bench/e2e.sh --size "$gib" --cases raw --ranks 1 --runs 2 --warmup 0 --dir "$d" \
+            --out "$OUT/e2e1_$(basename "$d").txt" > /dev/null 2>&1
+        r=$?; [ $r -ne 0 ] && rc=1
+        log "e2e.sh raw ${gib} GiB, 1 rank, $d (rc $r, $(( $(date +%s) - t0 )) s):"
+        grep -E "^\|" "$OUT/e2e1_$(basename "$d").txt" | tee -a "$OUT/full_summary.txt"
+        rm -rf "$d"
+    done
 fi
 echo "---- summary"
 cat "$OUT/full_summary.txt"

@@ -21,7 +21,8 @@
 # (not timed) and at the end. The device run: --size 8 --gzip-size 8 --pngs 192 --png-side 4096.
 #
 # mpirun gets $HQ_MPIRUN_FLAGS (default: --oversubscribe, and --allow-run-as-root as root) and
-# nothing else: histeq_dist is run as a user would run it.
+# nothing else: histeq_dist is run as a user would run it; one rank runs without mpirun. Where DIR
+# is not tmpfs, 1-rank rows "+ sync" also sync the output, beside cp + sync.
 set -euo pipefail
 
 size=1; gzip_size=""; pngs=64; png_side=2048; runs=3; warmup=1; dir=/dev/shm/hq_e2e; cases=raw,gzip,png
@@ -68,6 +69,7 @@ echo "# command: bash bench/e2e.sh --size $size --gzip-size $gzip_size --pngs $p
 echo "# host: $(hostname), $cores CPUs ($(awk -F': ' '/model name/ {print $2; exit}' /proc/cpuinfo)), $(awk '/MemTotal/ {printf "%.0f GiB", $2 / 1048576}' /proc/meminfo), GPUs: $gpus"
 nvidia-smi -L 2>/dev/null | sed 's/^/#   /' || true
 mkdir -p "$dir"
+on_tmpfs=0; [ "$(stat -f -c %T "$dir")" = tmpfs ] && on_tmpfs=1
 echo "# data: $dir on $(stat -f -c %T "$dir") ($(df -h --output=avail "$dir" | tail -1 | tr -d ' ') free)"
 rev='not a git checkout'
 if git rev-parse --git-dir >/dev/null 2>&1; then
@@ -147,14 +149,20 @@ row() { R_CASE+=("$1"); R_LABEL+=("$2"); R_RANKS+=("$3"); R_BYTES+=("$4"); R_CMD
 hq_rows() { # case input bytes
   local c=$1 in=$2 b=$3 np dev
   for np in $ranks; do
+    # One rank is started as a user starts one process, without mpirun (usage's first line).
+    local launch="mpirun -np $np $mpirun_flags"
+    [ "$np" = 1 ] && launch=""
     # auto: what a user gets without --device (the GPU unless ranks share it); it must never lose
     # to the better of cpu and gpu at the same rank count.
     for dev in copy cpu $( [ "$gpus" -gt 0 ] && echo gpu auto ); do
-      row "$c" "histeq_dist $dev" "$np" "$b" "mpirun -np $np $mpirun_flags $bin -i $in -o OUT --device $dev -q"
+      row "$c" "histeq_dist $dev" "$np" "$b" "$launch $bin -i $in -o OUT --device $dev -q"
+      # On a disk, beside cp + sync: the output's last writes reach the disk too.
+      [ "$np" = 1 ] && [ "$on_tmpfs" = 0 ] && [ "$dev" != auto ] &&
+        row "$c" "histeq_dist $dev + sync" "$np" "$b" "$launch $bin -i $in -o OUT --device $dev -q && sync OUT"
     done
     if [ -n "$compare" ]; then
       for dev in cpu $( [ "$gpus" -gt 0 ] && echo gpu ); do
-        row "$c" "before $dev" "$np" "$b" "mpirun -np $np $mpirun_flags $compare -i $in -o OUT --device $dev -q"
+        row "$c" "before $dev" "$np" "$b" "$launch $compare -i $in -o OUT --device $dev -q"
       done
     fi
   done
