@@ -14,7 +14,7 @@
 # Needs carry [".devdeps"]: .devdeps/phdf5 (fetch-parallel-hdf5.sh, plus libsz/libaec) and
 # .devdeps/png/include (libpng headers, where the machine has only the runtime library).
 #   scale: bench/scaling.sh over every GPU of the machine, weak series, 8 GiB a rank, on tmpfs and
-#          on the node's disk (the nvidia-h200-x2 / -x4 / -x8 kinds)
+#          on the node's disk (the nvidia-h200-x2 / -x4 / -x8 kinds; SCALE_FS="tmpfs" for one of them)
 #   e2e1:  bench/e2e.sh's raw stack (E2E_GIB), 1 rank, on the node's disk (with the "+ sync" rows
 #          beside cp + sync) and on tmpfs
 # Usage: bash bench/device_full.sh [all|test|e2e|io|clahe|scale|e2e1] [E2E_GIB=8]
@@ -82,7 +82,7 @@ if [ "$what" = clahe ]; then
 fi
 if [ "$what" = scale ]; then
     g=$(nvidia-smi -L | wc -l)
-    for fs in tmpfs disk; do
+    for fs in ${SCALE_FS:-tmpfs disk}; do
         t0=$(date +%s)
         if [ $fs = tmpfs ]; then
             STRONG=0 DIR=/dev/shm/hq_scaling OUT=$OUT/scale_$fs timeout 270 bash bench/scaling.sh "$g" 0 8 > "$OUT/scale_$fs.log" 2>&1

@@ -301,6 +301,14 @@ int hdf5_create_output(hq_io *io, const hq_out_opts *o, MPI_Comm comm, hq_err *e
                 rc = hq_fail(err, HQ_EIO, "%s: cannot flush %s", io->out_path, io->part_path);
             rc = hdf5_agree(io->comm, rc, err);
         }
+        /* The reservation reaches the last chunk the direct path writes, whatever the file's size
+         * said: right after creating a 32 GiB dataset of 32,768 chunks with 4 ranks, parallel HDF5
+         * 1.10.8 gave a size 0.6 GB short of the last chunk's end (4-GPU host), and those chunks
+         * would have been written unreserved, with pwrite rather than through the mapping. */
+        if (!rc && io->rank == 0) {
+            const uint64_t data_end = hdf5_direct_data_end(io);
+            allocated = data_end > allocated ? data_end : allocated;
+        }
         if (!rc)
             rc = hdf5_reserve_space(io, allocated, err);
         /* Only reserved pages are stored to through the mapping (out_map.c); a resume, which

@@ -262,6 +262,9 @@ int hdf5_direct_wanted(const hq_io *io, uint64_t item, int writing, int coll_io)
 
 /* out_map.c */
 void hdf5_out_map(hq_io *io);
+/* The end of the storage of every output dataset the direct path writes unfiltered (0: none),
+ * from hdf5_direct_note_output's tables: the same on every rank. */
+uint64_t hdf5_direct_data_end(hq_io *io);
 int hdf5_out_put(hq_io *io, const void *p, uint64_t n, uint64_t off);
 void hdf5_out_unmap(hq_io *io);
 

@@ -64,8 +64,7 @@ static int map_wanted(const hq_io *io)
     return all;
 }
 
-/* The end of the storage of every output dataset the direct path writes unfiltered. */
-static uint64_t direct_data_end(hq_io *io)
+uint64_t hdf5_direct_data_end(hq_io *io)
 {
     uint64_t end = 0;
     for (size_t i = 0; io->dir && i < io->inv.n; i++) {
@@ -98,7 +97,7 @@ void hdf5_out_map(hq_io *io)
     const int want = map_wanted(io);
     if (want == MAP_NO)
         return;
-    const uint64_t end = direct_data_end(io); /* the same on every rank: the same HDF5 answers */
+    const uint64_t end = hdf5_direct_data_end(io); /* the same on every rank: the same HDF5 answers */
     if (end == 0)
         return;
     int ok = 1;
