@@ -20,6 +20,16 @@ static void passive_openmp(char **argv)
     execv("/proc/self/exe", argv);
 }
 
+/* -v: the runtime settings the start-up chose or kept (mpi/comm.c, passive_openmp above). */
+static void start_up_note(void)
+{
+    const char *v[] = {"OMP_WAIT_POLICY", "OMPI_MCA_pml", "OMPI_MCA_ess_singleton_isolated"};
+    fprintf(stderr, "histeq_dist: note: start-up:");
+    for (int i = 0; i < 3; i++)
+        fprintf(stderr, " %s=%s", v[i], getenv(v[i]) ? getenv(v[i]) : "(unset)");
+    fprintf(stderr, "\n");
+}
+
 int main(int argc, char **argv)
 {
     passive_openmp(argv);
@@ -32,6 +42,8 @@ int main(int argc, char **argv)
     hq_err err = {{0}};
     /* Every rank parses the same argv, so every rank reaches the same verdict without talking. */
     int rc = hq_options_parse(argc, argv, c.rank == 0, &o, &err);
+    if (!rc && !o.exit_now && o.verbose && c.rank == 0)
+        start_up_note();
     if (!rc && !o.exit_now)
         rc = hq_run(&o, &c, &err);
     if (rc && rc != HQ_ESKIPPED && c.rank == 0)

@@ -97,3 +97,29 @@ def test_peak_memory_reported_and_bounded(tmp):
     else:
         assert big["device_peak_bytes"] is None or big["device_peak_bytes"] > 0
     assert re.search(r"; peak RSS \d+\.\d MiB", r.err), str(r)
+
+
+def blocks_of(r):
+    return [int(m.group(1)) for m in re.finditer(r"; (\d+) blocks, \d+ pixels", r.err)]
+
+
+@pytest.mark.parametrize("np_", [None, 2], ids=["single", "np2"])
+def test_default_blocks_cut_a_share_into_sixteen(tmp, np_):
+    """Without --block a rank's share is cut into at least 16 blocks, none under 16 MiB and none over
+    256 MiB: 64 images of 1 MiB make 16 MiB blocks (4 for one rank, 2 for each of two), 512 of them
+    (never written: only the blocks are counted) make 32 MiB blocks at one rank; --block as given
+    stays."""
+    small = tmp / "small.h5"
+    with h5py.File(small, "w") as f:
+        f.create_dataset("stack", data=np.tile(ref.low_contrast(1024, 1024, 10, 200, np.uint8, seed=84), (64, 1, 1)),
+                         chunks=(1, 1024, 1024))
+    r = equalize(small, tmp / "small_eq.h5", "-v", np_=np_)
+    assert blocks_of(r) == ([4] if np_ is None else [2, 2]), str(r)
+    r = equalize(small, tmp / "small_b.h5", "-v", "--block", "4M", np_=np_)
+    assert blocks_of(r) == ([16] if np_ is None else [8, 8]), str(r)
+    if np_ is None:
+        big = tmp / "big.h5"
+        with h5py.File(big, "w") as f:
+            f.create_dataset("stack", shape=(512, 1024, 1024), dtype=np.uint8, chunks=(1, 1024, 1024))
+        r = run_ok(["--input", big, "--output", tmp / "big_eq.h5", "-v", "--device", "copy"])
+        assert blocks_of(r) == [16], str(r)

@@ -9,7 +9,7 @@ import pytest
 
 import pngio
 import reference as ref
-from helpers import assert_array_equal, assert_same_output, equalize, file_hash, read_png
+from helpers import assert_array_equal, assert_same_output, equalize, file_hash, read_png, run_ok
 
 RANKS = [1, 2, 3, 4]
 
@@ -132,3 +132,33 @@ def test_threads(tmp, kind):
     for t in ("1", "2"):
         equalize(inp, tmp / f"t{t}{ext}", "--threads", t)
     assert_same_output(str(tmp / f"t1{ext}"), str(tmp / f"t2{ext}"))
+
+
+def start_up(r):
+    line = [ln for ln in r.err.splitlines() if "note: start-up:" in ln]
+    assert len(line) == 1, str(r)
+    return dict(kv.split("=", 1) for kv in line[0].split("start-up:")[1].split())
+
+
+def test_start_up_settings_chosen_and_kept(tmp):
+    """What the start-up sets for a short run on few cores (-v says it): OpenMP workers that sleep,
+    Open MPI without a daemon for a lone process and with ob1 for ranks of one node; what the user
+    set stays as it was."""
+    names = ("OMP_WAIT_POLICY", "OMPI_MCA_pml", "OMPI_MCA_ess_singleton_isolated")
+    if any(n in os.environ for n in names):
+        pytest.skip("the environment sets these already")
+    a = ref.low_contrast(64, 80, 10, 90, np.uint8, seed=85)
+    inp = tmp / "in.h5"
+    with h5py.File(inp, "w") as f:
+        f.create_dataset("img", data=a)
+    alone = start_up(run_ok(["-i", inp, "-o", tmp / "a.h5", "-v"]))
+    assert alone == {"OMP_WAIT_POLICY": "passive", "OMPI_MCA_pml": "ob1", "OMPI_MCA_ess_singleton_isolated": "1"}
+    two = start_up(run_ok(["-i", inp, "-o", tmp / "b.h5", "-v"], 2))
+    assert two["OMP_WAIT_POLICY"] == "passive" and two["OMPI_MCA_pml"] == "ob1", two
+    assert two["OMPI_MCA_ess_singleton_isolated"] == "(unset)", two
+    kept = start_up(run_ok(["-i", inp, "-o", tmp / "c.h5", "-v"], env={"OMP_WAIT_POLICY": "active",
+                                                                      "OMPI_MCA_pml": "^ucx"}))
+    assert kept["OMP_WAIT_POLICY"] == "active" and kept["OMPI_MCA_pml"] == "^ucx", kept
+    for name in ("a.h5", "b.h5", "c.h5"):
+        with h5py.File(tmp / name, "r") as f:
+            assert_array_equal(f["img"][()], ref.equalize_one(a, 8), name)
