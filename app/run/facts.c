@@ -36,6 +36,14 @@ size_t run_group_len(const run *r, uint64_t item)
     return (size_t)hq_clahe_ntiles(&g) * run_hist_len(&m);
 }
 
+uint64_t run_total_bytes(const run *r)
+{
+    uint64_t total = 0;
+    for (size_t i = 0; i < r->inv.n; i++)
+        total += r->inv.items[i].bad ? 0 : r->inv.items[i].slices * hq_item_image_bytes(&r->inv.items[i]);
+    return total;
+}
+
 uint64_t run_block_bytes(const run *r, const hq_block *b)
 {
     const hq_item *it = &r->inv.items[b->item];

@@ -3,7 +3,6 @@
  * claimed once its data is on disk (for writes that change the file's metadata, after the round's
  * collective flush); fused images' LUTs and pass 1's histograms logged. And the HQ_FAULT_KILL test
  * hook, which kills a rank as kill -9 would after N writes. */
-#include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -69,7 +68,6 @@ static double journal_flush_interval(void)
 
 int run_open_journal(run *r, hq_err *err)
 {
-    r->sync_fd = -1;
     if (r->res.action != HQ_RESUME_FRESH && r->res.action != HQ_RESUME_CONTINUE)
         return 0;
     int rc = 0;
@@ -77,9 +75,6 @@ int run_open_journal(run *r, hq_err *err)
         rc = hq_journal_create(r->o->output, r->res.id, err);
     if ((rc = hq_comm_agree(r->c, rc, err)))
         return rc;
-    const char *sp = r->io_ops->sync_path ? r->io_ops->sync_path(r->io) : NULL;
-    if (sp)
-        r->sync_fd = open(sp, O_RDONLY);
     rc = hq_journal_open(r->o->output, r->c->rank, sync_output, r, journal_flush_interval(), &r->journal, err);
     return hq_comm_agree(r->c, rc, err);
 }

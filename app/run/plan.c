@@ -120,15 +120,11 @@ static uint64_t agreed_memory(const run *r)
  * 768 MiB. Shares of 4 GiB and more keep 256 MiB blocks. */
 #define PIPELINE_BLOCKS 16
 #define MIN_AUTO_BLOCK ((uint64_t)16 << 20)
-static uint64_t wanted_block(const run *r, const hq_plan_item *pi)
+static uint64_t wanted_block(const run *r)
 {
     if (r->o->block_given)
         return r->o->block_bytes;
-    uint64_t total = 0;
-    for (size_t i = 0; i < r->inv.n; i++)
-        if (!pi[i].skip)
-            total += pi[i].slices * pi[i].height * pi[i].width * pi[i].pixel_bytes;
-    const uint64_t share = total / (uint64_t)r->c->size / PIPELINE_BLOCKS;
+    const uint64_t share = run_total_bytes(r) / (uint64_t)r->c->size / PIPELINE_BLOCKS;
     const uint64_t b = share > MIN_AUTO_BLOCK ? share : MIN_AUTO_BLOCK;
     return b < r->o->block_bytes ? b : r->o->block_bytes;
 }
@@ -165,7 +161,7 @@ static int fit_memory(run *r, const hq_plan_item *pi, uint64_t memory, int want_
     *depth = (uint64_t)want_depth < fit ? want_depth : (int)fit;
     if (*depth < HQ_PIPELINE_MIN_DEPTH)
         *depth = HQ_PIPELINE_MIN_DEPTH;
-    const uint64_t wanted = wanted_block(r, pi);
+    const uint64_t wanted = wanted_block(r);
     *block = wanted < memory / (uint64_t)*depth ? wanted : memory / (uint64_t)*depth;
     return 0;
 }

@@ -48,9 +48,8 @@ void run_start_progress(run *r, uint64_t done_pixels, uint64_t done_bytes)
 {
     const hq_options *o = r->o;
     const hq_comm *c = r->c;
-    uint64_t total_bytes = 0, pass0_bytes = 0;
-    for (size_t i = 0; i < r->inv.n; i++)
-        total_bytes += r->inv.items[i].bad ? 0 : r->inv.items[i].slices * hq_item_image_bytes(&r->inv.items[i]);
+    const uint64_t total_bytes = run_total_bytes(r);
+    uint64_t pass0_bytes = 0;
     for (uint64_t j = 0; j < r->plan.nblocks && !o->range_set; j++) /* read once more, by pass 0 */
         if (run_is_float(r, r->plan.blocks[j].item) && !run_is_fused(r, &r->plan.blocks[j]))
             pass0_bytes += run_block_bytes(r, &r->plan.blocks[j]);

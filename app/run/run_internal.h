@@ -117,7 +117,7 @@ typedef struct run {
     size_t skipped_len;
     hq_resume res;        /* fresh run, or what an interrupted one did (--resume) */
     hq_journal *journal;  /* this rank's log of finished work; NULL when the output keeps none */
-    int sync_fd;          /* the output file, for fdatasync before the journal claims blocks */
+    int sync_fd;          /* the output's file: its writeback, and fdatasync before the journal claims blocks */
     hq_writeback *wb;     /* starts the output's writeback early, so those fdatasyncs are short */
     uint64_t writes;      /* blocks written, for the HQ_FAULT_KILL test hook */
     long kill_after;      /* HQ_FAULT_KILL=RANK:N: this rank kills itself after N writes (tests) */
@@ -151,6 +151,8 @@ size_t run_hist_len(const hq_mode *m);
 int run_is_clahe(const run *r);
 hq_clahe_geom run_geom_of(const run *r, uint64_t item);
 size_t run_group_len(const run *r, uint64_t item);
+/* The pixel bytes of every item not left out (bad), over all ranks. */
+uint64_t run_total_bytes(const run *r);
 uint64_t run_block_bytes(const run *r, const hq_block *b);
 uint64_t run_buf_bytes(const run *r, const hq_block *b);
 uint64_t run_image_of(const run *r, const hq_block *b, uint64_t s);

@@ -21,9 +21,10 @@
  *    old path, for comparisons) or HQ_HDF5_DIRECT=0.
  *  - hdf5_out_put writes n bytes at `off`, from any thread: into the mapping when [off, off + n)
  *    lies inside it, else with pwrite, one pwrite at a time (the file's lock would serialize them
- *    anyway; waiting on a mutex sleeps where waiting on the lock spins). The whole pages of the range are then unmapped again
- *    (MADV_DONTNEED keeps a shared mapping's data, dirty, in the page cache): the teardown that
- *    munmap would do on one thread at close (0.4 s for 8 GiB) is done by the workers as they go.
+ *    anyway; waiting on a mutex sleeps where waiting on the lock spins). The whole pages of a
+ *    mapped range are then unmapped again (MADV_DONTNEED keeps a shared mapping's data, dirty, in
+ *    the page cache): the teardown that munmap would do on one thread at close (0.4 s for 8 GiB)
+ *    is done by the workers as they go.
  *    HDF5 keeps writing metadata with its own descriptor: the page cache is one.
  *  - hdf5_out_unmap (any rank, at close or on failure) removes the mapping. Durability is
  *    unchanged: fdatasync of OUT.part writes back pages dirtied through the mapping too. */
