@@ -62,17 +62,17 @@ static int open_output(run *r, uint64_t *done_pixels, uint64_t *done_bytes, hq_e
     const double t0 = hq_now();
     int rc = r->io_ops->create_output(r->io, &oo, r->c->world, err);
     r->t[PH_CREATE] = hq_now() - t0;
-    /* The output's one file, if it has one: the journal's fdatasync goes through it, and its
-     * writeback starts on every run, journal or not: on a disk the output's pages then go out while
-     * the run goes on rather than all after it (the kernel starts on its own only past
-     * dirty_background_ratio, a tenth of the RAM), so a sync after the run, or the next job's
-     * reads, wait far less. */
+    if (!rc)
+        rc = run_open_journal(r, err);
+    /* The output's one file, if it has one: the journal's fdatasync goes through it (the journal
+     * flushes nothing before its first record), and its writeback starts on every run, journal or
+     * not: on a disk the output's pages then go out while the run goes on rather than all after it
+     * (the kernel starts on its own only past dirty_background_ratio, a tenth of the RAM), so a
+     * sync after the run, or the next job's reads, wait far less. */
     if (!rc && r->io_ops->sync_path) {
         const char *sp = r->io_ops->sync_path(r->io);
         r->sync_fd = sp ? open(sp, O_RDONLY | O_CLOEXEC) : -1;
     }
-    if (!rc)
-        rc = run_open_journal(r, err);
     if (!rc)
         r->wb = hq_writeback_start(r->sync_fd);
     if (!rc)
