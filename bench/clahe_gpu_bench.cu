@@ -9,7 +9,7 @@
  * clip 40 and 2) stays on the device. Per run, timed with CUDA events (median of --runs, default
  * 51, after 3 warm-ups), launched as the engine launches them (gpu/gpu_clahe_kernels.cuh): zeroed
  * tile histograms + the histogram kernels (hist), the tile LUTs built on the device from them
- * (lut: k_clahe_luts, core/clahe.h's rule), the remap in place (remap; 16-bit: the LUTs' cells
+ * (lut: launch_luts, core/clahe.h's rule), the remap in place (remap; 16-bit: the LUTs' cells
  * built, then the blend). Work lists are built once. The engine's own path builds the LUTs on the
  * host (histograms down, core/clahe.c on --threads threads, LUTs up): timed apart as "host lut".
  * Bytes of a run: 3 a pixel per sample byte (the histogram's read, the remap's read and write);
@@ -74,6 +74,15 @@ double now()
     return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
+/* Seconds from event a to event b, waiting for b. */
+double seconds(cudaEvent_t a, cudaEvent_t b)
+{
+    CK(cudaEventSynchronize(b));
+    float ms;
+    CK(cudaEventElapsedTime(&ms, a, b));
+    return ms * 1e-3;
+}
+
 /* Device-to-device copy bandwidth (read + write bytes over time), GB/s. */
 double copy_roofline()
 {
@@ -90,11 +99,9 @@ double copy_roofline()
         CK(cudaEventRecord(e0));
         CK(cudaMemcpyAsync(b, a, n, cudaMemcpyDeviceToDevice));
         CK(cudaEventRecord(e1));
-        CK(cudaEventSynchronize(e1));
-        float ms;
-        CK(cudaEventElapsedTime(&ms, e0, e1));
+        const double sec = seconds(e0, e1);
         if (r >= 3)
-            t.push_back(ms * 1e-3);
+            t.push_back(sec);
     }
     cudaFree(a);
     cudaFree(b);
@@ -108,12 +115,14 @@ struct Case {
     std::vector<uint64_t> rsrc, rat, rown, csrc, cat, cown;
     std::vector<Item> items; /* the reflections (none when the grid divides the image) */
     std::vector<Unit> units;
+    std::vector<uint32_t> starts;
     std::vector<RowGroup> groups;
     OwnLaunch own;
     GrayLaunch gray;
     uint64_t *d_r, *d_c;
     Item *d_i;
     Unit *d_u;
+    uint32_t *d_s;
     RowGroup *d_g;
     unsigned long long *d_h;
     uint16_t *d_l;
@@ -128,29 +137,26 @@ void setup(Case &c, const void *d)
     flatten(&rs, c.rsrc, c.rat, c.rown);
     flatten(&cs, c.csrc, c.cat, c.cown);
     const uint32_t hl = hq_mode_bins(&c.m);
-    make_units(&rs, &cs, 0, 0, 0, c.g.tiles_y - 1, 0, c.g.tiles_x - 1, kUnitPixels, c.units);
+    CK(plan_own(c.m.sample_bytes, hl, &c.own));
+    own_work(&rs, &cs, 0, 0, 0, c.g.tiles_y - 1, 0, c.g.tiles_x - 1, c.m.sample_bytes, &c.own, c.units, c.starts);
     hq_clahe_side_free(&rs);
     hq_clahe_side_free(&cs);
     make_items(c.rat, c.cat, 0, c.g.tiles_y - 1, 0, c.g.tiles_x - 1, hl <= kSharedCounters ? kItemPixels : kItemPixelsWin,
                c.items, &c.rown, &c.cown);
-    uint64_t w = 0;
-    for (const Unit &u : c.units)
-        w = std::max(w, u.c_hi - u.c_lo);
-    CK(plan_own(c.m.sample_bytes, c.units.size(), w, hl, &c.own));
-    plan_gray(c.m.sample_bytes, hl, 0, H, 0, W, &c.g, d, &c.gray);
+    CK(plan_gray(c.m.sample_bytes, hl, 0, H, 0, W, &c.g, d, &c.gray));
     if (!c.gray.kind) {
         fprintf(stderr, "clahe_gpu_bench: no fast remap for this image\n");
         exit(1);
     }
-    if (c.gray.shm > 48 * 1024)
-        CK(cudaFuncSetAttribute(k_clahe_remap8, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)c.gray.shm));
-    make_groups(0, H, c.gray.group_rows, hq_clahe_inv(c.g.tile_h), c.g.tiles_y, c.groups);
+    if (c.gray.kind != 8)
+        make_groups(0, H, c.gray.group_rows, hq_clahe_inv(c.g.tile_h), c.g.tiles_y, c.groups);
     const size_t len = hq_clahe_ntiles(&c.g) * hl;
     CK(cudaMalloc(&c.d_r, c.rsrc.size() * 8));
     CK(cudaMalloc(&c.d_c, c.csrc.size() * 8));
     CK(cudaMalloc(&c.d_i, std::max<size_t>(1, c.items.size()) * sizeof(Item)));
     CK(cudaMalloc(&c.d_u, c.units.size() * sizeof(Unit)));
-    CK(cudaMalloc(&c.d_g, c.groups.size() * sizeof(RowGroup)));
+    CK(cudaMalloc(&c.d_s, std::max<size_t>(1, c.starts.size()) * sizeof(uint32_t)));
+    CK(cudaMalloc(&c.d_g, std::max<size_t>(1, c.groups.size()) * sizeof(RowGroup)));
     CK(cudaMalloc(&c.d_h, len * 8));
     CK(cudaMalloc(&c.d_l, len * 2));
     CK(cudaMalloc(&c.d_cell, std::max<uint64_t>(8, c.gray.cell_bytes)));
@@ -158,6 +164,7 @@ void setup(Case &c, const void *d)
     CK(cudaMemcpy(c.d_c, c.csrc.data(), c.csrc.size() * 8, cudaMemcpyHostToDevice));
     CK(cudaMemcpy(c.d_i, c.items.data(), c.items.size() * sizeof(Item), cudaMemcpyHostToDevice));
     CK(cudaMemcpy(c.d_u, c.units.data(), c.units.size() * sizeof(Unit), cudaMemcpyHostToDevice));
+    CK(cudaMemcpy(c.d_s, c.starts.data(), c.starts.size() * sizeof(uint32_t), cudaMemcpyHostToDevice));
     CK(cudaMemcpy(c.d_g, c.groups.data(), c.groups.size() * sizeof(RowGroup), cudaMemcpyHostToDevice));
 }
 
@@ -167,6 +174,7 @@ void release(Case &c)
     cudaFree(c.d_c);
     cudaFree(c.d_i);
     cudaFree(c.d_u);
+    cudaFree(c.d_s);
     cudaFree(c.d_cell);
     cudaFree(c.d_g);
     cudaFree(c.d_h);
@@ -178,7 +186,7 @@ template <typename T> void launch_hist(const Case &c, const T *d)
 {
     const uint32_t bins = hq_mode_bins(&c.m);
     CK(cudaMemsetAsync(c.d_h, 0, hq_clahe_ntiles(&c.g) * bins * 8));
-    launch_own(c.own, d, sizeof(T), W, c.d_u, (uint32_t)c.units.size(), bins, c.d_h);
+    launch_own(c.own, d, sizeof(T), W, c.d_u, c.d_s, (uint32_t)c.units.size(), bins, c.d_h);
     const uint32_t nb = (uint32_t)c.items.size();
     if (!nb) {
     } else if (bins <= kSharedCounters) {
@@ -193,17 +201,17 @@ template <typename T> void launch_hist(const Case &c, const T *d)
 }
 
 /* The tile LUTs from the device histograms, on the device. */
-void launch_luts(const Case &c)
+void device_luts(const Case &c)
 {
     const uint32_t bins = hq_mode_bins(&c.m);
-    k_clahe_luts<<<(unsigned)hq_clahe_ntiles(&c.g), kLutThreads>>>(
-        c.d_h, bins, hq_clahe_area(&c.g), hq_clahe_clip_limit(c.clip, hq_clahe_area(&c.g), bins), c.d_l);
+    launch_luts(c.d_h, bins, (uint32_t)hq_clahe_ntiles(&c.g), hq_clahe_area(&c.g),
+                hq_clahe_clip_limit(c.clip, hq_clahe_area(&c.g), bins), c.d_l);
     CK(cudaGetLastError());
 }
 
 template <typename T> void launch_remap(const Case &c, T *d)
 {
-    launch_gray(c.gray, d, 0, 0, W, &c.g, c.d_l, 0, 0, (uint32_t)c.g.tiles_x, hq_mode_bins(&c.m), c.d_g,
+    launch_gray(c.gray, d, 0, H, 0, W, &c.g, c.d_l, 0, 0, (uint32_t)c.g.tiles_x, hq_mode_bins(&c.m), c.d_g,
                 (uint32_t)c.groups.size(), c.d_cell);
     CK(cudaGetLastError());
 }
@@ -246,7 +254,7 @@ int run_case(const cv::Mat &src, double clip, int runs, int threads, double roof
     /* The result, checked against OpenCV; the device LUTs against core/clahe.c's. */
     CK(cudaMemcpy(d, d_src, bytes, cudaMemcpyDeviceToDevice));
     launch_hist<T>(c, d);
-    launch_luts(c);
+    device_luts(c);
     CK(cudaMemcpy(dlut.data(), c.d_l, len * 2, cudaMemcpyDeviceToHost));
     launch_remap<T>(c, d);
     cv::Mat mine(H, W, src.type());
@@ -283,19 +291,15 @@ int run_case(const cv::Mat &src, double clip, int runs, int threads, double roof
         CK(cudaEventRecord(e0));
         launch_hist<T>(c, d);
         CK(cudaEventRecord(e1));
-        launch_luts(c);
+        device_luts(c);
         CK(cudaEventRecord(e2));
         launch_remap<T>(c, d);
         CK(cudaEventRecord(e3));
-        CK(cudaEventSynchronize(e3));
-        float ms_h, ms_l, ms_r;
-        CK(cudaEventElapsedTime(&ms_h, e0, e1));
-        CK(cudaEventElapsedTime(&ms_l, e1, e2));
-        CK(cudaEventElapsedTime(&ms_r, e2, e3));
+        const double sr = seconds(e2, e3), sh = seconds(e0, e1), sl = seconds(e1, e2);
         if (r >= 3) {
-            th.push_back(ms_h * 1e-3);
-            tl.push_back(ms_l * 1e-3);
-            tr.push_back(ms_r * 1e-3);
+            th.push_back(sh);
+            tl.push_back(sl);
+            tr.push_back(sr);
         }
     }
     for (int r = 0; r < std::max(5, runs / 5) + 2; r++) {
@@ -310,34 +314,6 @@ int run_case(const cv::Mat &src, double clip, int runs, int threads, double roof
            sizeof(T) == 1 ? "8-bit" : "16-bit", clip, hs * 1e3, rm * 1e3, k * 1e3, gbs, 100.0 * gbs / roof, lt * 1e3,
            (k + lt) * 1e3, 100.0 * 3.0 * bytes / (k + lt) / 1e9 / roof, cvt * 1e3, cvt / k, cvt / (k + lt), hlt * 1e3,
            eq ? "yes" : "NO", lut_eq ? "yes" : "NO");
-    /* 8-bit: the per-lane histogram by plain increments, timed and checked beside the atomics. */
-    if (sizeof(T) == 1 && c.own.lane) {
-        std::vector<double> ta;
-        std::vector<uint64_t> h2(len);
-        CK(cudaFuncSetAttribute(k_clahe_hist_lane<uint8_t, true>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                (int)c.own.shm));
-        for (int r = 0; r < runs + 3; r++) {
-            CK(cudaMemcpyAsync(d_src2, d_src, bytes, cudaMemcpyDeviceToDevice));
-            CK(cudaEventRecord(e0));
-            CK(cudaMemsetAsync(c.d_h, 0, len * 8));
-            k_clahe_hist_lane<uint8_t, true><<<c.own.grid, c.own.block, c.own.shm>>>(
-                reinterpret_cast<const uint8_t *>(d), W, c.d_u, (uint32_t)c.units.size(), hq_mode_bins(&c.m),
-                hq_mode_bins(&c.m) - 1, c.d_h);
-            CK(cudaGetLastError());
-            CK(cudaEventRecord(e1));
-            CK(cudaEventSynchronize(e1));
-            float ms;
-            CK(cudaEventElapsedTime(&ms, e0, e1));
-            if (r >= 3)
-                ta.push_back(ms * 1e-3);
-        }
-        CK(cudaMemcpy(h2.data(), c.d_h, len * 8, cudaMemcpyDeviceToHost));
-        launch_hist<T>(c, d);
-        CK(cudaMemcpy(h.data(), c.d_h, len * 8, cudaMemcpyDeviceToHost));
-        printf("  (8-bit, clip %.0f: the histogram by plain per-lane increments instead of shared atomics %.3f ms, "
-               "counts equal: %s)\n",
-               clip, median(ta) * 1e3, h == h2 ? "yes" : "NO");
-    }
     cudaFree(d_src);
     cudaFree(d_src2);
     cudaFree(d);

@@ -89,6 +89,10 @@ int hq_gpu_clahe_histogram(hq_gpu_clahe **stp, const hq_clahe_piece *p, const hq
     const bool gray = m->channels == 1 && nh == 1;
     std::vector<Item> items;
     std::vector<Unit> units;
+    std::vector<uint32_t> starts;
+    OwnLaunch ol = {};
+    if (gray)
+        CL_CHECK(plan_own(m->sample_bytes, bins, &ol));
     uint64_t ty0 = 0, ty1 = 0, tx0 = 0, tx1 = 0;
     bool any = false;
     try {
@@ -99,7 +103,7 @@ int hq_gpu_clahe_histogram(hq_gpu_clahe **stp, const hq_clahe_piece *p, const hq
         flatten(&cs, csrc, cat, cown);
         any = touched(rat, &ty0, &ty1) && touched(cat, &tx0, &tx1);
         if (any && gray)
-            make_units(&rs, &cs, p->r0, p->c0, ty0, ty1, tx0, tx1, kUnitPixels, units);
+            own_work(&rs, &cs, p->r0, p->c0, ty0, ty1, tx0, tx1, m->sample_bytes, &ol, units, starts);
         if (any)
             make_items(rat, cat, ty0, ty1, tx0, tx1, shared ? kItemPixels : kItemPixelsWin, items,
                        gray ? &rown : nullptr, gray ? &cown : nullptr);
@@ -116,10 +120,10 @@ int hq_gpu_clahe_histogram(hq_gpu_clahe **stp, const hq_clahe_piece *p, const hq
     const size_t pb = (size_t)m->channels * m->sample_bytes, px_bytes = p->rows * p->cols * pb;
     const size_t hist_bytes = nty * ntx * hl * sizeof(unsigned long long);
     const size_t a_r = rsrc.size() * 8, a_c = csrc.size() * 8, a_i = items.size() * sizeof(Item);
-    const size_t a_u = units.size() * sizeof(Unit);
+    const size_t a_u = units.size() * sizeof(Unit), a_s = starts.size() * sizeof(uint32_t);
     if ((rc = grow(s, &s->d_px, &s->px_cap, px_bytes, err)) ||
         (rc = grow(s, &s->d_hist, &s->hist_cap, hist_bytes, err)) ||
-        (rc = grow(s, &s->d_aux, &s->aux_cap, a_r + a_c + a_i + a_u, err)))
+        (rc = grow(s, &s->d_aux, &s->aux_cap, a_r + a_c + a_i + a_u + a_s, err)))
         return rc;
     char *aux = static_cast<char *>(s->d_aux);
     CL_CHECK(cudaMemcpy(s->d_px, p->data, px_bytes, cudaMemcpyHostToDevice));
@@ -127,22 +131,19 @@ int hq_gpu_clahe_histogram(hq_gpu_clahe **stp, const hq_clahe_piece *p, const hq
     CL_CHECK(cudaMemcpy(aux + a_r, csrc.data(), a_c, cudaMemcpyHostToDevice));
     CL_CHECK(cudaMemcpy(aux + a_r + a_c, items.data(), a_i, cudaMemcpyHostToDevice));
     CL_CHECK(cudaMemcpy(aux + a_r + a_c + a_i, units.data(), a_u, cudaMemcpyHostToDevice));
+    CL_CHECK(cudaMemcpy(aux + a_r + a_c + a_i + a_u, starts.data(), a_s, cudaMemcpyHostToDevice));
     CL_CHECK(cudaMemset(s->d_hist, 0, hist_bytes));
     const uint64_t *d_r = reinterpret_cast<const uint64_t *>(aux), *d_c = reinterpret_cast<const uint64_t *>(aux + a_r);
     const Item *d_i = reinterpret_cast<const Item *>(aux + a_r + a_c);
     const Unit *d_u = reinterpret_cast<const Unit *>(aux + a_r + a_c + a_i);
+    const uint32_t *d_s = reinterpret_cast<const uint32_t *>(aux + a_r + a_c + a_i + a_u);
     unsigned long long *d_h = static_cast<unsigned long long *>(s->d_hist);
     const uint32_t maxv = bins - 1;
     if (!units.empty()) {
-        uint64_t w = 0;
-        for (const Unit &u : units)
-            w = u.c_hi - u.c_lo > w ? u.c_hi - u.c_lo : w;
         if (units.size() > UINT32_MAX)
             return hq_fail(err, HQ_EDEVICE, "gpu: a CLAHE piece of %zu histogram units is too large (lower --block)",
                            units.size());
-        OwnLaunch ol;
-        CL_CHECK(plan_own(m->sample_bytes, units.size(), w, bins, &ol));
-        launch_own(ol, s->d_px, m->sample_bytes, p->cols, d_u, (uint32_t)units.size(), bins, d_h);
+        launch_own(ol, s->d_px, m->sample_bytes, p->cols, d_u, d_s, (uint32_t)units.size(), bins, d_h);
         CL_CHECK(cudaGetLastError());
     }
     const uint32_t nwin = shared ? 1 : (hl + kWindow - 1) / kWindow;
@@ -216,10 +217,11 @@ int hq_gpu_clahe_remap(hq_gpu_clahe **stp, hq_clahe_piece *p, const hq_mode *m, 
     const uint16_t *d_l = static_cast<const uint16_t *>(s->d_lut);
     if (m->channels == 1) {
         GrayLaunch gl;
-        plan_gray(m->sample_bytes, bins, p->r0, p->rows, p->c0, p->cols, g, s->d_px, &gl);
+        CL_CHECK(plan_gray(m->sample_bytes, bins, p->r0, p->rows, p->c0, p->cols, g, s->d_px, &gl));
         std::vector<RowGroup> groups;
         try {
-            make_groups(p->r0, p->rows, gl.group_rows, inv_h, g->tiles_y, groups);
+            if (gl.kind != 8) /* kind 8 finds its runs of rows itself */
+                make_groups(p->r0, p->rows, gl.group_rows, inv_h, g->tiles_y, groups);
         } catch (...) {
             return hq_fail(err, HQ_EMEM, "gpu: out of memory for CLAHE row groups");
         }
@@ -227,15 +229,14 @@ int hq_gpu_clahe_remap(hq_gpu_clahe **stp, hq_clahe_piece *p, const hq_mode *m, 
         if ((rc = grow(s, &s->d_aux, &s->aux_cap, gb, err)) ||
             (gl.kind == 16 && (rc = grow(s, &s->d_cell, &s->cell_cap, gl.cell_bytes, err))))
             return rc;
-        CL_CHECK(cudaMemcpy(s->d_aux, groups.data(), gb, cudaMemcpyHostToDevice));
+        if (gb)
+            CL_CHECK(cudaMemcpy(s->d_aux, groups.data(), gb, cudaMemcpyHostToDevice));
         const RowGroup *d_g = static_cast<const RowGroup *>(s->d_aux);
         if (groups.size() > UINT32_MAX)
             return hq_fail(err, HQ_EDEVICE, "gpu: a CLAHE piece of %zu row groups is too large (lower --block)",
                            groups.size());
         if (gl.kind) {
-            if (gl.shm > 48 * 1024)
-                CL_CHECK(cudaFuncSetAttribute(k_clahe_remap8, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)gl.shm));
-            launch_gray(gl, s->d_px, p->r0, p->c0, p->cols, g, d_l, ty0, tx0, (uint32_t)ntx, bins, d_g,
+            launch_gray(gl, s->d_px, p->r0, p->rows, p->c0, p->cols, g, d_l, ty0, tx0, (uint32_t)ntx, bins, d_g,
                         (uint32_t)groups.size(), static_cast<uint2 *>(s->d_cell));
             CL_CHECK(cudaGetLastError());
         }

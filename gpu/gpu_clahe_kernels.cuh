@@ -4,7 +4,7 @@
  * One file a job under gpu/clahe/, each stating its contract, included here in dependency order:
  *   common.cuh        the tunables (k*), the work-list records (Item, Unit, RowGroup), load_px
  *   hist_generic.cuh  histograms by work items: gray images' reflected entries, every other mode
- *   hist_own.cuh      gray histograms of each tile's own rectangle, per-lane or packed u16 counters
+ *   hist_own.cuh      gray histograms of each tile's own rectangle, per-lane or packed counters
  *   luts.cuh          every tile's LUT built on the device from its histogram
  *   remap.cuh         the remap: aligned gray rows by cells, other gray pieces by row groups,
  *                     other modes a pixel a thread

@@ -31,22 +31,26 @@ constexpr int kWinThreads = 1024;
 constexpr uint64_t kGroupPixels = (uint64_t)1 << 16;
 /* 8-bit gray remap stages two tile rows of LUTs as bytes when they fit this many. */
 constexpr uint32_t kLut8Bytes = 48 * 1024;
-/* Gray histograms of the own rectangles: per-lane counters up to this many bins (k_clahe_hist_lane,
- * 4 warps a block), one packed histogram a block above (k_clahe_hist_packed). */
+/* Gray histograms of the own rectangles: per-lane counters up to this many bins (k_clahe_hist_lane),
+ * one packed histogram a block above (k_clahe_hist_packed). */
 constexpr uint32_t kLaneBins = 256;
-constexpr int kLaneThreads = 128;
+constexpr int kLaneThreads = 256;
+/* k_clahe_hist_lane: rows a warp loads at once (two 16-byte vectors of each a lane). */
+constexpr uint32_t kLaneRows = 2;
 constexpr int kPackedThreads = 1024;
 /* Pixels a unit: the packed histogram's u16 halves hold any unit (< 65,536) whole. */
 constexpr uint64_t kUnitPixels = 16384;
 /* Device LUT build: threads a histogram, bins a thread per round. */
 constexpr int kLutThreads = 1024;
 constexpr uint32_t kLutPer = 4;
+/* ... for bins <= 256: warps a block, bins a lane. */
+constexpr uint32_t kLutWarps = 4, kLutWarpPer = 8;
 /* Gray remap of aligned rows (k_clahe_remap8 / k_clahe_remap16): a block is kRemapBX vectors of a
- * row by kRemapBY rows, over at most kRemapRows rows of one tile-row pair. */
+ * row by kRemapBY rows; 16-bit over at most kRemapRows rows of one tile-row pair (8-bit: slabs). */
 constexpr int kRemapBX = 32, kRemapBY = 8;
 constexpr uint64_t kRemapRows = 64;
-/* 8-bit: the cells of a strip's column pairs (1 KiB each) in shared memory up to this many pairs. */
-constexpr uint32_t kCellPairs8 = 40;
+/* 8-bit: the cells of a strip's column pairs (2 KiB each) in shared memory up to this many pairs. */
+constexpr uint32_t kCellPairs8 = 24;
 /* 16-bit: device cells ({l11, l12, l21, l22}, 8 bytes a level and pair of pairs) up to this size. */
 constexpr uint64_t kCellBytes = (uint64_t)256 << 20;
 

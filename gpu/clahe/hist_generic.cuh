@@ -14,6 +14,23 @@
 
 namespace {
 
+/* f(c) for each entry of item it this thread takes, c its samples (load_px). An item holds at most
+ * max(kItemPixelsWin, one row of its tile) pixels: 32-bit indexes (64-bit division is slow on the
+ * device). */
+template <typename T, typename F>
+__device__ __forceinline__ void item_each(const T *d, uint64_t cols, uint32_t ch, const uint64_t *rsrc,
+                                          const uint64_t *csrc, const Item &it, uint64_t r0, uint64_t c0, F f)
+{
+    const uint64_t cb = it.j_lo;
+    const uint32_t nc = (uint32_t)(it.j_hi - cb), n = (uint32_t)(it.i_hi - it.i_lo) * nc;
+    for (uint32_t k = threadIdx.x; k < n; k += blockDim.x) {
+        const uint64_t i = it.i_lo + k / nc, j = cb + k % nc;
+        uint32_t c[3];
+        load_px(d + ((rsrc[i] - r0) * cols + (csrc[j] - c0)) * ch, ch, c);
+        f(c);
+    }
+}
+
 template <typename T>
 __global__ void __launch_bounds__(kThreads)
     k_clahe_hist(const T *__restrict__ d, uint64_t cols, uint32_t ch, const uint64_t *__restrict__ rsrc,
@@ -27,19 +44,10 @@ __global__ void __launch_bounds__(kThreads)
     for (uint32_t v = threadIdx.x; v < hl; v += blockDim.x)
         sh[v] = 0;
     __syncthreads();
-    /* An item holds at most max(kItemPixels, one row of its tile) pixels: 32-bit indexes (64-bit
-     * division is slow on the device). */
-    const uint64_t cb = it.j_lo;
-    const uint32_t nc = (uint32_t)(it.j_hi - cb), n = (uint32_t)(it.i_hi - it.i_lo) * nc;
-    for (uint32_t k = threadIdx.x; k < n; k += blockDim.x) {
-        const uint64_t i = it.i_lo + k / nc, j = cb + k % nc;
-        uint32_t c[3];
-        load_px(d + ((rsrc[i] - r0) * cols + (csrc[j] - c0)) * ch, ch, c);
-        for (uint32_t h = 0; h < nh; h++) {
-            const uint32_t v = h * bins + hq_clahe_key(c, ch, (hq_color)color, h, maxv);
-            atomicAdd(&sh[v], 1u);
-        }
-    }
+    item_each(d, cols, ch, rsrc, csrc, it, r0, c0, [&](const uint32_t *c) {
+        for (uint32_t h = 0; h < nh; h++)
+            atomicAdd(&sh[h * bins + hq_clahe_key(c, ch, (hq_color)color, h, maxv)], 1u);
+    });
     __syncthreads();
     for (uint32_t v = threadIdx.x; v < hl; v += blockDim.x)
         if (sh[v])
@@ -75,18 +83,10 @@ __global__ void __launch_bounds__(kWinThreads)
     for (uint32_t v = threadIdx.x; v < wn; v += blockDim.x)
         sh[v] = 0;
     __syncthreads();
-    /* An item holds at most max(kItemPixelsWin, one row of its tile) pixels: 32-bit indexes. */
-    const uint64_t cb = it.j_lo;
-    const uint32_t nc = (uint32_t)(it.j_hi - cb), n = (uint32_t)(it.i_hi - it.i_lo) * nc;
-    for (uint32_t k = threadIdx.x; k < n; k += blockDim.x) {
-        const uint64_t i = it.i_lo + k / nc, j = cb + k % nc;
-        uint32_t c[3];
-        load_px(d + ((rsrc[i] - r0) * cols + (csrc[j] - c0)) * ch, ch, c);
-        for (uint32_t h = 0; h < nh; h++) {
-            const uint32_t v = h * bins + hq_clahe_key(c, ch, (hq_color)color, h, maxv) - wlo;
-            win_add(sh, v, wn);
-        }
-    }
+    item_each(d, cols, ch, rsrc, csrc, it, r0, c0, [&](const uint32_t *c) {
+        for (uint32_t h = 0; h < nh; h++)
+            win_add(sh, h * bins + hq_clahe_key(c, ch, (hq_color)color, h, maxv) - wlo, wn);
+    });
     __syncthreads();
     for (uint32_t v = threadIdx.x; v < wn; v += blockDim.x)
         if (sh[v])

@@ -1,11 +1,12 @@
 /* clahe/hist_own.cuh — gray histograms of each tile's own rectangle (the piece's samples of the
- * tile, rows and columns contiguous; the reflected entries are hist_generic.cuh's) in units of at
- * most kUnitPixels (Unit, make_units), a persistent grid whose blocks each take a contiguous run of
- * units (plan_own / launch_own in work_lists.cuh): 16-byte row loads, several rows in flight, no
- * division or table lookup a pixel. Up to kLaneBins bins every lane counts in its own u16 halves
- * (no bank or counter shared, so shared-memory atomics never collide); more bins (16-bit) count in
- * one packed u16-pair histogram a block (128 KiB for 65,536 bins). Both fold into the tile's u64
- * counters when the tile changes or a half could overflow. */
+ * tile, rows and columns contiguous; the reflected entries are hist_generic.cuh's) by a persistent
+ * grid whose blocks each take a contiguous run of units (Unit; plan_own / own_work / launch_own in
+ * work_lists.cuh): 16-byte row loads, several rows in flight, no division or table lookup a pixel.
+ * Up to kLaneBins bins, u32 counters a level and lane (k_clahe_hist_lane: the lanes of an atomic
+ * never share a bank, so shared-memory atomics never collide), runs of equal pixels a block; more
+ * bins (16-bit) count in one packed u16-pair histogram a block (k_clahe_hist_packed: 128 KiB for
+ * 65,536 bins) over units of at most kUnitPixels. Both fold into the tile's u64 counters when the
+ * tile changes or a counter could overflow. */
 #ifndef HQ_GPU_CLAHE_HIST_OWN_CUH
 #define HQ_GPU_CLAHE_HIST_OWN_CUH
 
@@ -74,66 +75,124 @@ __device__ __forceinline__ void unit_run(uint32_t nunits, uint32_t *u0, uint32_t
     *u1 = (uint32_t)((uint64_t)(blockIdx.x + 1) * nunits / gridDim.x);
 }
 
-/* Gray histograms of bins <= kLaneBins: every lane its own counters, two u16 halves a word, word
- * (v / 2) * 32 + lane of its warp's bins * 16 words: lanes never share a bank nor a counter, so the
- * shared-memory atomics never conflict (smooth images put the lanes of a warp on few levels). A
- * half holds 65,535: the block folds into the tile's u64 counters before any lane could count more
- * (a bound from the unit's shape), and when the tile changes. RMW: plain increments instead of
- * the shared-memory atomics (a lane's counters are its own either way; the bench times both). */
-template <typename T, bool RMW = false>
-__global__ void __launch_bounds__(kLaneThreads)
-    k_clahe_hist_lane(const T *__restrict__ d, uint64_t cols, const Unit *__restrict__ units, uint32_t nunits,
-                      uint32_t bins, uint32_t maxv, unsigned long long *hist)
+/* Byte K of word w as the byte offset of its level's counter in column col (bytes) of
+ * k_clahe_hist_lane's counters: levels 128 bytes apart (32 columns of u32). */
+template <uint32_t K> __device__ __forceinline__ uint32_t lane_slot(uint32_t w, uint32_t col)
 {
-    extern __shared__ uint32_t sh[];
-    constexpr uint32_t V = 16 / sizeof(T);
-    const uint32_t L = blockDim.x, BY = blockDim.y, nt = L * BY, tid = threadIdx.y * L + threadIdx.x;
-    const uint32_t words = (bins + 1) / 2, per_warp = words * 32, nwarps = nt / 32;
-    uint32_t *mine = sh + (tid >> 5) * per_warp + (tid & 31);
-    for (uint32_t k = tid; k < nwarps * per_warp; k += nt)
-        sh[k] = 0;
+    return (K ? w >> (8 * K - 7) : w << 7) & 0x7f80u | col;
+}
+
+/* Counts one 16-byte vector of samples in column col; 16-bit samples clamped to maxv first. */
+__device__ __forceinline__ void lane_count(char *sh, uint4 a, uint32_t col, uint32_t, uint8_t)
+{
+    const uint32_t w[4] = {a.x, a.y, a.z, a.w};
+#pragma unroll
+    for (uint32_t i = 0; i < 4; i++) {
+        atomicAdd(reinterpret_cast<uint32_t *>(sh + lane_slot<0>(w[i], col)), 1u);
+        atomicAdd(reinterpret_cast<uint32_t *>(sh + lane_slot<1>(w[i], col)), 1u);
+        atomicAdd(reinterpret_cast<uint32_t *>(sh + lane_slot<2>(w[i], col)), 1u);
+        atomicAdd(reinterpret_cast<uint32_t *>(sh + lane_slot<3>(w[i], col)), 1u);
+    }
+}
+__device__ __forceinline__ void lane_count(char *sh, uint4 a, uint32_t col, uint32_t maxv, uint16_t)
+{
+    const uint32_t w[4] = {a.x, a.y, a.z, a.w};
+#pragma unroll
+    for (uint32_t i = 0; i < 4; i++) {
+        atomicAdd(reinterpret_cast<uint32_t *>(sh + (min(w[i] & 0xffffu, maxv) << 7 | col)), 1u);
+        atomicAdd(reinterpret_cast<uint32_t *>(sh + (min(w[i] >> 16, maxv) << 7 | col)), 1u);
+    }
+}
+
+/* Gray histograms of bins <= kLaneBins (k_clahe_hist_lane), blocks of kLaneThreads threads: u32
+ * counters for every level (256) and 32 columns, 32 KiB a block; lane l of every warp counts in
+ * column l, so the 32 lanes of one atomic always hit 32 different banks whatever the levels
+ * (smooth images put a warp's lanes on few levels). Warps share the columns: an atomic from
+ * another warp on the same counter costs nothing more. Levels above maxv (8-bit samples of fewer
+ * bits) count where they stand and join bin maxv when the block folds.
+ *
+ * Work: each block a run of whole rows of own rectangles (units[starts[b] .. starts[b + 1]), cut
+ * by make_lane_units so that every block gets the same number of pixels); a warp takes rows warp,
+ * warp + warps, ..., kLaneRows at a time, each lane two 16-byte vectors of each of them in flight
+ * (scalar heads and tails where a row does not start on a boundary). The block folds into the
+ * tile's u64 counters at a change of tile, at its run's end, and before a u32 could wrap. */
+template <typename T>
+__global__ void __launch_bounds__(kLaneThreads)
+    k_clahe_hist_lane(const T *__restrict__ d, uint64_t cols, const Unit *__restrict__ units,
+                      const uint32_t *__restrict__ starts, uint32_t maxv, unsigned long long *hist)
+{
+    extern __shared__ uint4 sh4[];
+    char *sh = reinterpret_cast<char *>(sh4);
+    constexpr uint32_t V = 16 / sizeof(T), NW = kLaneThreads / 32, U = kLaneRows;
+    const uint32_t tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, col = lane * 4;
+    for (uint32_t k = tid; k < 256 * 32 / 4; k += kLaneThreads)
+        sh4[k] = make_uint4(0, 0, 0, 0);
     __syncthreads();
-    uint32_t u0, u1;
-    unit_run(nunits, &u0, &u1);
-    uint32_t acc = 0; /* the most any one lane may have counted since the last fold */
+    const uint32_t u0 = starts[blockIdx.x], u1 = starts[blockIdx.x + 1];
+    uint64_t acc = 0; /* pixels counted since the last fold: the most any counter holds */
     for (uint32_t u = u0; u < u1; u++) {
         const Unit un = units[u];
-        /* Units hold < 2^16 pixels: 32-bit arithmetic (64-bit division is slow on the device). */
-        const uint32_t n = (uint32_t)(un.c_hi - un.c_lo), rows_each = ((uint32_t)(un.r_hi - un.r_lo) + BY - 1) / BY;
-        const uint32_t bound = rows_each * (((n / V + L - 1) / L) * V + (2 * V + L - 1) / L);
-        unit_each<4>(d, cols, un, threadIdx.x, L, threadIdx.y, BY, [&](uint32_t x) {
-            const uint32_t v = hq_clahe_key(&x, 1, HQ_COLOR_LUMA, 0, maxv);
-            if (RMW)
-                mine[(v >> 1) * 32] += 1u << ((v & 1) * 16);
-            else
-                atomicAdd(mine + (v >> 1) * 32, 1u << ((v & 1) * 16));
-        });
-        acc += bound;
-        /* Fold at the run's end, at a change of tile, or before the next unit could overflow. */
-        bool fold = u + 1 == u1 || units[u + 1].tile != un.tile;
-        if (!fold) {
-            const Unit nx = units[u + 1];
-            const uint32_t nn = (uint32_t)(nx.c_hi - nx.c_lo), nre = ((uint32_t)(nx.r_hi - nx.r_lo) + BY - 1) / BY;
-            fold = acc + nre * (((nn / V + L - 1) / L) * V + (2 * V + L - 1) / L) > 65535;
-        }
-        if (!fold)
-            continue;
-        __syncthreads();
-        unsigned long long *dst = hist + un.tile * bins;
-        for (uint32_t w = tid; w < words; w += nt) {
-            uint32_t lo = 0, hi = 0;
-            for (uint32_t q = 0; q < nwarps; q++)
-                for (uint32_t l = 0; l < 32; l++) {
-                    uint32_t *c = sh + q * per_warp + w * 32 + ((l + tid) & 31); /* rotated: no bank conflict */
-                    const uint32_t x = *c;
-                    *c = 0;
-                    lo += x & 0xffff;
-                    hi += x >> 16;
+        const uint64_t n = un.c_hi - un.c_lo;
+        for (uint64_t r = un.r_lo + warp; r < un.r_hi; r += U * NW) {
+            const T *p[U];
+            uint32_t head[U], nvec[U], most = 0;
+#pragma unroll
+            for (uint32_t i = 0; i < U; i++) {
+                const uint64_t rr = r + i * NW;
+                const bool in = rr < un.r_hi;
+                p[i] = d + (in ? rr : r) * cols + un.c_lo;
+                const uint32_t mis = (uint32_t)((uintptr_t)p[i] / sizeof(T)) % V;
+                head[i] = in && mis ? (V - mis < n ? V - mis : (uint32_t)n) : 0;
+                nvec[i] = in ? (uint32_t)((n - head[i]) / V) : 0;
+                most = nvec[i] > most ? nvec[i] : most;
+            }
+            for (uint32_t k = lane; k < most; k += 64) {
+                uint4 a[U][2];
+#pragma unroll
+                for (uint32_t i = 0; i < U; i++)
+#pragma unroll
+                    for (uint32_t h = 0; h < 2; h++)
+                        if (k + 32 * h < nvec[i])
+                            a[i][h] = __ldg(reinterpret_cast<const uint4 *>(p[i] + head[i]) + k + 32 * h);
+#pragma unroll
+                for (uint32_t i = 0; i < U; i++)
+#pragma unroll
+                    for (uint32_t h = 0; h < 2; h++)
+                        if (k + 32 * h < nvec[i])
+                            lane_count(sh, a[i][h], col, maxv, T());
+            }
+#pragma unroll
+            for (uint32_t i = 0; i < U; i++) {
+                const uint32_t tail = head[i] + nvec[i] * V, rest = head[i] + (uint32_t)(n - tail);
+                for (uint32_t q = lane; r + i * NW < un.r_hi && q < rest; q += 32) {
+                    const uint32_t x = p[i][q < head[i] ? q : tail + (q - head[i])];
+                    atomicAdd(reinterpret_cast<uint32_t *>(sh + ((sizeof(T) == 1 ? x : min(x, maxv)) << 7 | col)), 1u);
                 }
-            if (lo)
-                atomicAdd(dst + 2 * w, (unsigned long long)lo);
-            if (hi)
-                atomicAdd(dst + 2 * w + 1, (unsigned long long)hi);
+            }
+        }
+        acc += (un.r_hi - un.r_lo) * n;
+        const bool last = u + 1 == u1;
+        if (!last) {
+            const Unit nx = units[u + 1];
+            if (nx.tile == un.tile && acc + (nx.r_hi - nx.r_lo) * (nx.c_hi - nx.c_lo) <= UINT32_MAX)
+                continue;
+        }
+        /* Level v's 32 columns, 16 bytes at a time from a rotated start: the lanes of a quarter
+         * warp read 8 different 16-byte slots of their rows, no bank conflict. */
+        __syncthreads();
+        unsigned long long *dst = hist + un.tile * (maxv + 1);
+        for (uint32_t v = tid; v < 256; v += kLaneThreads) {
+            uint4 *row = sh4 + v * 8;
+            uint32_t s = 0;
+#pragma unroll
+            for (uint32_t g = 0; g < 8; g++) {
+                const uint4 c = row[(g + lane) & 7];
+                s += c.x + c.y + c.z + c.w;
+                if (!last)
+                    row[(g + lane) & 7] = make_uint4(0, 0, 0, 0);
+            }
+            if (s)
+                atomicAdd(dst + (v < maxv ? v : maxv), (unsigned long long)s);
         }
         acc = 0;
         __syncthreads();

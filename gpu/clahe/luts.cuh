@@ -1,7 +1,7 @@
-/* clahe/luts.cuh — tile LUTs on the device: k_clahe_luts builds every tile's LUT from its u64
- * histogram with core/clahe.h's pieces of hq_clahe_tile_lut, so the result is the host's bit for
- * bit. The engine builds its LUTs on the host (core/clahe.c); bench/clahe_gpu_bench.cu times this
- * path and checks it against hq_clahe_tile_lut. */
+/* clahe/luts.cuh — tile LUTs on the device: k_clahe_luts (k_clahe_luts_warp up to 256 bins;
+ * launch_luts picks) builds every tile's LUT from its u64 histogram with core/clahe.h's pieces of
+ * hq_clahe_tile_lut, so the result is the host's bit for bit. The engine builds its LUTs on the host
+ * (core/clahe.c); bench/clahe_gpu_bench.cu times this path and checks it against hq_clahe_tile_lut. */
 #ifndef HQ_GPU_CLAHE_LUTS_CUH
 #define HQ_GPU_CLAHE_LUTS_CUH
 
@@ -83,6 +83,64 @@ __global__ void __launch_bounds__(kLutThreads)
             }
         carry += total;
     }
+}
+
+/* k_clahe_luts for bins <= 32 * kLutWarpPer (8-bit): one warp a LUT (kLutWarps a block), kLutWarpPer
+ * consecutive bins a lane, sums and prefixes by shuffles: no block-wide barrier, one round trip to
+ * the histogram. */
+__global__ void __launch_bounds__(kLutWarps * 32)
+    k_clahe_luts_warp(const unsigned long long *__restrict__ hist, uint32_t bins, uint32_t ntiles, uint64_t area,
+                      int64_t limit, uint16_t *__restrict__ lut)
+{
+    const uint32_t t = blockIdx.x * kLutWarps + threadIdx.x / 32, lane = threadIdx.x & 31, v0 = lane * kLutWarpPer;
+    if (t >= ntiles)
+        return;
+    const unsigned long long *h = hist + (uint64_t)t * bins;
+    uint64_t c[kLutWarpPer];
+    unsigned long long clipped = 0;
+#pragma unroll
+    for (uint32_t e = 0; e < kLutWarpPer; e++) {
+        c[e] = v0 + e < bins ? h[v0 + e] : 0;
+        clipped += limit > 0 && c[e] > (uint64_t)limit ? c[e] - (uint64_t)limit : 0;
+    }
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1)
+        clipped += __shfl_xor_sync(0xffffffffu, clipped, o);
+    const hq_clahe_spread sp = hq_clahe_spread_of(clipped, bins);
+    const float scale = hq_clahe_lut_scale(bins, area);
+    uint64_t next = hq_clahe_spread_from(sp, v0);
+    unsigned long long mine = 0;
+#pragma unroll
+    for (uint32_t e = 0; e < kLutWarpPer; e++) {
+        c[e] = v0 + e < bins ? hq_clahe_bin_count(c[e], limit, sp, v0 + e, &next) : 0;
+        mine += c[e];
+    }
+    unsigned long long sum = mine;
+#pragma unroll
+    for (int o = 1; o < 32; o <<= 1) {
+        const unsigned long long y = __shfl_up_sync(0xffffffffu, sum, o);
+        if ((int)lane >= o)
+            sum += y;
+    }
+    sum -= mine;
+    uint16_t *out = lut + (uint64_t)t * bins;
+#pragma unroll
+    for (uint32_t e = 0; e < kLutWarpPer; e++)
+        if (v0 + e < bins) {
+            sum += c[e];
+            out[v0 + e] = hq_clahe_lut_entry(sum, scale, bins - 1);
+        }
+}
+
+/* The LUTs of ntiles histograms (hist: bins u64 counters each, each summing to area). */
+inline void launch_luts(const unsigned long long *hist, uint32_t bins, uint32_t ntiles, uint64_t area, int64_t limit,
+                        uint16_t *lut, cudaStream_t st = 0)
+{
+    if (bins <= 32 * kLutWarpPer)
+        k_clahe_luts_warp<<<(ntiles + kLutWarps - 1) / kLutWarps, kLutWarps * 32, 0, st>>>(hist, bins, ntiles, area,
+                                                                                           limit, lut);
+    else
+        k_clahe_luts<<<ntiles, kLutThreads, 0, st>>>(hist, bins, area, limit, lut);
 }
 
 } /* namespace */

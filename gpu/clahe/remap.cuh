@@ -1,7 +1,7 @@
 /* clahe/remap.cuh — the remap in place: each pixel the bilinear blend of its four tile LUTs, every
  * per-pixel result core/clahe.h's. Gray, rows on 16-byte boundaries (k_clahe_remap8,
  * k_clahe_remap16): a thread keeps its columns' weights over its rows; 8-bit reads a pixel's four
- * LUT entries as one word of cells staged in shared memory, 16-bit as one 8-byte gather from cells
+ * LUT entries as one 8-byte cell staged in shared memory, 16-bit as one 8-byte gather from cells
  * built on the device (k_clahe_cells: {l11, l12, l21, l22} per level and pair of tile pairs). Other
  * gray pieces (k_clahe_remap_gray): one CUDA block per group of rows blending the same two tile
  * rows, 16-byte vectors with scalar heads and tails (8-bit LUTs as bytes in shared memory). Other
@@ -10,6 +10,7 @@
 #ifndef HQ_GPU_CLAHE_REMAP_CUH
 #define HQ_GPU_CLAHE_REMAP_CUH
 
+#include <cuda_fp16.h>
 #include <cuda_runtime.h>
 #include <stdint.h>
 
@@ -139,74 +140,151 @@ __device__ __forceinline__ float small_f(uint32_t w)
     return __fsub_rn(__uint_as_float(w), 8388608.0f);
 }
 
-/* Rows a thread blends at a time in the aligned gray remaps: their loads go out together. */
-constexpr uint32_t kRemapU = 4;
+/* k_clahe_remap8: rows a thread blends at a time, the next as many loading meanwhile. */
+constexpr uint32_t kRemapU = 2;
 
-/* 8-bit gray (bins <= 256), rows 16-byte aligned. Block: kRemapBX vectors of 16 columns (a strip) by
- * kRemapBY rows, over row group groups[blockIdx.y] (one tile-row pair). The strip's cells, the four
- * LUT bytes of a level for one column pair {l11, l12, l21, l22} in a word, sit in shared memory
- * (pairs p0 .. of the strip, bins words each): one load a pixel. A thread's 16 columns keep their
- * weights (hq_clahe_weight, the same values the per-pixel form computes) over all its rows; the
- * blend is hq_clahe_blend_f on the entries' exact floats. */
-__global__ void __launch_bounds__(kRemapBX *kRemapBY, 2)
-    k_clahe_remap8(uint8_t *d, uint64_t cols, uint64_t r0, uint64_t c0, float inv_h, float inv_w, uint64_t tiles_y,
-                   uint64_t tiles_x, const uint16_t *__restrict__ lut, uint32_t ty0, uint32_t tx0, uint32_t ntx,
-                   uint32_t bins, const RowGroup *__restrict__ groups)
+/* The weights of the N columns from piece column j (hq_clahe_weight's, the values the per-pixel form
+ * computes) and the offset of each one's pair of tiles from pair p0, in units of stride. */
+template <uint32_t N>
+__device__ __forceinline__ void column_weights(uint64_t j, uint64_t c0, float inv_w, uint64_t tiles_x, uint32_t p0,
+                                               uint32_t stride, float *w1, float *w2, uint32_t *off)
 {
-    extern __shared__ uint32_t cell[];
-    const RowGroup gr = groups[blockIdx.y];
-    const uint64_t x0 = (uint64_t)blockIdx.x * kRemapBX * 16, x1 = x0 + kRemapBX * 16 < cols ? x0 + kRemapBX * 16 : cols;
-    const hq_clahe_w wg = hq_clahe_weight(r0 + gr.lo, inv_h, tiles_y);
-    const uint32_t p0 = pair_of(hq_clahe_weight(c0 + x0, inv_w, tiles_x), tiles_x);
-    const uint32_t p1 = pair_of(hq_clahe_weight(c0 + x1 - 1, inv_w, tiles_x), tiles_x);
-    const uint16_t *l1 = lut + (uint64_t)(wg.t1 - ty0) * ntx * bins, *l2 = lut + (uint64_t)(wg.t2 - ty0) * ntx * bins;
-    const uint32_t tid = threadIdx.y * kRemapBX + threadIdx.x;
-    for (uint32_t k = tid; k < (p1 - p0 + 1) * bins; k += kRemapBX * kRemapBY) {
-        const uint32_t p = p0 + k / bins, v = k % bins;
-        const uint64_t a = (uint64_t)(pair_lo(p) - tx0) * bins + v, b = (uint64_t)(pair_hi(p, tiles_x) - tx0) * bins + v;
-        cell[k] = (uint32_t)l1[a] | (uint32_t)l1[b] << 8 | (uint32_t)l2[a] << 16 | (uint32_t)l2[b] << 24;
-    }
-    __syncthreads();
-    const uint64_t j = x0 + threadIdx.x * 16;
-    if (j >= x1)
-        return;
-    float w1[16], w2[16];
-    uint32_t off[16];
 #pragma unroll
-    for (uint32_t e = 0; e < 16; e++) {
+    for (uint32_t e = 0; e < N; e++) {
         const hq_clahe_w wx = hq_clahe_weight(c0 + j + e, inv_w, tiles_x);
         w1[e] = wx.w1;
         w2[e] = wx.w2;
-        off[e] = (pair_of(wx, tiles_x) - p0) * bins;
+        off[e] = (pair_of(wx, tiles_x) - p0) * stride;
     }
-    const uint32_t maxv = bins - 1;
-    union Px {
-        uint4 u;
-        uint8_t t[16];
-    };
-    for (uint64_t i = gr.lo + threadIdx.y; i < gr.hi; i += kRemapU * kRemapBY) {
-        Px p[kRemapU];
+}
+
+/* The end of the run of rows from lo (< b) that blend lo's pair of tile rows: pair_of grows with
+ * the row, so the first row of another pair is found by bisection. */
+__device__ __forceinline__ uint64_t pair_run_end(uint64_t lo, uint64_t b, uint64_t r0, float inv_h, uint64_t tiles_y)
+{
+    const uint32_t py = pair_of(hq_clahe_weight(r0 + lo, inv_h, tiles_y), tiles_y);
+    uint64_t e0 = lo + 1, e1 = b;
+    while (e0 < e1) {
+        const uint64_t m = e0 + (e1 - e0) / 2;
+        if (pair_of(hq_clahe_weight(r0 + m, inv_h, tiles_y), tiles_y) == py)
+            e0 = m + 1;
+        else
+            e1 = m;
+    }
+    return e0;
+}
+
+/* The cell of level v of column pair p for one pair of tile rows (l1, l2: their LUTs): the four
+ * entries as halves (exact: entries <= 255), {l11 | l12 << 16, l21 | l22 << 16}. */
+__device__ __forceinline__ uint2 cell8_of(const uint16_t *l1, const uint16_t *l2, uint32_t p, uint32_t v, uint32_t tx0,
+                                          uint64_t tiles_x, uint32_t bins)
+{
+    const uint64_t a = (uint64_t)(pair_lo(p) - tx0) * bins + v, b = (uint64_t)(pair_hi(p, tiles_x) - tx0) * bins + v;
+    const uint32_t h11 = __half_as_ushort(__ushort2half_rn(l1[a])), h12 = __half_as_ushort(__ushort2half_rn(l1[b]));
+    const uint32_t h21 = __half_as_ushort(__ushort2half_rn(l2[a])), h22 = __half_as_ushort(__ushort2half_rn(l2[b]));
+    return make_uint2(h11 | h12 << 16, h21 | h22 << 16);
+}
+
+/* Byte K of word w as the byte offset of its level's cell (8 bytes a level) from off. */
+template <uint32_t K> __device__ __forceinline__ uint32_t cell_at(uint32_t w, uint32_t off)
+{
+    return (K ? w >> (8 * K - 3) : w << 3) & 0x7f8u | off;
+}
+
+/* 16 pixels (one 16-byte vector) of a row of weight wy through the cells, each entry's float by a
+ * half-to-float conversion: the blend of hq_clahe_blend_f, not clamped (every entry is at most
+ * maxv, and so is the blend, each pair of weights summing to 1 within a few ulps), packed back as
+ * bytes. */
+__device__ __forceinline__ uint4 blend16(uint4 px, const char *cells, const uint32_t *off, const float *w1,
+                                         const float *w2, hq_clahe_w wy)
+{
+    const uint32_t in[4] = {px.x, px.y, px.z, px.w};
+    uint32_t out[4];
 #pragma unroll
-        for (uint32_t u = 0; u < kRemapU; u++)
-            if (i + u * kRemapBY < gr.hi)
-                p[u].u = *reinterpret_cast<const uint4 *>(d + (i + u * kRemapBY) * cols + j);
+    for (uint32_t q = 0; q < 4; q++) {
+        uint32_t o[4];
 #pragma unroll
-        for (uint32_t u = 0; u < kRemapU; u++) {
-            if (i + u * kRemapBY >= gr.hi)
-                break;
-            const hq_clahe_w wy = hq_clahe_weight(r0 + i + u * kRemapBY, inv_h, tiles_y);
-#pragma unroll
-            for (uint32_t e = 0; e < 16; e++) {
-                const uint32_t c = cell[off[e] + hq_bin(p[u].t[e], maxv)];
-                hq_clahe_w wx;
-                wx.w1 = w1[e];
-                wx.w2 = w2[e];
-                p[u].t[e] = (uint8_t)hq_clahe_blend_f(
-                    small_f(__byte_perm(c, 0x4B000000u, 0x7540)), small_f(__byte_perm(c, 0x4B000000u, 0x7541)),
-                    small_f(__byte_perm(c, 0x4B000000u, 0x7542)), small_f(__byte_perm(c, 0x4B000000u, 0x7543)), wx, wy,
-                    maxv);
+        for (uint32_t k = 0; k < 4; k++) {
+            const uint32_t e = 4 * q + k;
+            uint32_t at;
+            switch (k) {
+            case 0: at = cell_at<0>(in[q], off[e]); break;
+            case 1: at = cell_at<1>(in[q], off[e]); break;
+            case 2: at = cell_at<2>(in[q], off[e]); break;
+            default: at = cell_at<3>(in[q], off[e]); break;
             }
-            *reinterpret_cast<uint4 *>(d + (i + u * kRemapBY) * cols + j) = p[u].u;
+            const uint2 c = *reinterpret_cast<const uint2 *>(cells + at);
+            const float f11 = __half2float(__ushort_as_half((unsigned short)(c.x & 0xffffu)));
+            const float f12 = __half2float(__ushort_as_half((unsigned short)(c.x >> 16)));
+            const float f21 = __half2float(__ushort_as_half((unsigned short)(c.y & 0xffffu)));
+            const float f22 = __half2float(__ushort_as_half((unsigned short)(c.y >> 16)));
+            hq_clahe_w wx;
+            wx.w1 = w1[e];
+            wx.w2 = w2[e];
+            /* hq_clahe_round_small took 2^23's bits off: adding them back keeps the low byte (the
+             * pixel) and lets the compiler drop both. */
+            o[k] = hq_clahe_blend_f(f11, f12, f21, f22, wx, wy, UINT32_MAX) + 0x4B000000u;
+        }
+        out[q] = (o[0] & 0xffu) | (o[1] & 0xffu) << 8 | (o[2] & 0xffu) << 16 | o[3] << 24;
+    }
+    return make_uint4(out[0], out[1], out[2], out[3]);
+}
+
+/* 8-bit gray (bins <= 256), rows 16-byte aligned. Grid: strips of kRemapBX * 16 columns (x) by slabs
+ * of about equal rows (y), no more blocks than the device holds at once (plan_gray). Block: kRemapBX
+ * threads of 16 columns (one vector) by kRemapBY; a thread's columns keep their weights over all its
+ * rows. The slab in runs of rows that blend one pair of tile rows: for each, the strip's cells (every
+ * column pair p0 .. of the strip, every level 0..255; levels above maxv take maxv's, hq_bin's clamp
+ * folded into the table) in shared memory, one load a pixel; a thread's next kRemapU rows load while
+ * it blends the ones before. */
+__global__ void __launch_bounds__(kRemapBX *kRemapBY, 2)
+    k_clahe_remap8(uint8_t *d, uint64_t rows, uint64_t cols, uint64_t r0, uint64_t c0, float inv_h, float inv_w,
+                   uint64_t tiles_y, uint64_t tiles_x, const uint16_t *__restrict__ lut, uint32_t ty0, uint32_t tx0,
+                   uint32_t ntx, uint32_t bins)
+{
+    extern __shared__ uint2 cell[];
+    constexpr uint32_t NT = kRemapBX * kRemapBY, U = kRemapU, BY = kRemapBY;
+    const uint64_t x0 = (uint64_t)blockIdx.x * kRemapBX * 16, x1 = x0 + kRemapBX * 16 < cols ? x0 + kRemapBX * 16 : cols;
+    const uint32_t p0 = pair_of(hq_clahe_weight(c0 + x0, inv_w, tiles_x), tiles_x);
+    const uint32_t ncell = (pair_of(hq_clahe_weight(c0 + x1 - 1, inv_w, tiles_x), tiles_x) - p0 + 1) * 256;
+    const uint32_t tid = threadIdx.y * kRemapBX + threadIdx.x, maxv = bins - 1;
+    const uint64_t j = x0 + threadIdx.x * 16;
+    float w1[16], w2[16];
+    uint32_t off[16];
+    column_weights<16>(j, c0, inv_w, tiles_x, p0, 256 * sizeof(uint2), w1, w2, off);
+    const char *cells = reinterpret_cast<const char *>(cell);
+    const uint64_t a = rows * blockIdx.y / gridDim.y, b = rows * (blockIdx.y + 1) / gridDim.y;
+    for (uint64_t lo = a, hi; lo < b; lo = hi) {
+        /* The run's first rows load while its end is found and its cells staged (a row past the
+         * run's end is loaded for nothing). */
+        uint4 cur[U];
+#pragma unroll
+        for (uint32_t u = 0; u < U; u++)
+            if (j < x1 && lo + threadIdx.y + u * BY < b)
+                cur[u] = *reinterpret_cast<const uint4 *>(d + (lo + threadIdx.y + u * BY) * cols + j);
+        hi = pair_run_end(lo, b, r0, inv_h, tiles_y);
+        const hq_clahe_w wg = hq_clahe_weight(r0 + lo, inv_h, tiles_y);
+        const uint16_t *l1 = lut + (uint64_t)(wg.t1 - ty0) * ntx * bins, *l2 = lut + (uint64_t)(wg.t2 - ty0) * ntx * bins;
+        __syncthreads(); /* the previous run's cells are no longer read */
+        for (uint32_t k = tid; k < ncell; k += NT)
+            cell[k] = cell8_of(l1, l2, p0 + k / 256, k % 256 < maxv ? k % 256 : maxv, tx0, tiles_x, bins);
+        __syncthreads();
+        if (j >= x1)
+            continue;
+        for (uint64_t i = lo + threadIdx.y; i < hi; i += U * BY) {
+            uint4 nxt[U];
+#pragma unroll
+            for (uint32_t u = 0; u < U; u++)
+                if (i + (U + u) * BY < hi)
+                    nxt[u] = *reinterpret_cast<const uint4 *>(d + (i + (U + u) * BY) * cols + j);
+#pragma unroll
+            for (uint32_t u = 0; u < U; u++)
+                if (i + u * BY < hi)
+                    *reinterpret_cast<uint4 *>(d + (i + u * BY) * cols + j) =
+                        blend16(cur[u], cells, off, w1, w2, hq_clahe_weight(r0 + i + u * BY, inv_h, tiles_y));
+#pragma unroll
+            for (uint32_t u = 0; u < U; u++)
+                cur[u] = nxt[u];
         }
     }
 }
@@ -242,13 +320,7 @@ __global__ void __launch_bounds__(kRemapBX *kRemapBY)
         return;
     float w1[8], w2[8];
     uint32_t off[8];
-#pragma unroll
-    for (uint32_t e = 0; e < 8; e++) {
-        const hq_clahe_w wx = hq_clahe_weight(c0 + j + e, inv_w, tiles_x);
-        w1[e] = wx.w1;
-        w2[e] = wx.w2;
-        off[e] = (pair_of(wx, tiles_x) - px0) * bins;
-    }
+    column_weights<8>(j, c0, inv_w, tiles_x, px0, bins, w1, w2, off);
     const uint32_t maxv = bins - 1;
     const hq_clahe_w wg = hq_clahe_weight(r0 + gr.lo, inv_h, tiles_y);
     const uint2 *row_cells = cells + (uint64_t)(pair_of(wg, tiles_y) - py0) * npx * bins;

@@ -107,6 +107,47 @@ inline void make_units(const hq_clahe_side *rs, const hq_clahe_side *cs, uint64_
         }
 }
 
+/* k_clahe_hist_lane's work: the own rectangles (whole, make_units) cut by rows into grid runs of
+ * about equal pixels, block b taking units[starts[b] .. starts[b + 1]); no unit over 2^31 pixels
+ * (the block's u32 counters fold before they could wrap). grid: at most the rows there are. */
+inline void make_lane_units(const hq_clahe_side *rs, const hq_clahe_side *cs, uint64_t r0, uint64_t c0, uint64_t ty0,
+                            uint64_t ty1, uint64_t tx0, uint64_t tx1, uint32_t *grid, std::vector<Unit> &units,
+                            std::vector<uint32_t> &starts)
+{
+    std::vector<Unit> rect;
+    make_units(rs, cs, r0, c0, ty0, ty1, tx0, tx1, UINT64_MAX >> 1, rect);
+    uint64_t total = 0, rows = 0;
+    for (const Unit &q : rect) {
+        total += (q.r_hi - q.r_lo) * (q.c_hi - q.c_lo);
+        rows += q.r_hi - q.r_lo;
+    }
+    *grid = (uint32_t)(rows < *grid ? rows : *grid);
+    starts.assign(*grid + 1, 0);
+    size_t k = 0;
+    uint64_t done = 0, row = rect.empty() ? 0 : rect[0].r_lo; /* pixels of rect[0 .. k), next row of rect[k] */
+    for (uint32_t b = 0; b < *grid; b++) {
+        starts[b] = (uint32_t)units.size();
+        const uint64_t end = total * (b + 1) / *grid;
+        while (k < rect.size()) {
+            const Unit &q = rect[k];
+            const uint64_t w = q.c_hi - q.c_lo, cap = ((uint64_t)1 << 31) / w ? ((uint64_t)1 << 31) / w : 1;
+            if (done + (row - q.r_lo) * w >= end)
+                break;
+            uint64_t stop = q.r_lo + (end - done + w - 1) / w;
+            stop = stop < q.r_hi ? stop : q.r_hi;
+            stop = stop - row < cap ? stop : row + cap;
+            units.push_back({q.tile, row, stop, q.c_lo, q.c_hi});
+            row = stop;
+            if (row == q.r_hi) {
+                done += (q.r_hi - q.r_lo) * w;
+                if (++k < rect.size())
+                    row = rect[k].r_lo;
+            }
+        }
+    }
+    starts[*grid] = (uint32_t)units.size();
+}
+
 /* Threads along a row for units of width w samples (T): a power of two from 32 to threads, about
  * one 16-byte vector each. */
 template <typename T> inline dim3 unit_block(uint64_t w, int threads)
@@ -118,8 +159,8 @@ template <typename T> inline dim3 unit_block(uint64_t w, int threads)
     return dim3(l, (uint32_t)threads / l, 1);
 }
 
-/* How the own rectangles' histograms launch: per-lane or packed counters, a persistent grid of as
- * many blocks as the device runs at once (each a contiguous run of units). */
+/* How the own rectangles' histograms launch: per-lane counters (k_clahe_hist_lane) or packed ones
+ * (k_clahe_hist_packed), a persistent grid of at most as many blocks as the device runs at once. */
 struct OwnLaunch {
     bool lane;
     dim3 block;
@@ -127,13 +168,13 @@ struct OwnLaunch {
     size_t shm;
 };
 
-/* For nunits units of samples of sample_bytes, the widest w samples, bins bins. */
-inline cudaError_t plan_own(uint32_t sample_bytes, uint64_t nunits, uint64_t w, uint32_t bins, OwnLaunch *o)
+/* Samples of sample_bytes, bins bins: the kernel, its shared memory and the grid the device holds. */
+inline cudaError_t plan_own(uint32_t sample_bytes, uint32_t bins, OwnLaunch *o)
 {
     o->lane = bins <= kLaneBins;
     const int threads = o->lane ? kLaneThreads : kPackedThreads;
-    o->block = sample_bytes == 1 ? unit_block<uint8_t>(w, threads) : unit_block<uint16_t>(w, threads);
-    o->shm = o->lane ? (size_t)(threads / 32) * ((bins + 1) / 2) * 32 * 4 : (size_t)((bins + 1) / 2) * 4;
+    o->block = dim3(threads, 1, 1);
+    o->shm = o->lane ? (size_t)256 * 32 * 4 : (size_t)((bins + 1) / 2) * 4;
     const void *f = o->lane ? (sample_bytes == 1 ? (const void *)k_clahe_hist_lane<uint8_t>
                                                  : (const void *)k_clahe_hist_lane<uint16_t>)
                             : (sample_bytes == 1 ? (const void *)k_clahe_hist_packed<uint8_t>
@@ -147,21 +188,41 @@ inline cudaError_t plan_own(uint32_t sample_bytes, uint64_t nunits, uint64_t w, 
     if (e == cudaSuccess)
         e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per, f, threads, o->shm);
     const uint64_t g = (uint64_t)sms * (per > 0 ? per : 1);
-    o->grid = (uint32_t)(nunits < g ? nunits : g);
+    o->grid = (uint32_t)(g < UINT32_MAX ? g : UINT32_MAX);
     return e;
 }
 
+/* The own rectangles of tiles [ty0, ty1] x [tx0, tx1] as plan o's kernel takes them: units (and,
+ * per-lane, the blocks' starts); o's grid and block fitted to them. */
+inline void own_work(const hq_clahe_side *rs, const hq_clahe_side *cs, uint64_t r0, uint64_t c0, uint64_t ty0,
+                     uint64_t ty1, uint64_t tx0, uint64_t tx1, uint32_t sample_bytes, OwnLaunch *o,
+                     std::vector<Unit> &units, std::vector<uint32_t> &starts)
+{
+    if (o->lane) {
+        make_lane_units(rs, cs, r0, c0, ty0, ty1, tx0, tx1, &o->grid, units, starts);
+        return;
+    }
+    make_units(rs, cs, r0, c0, ty0, ty1, tx0, tx1, kUnitPixels, units);
+    uint64_t w = 0;
+    for (const Unit &u : units)
+        w = u.c_hi - u.c_lo > w ? u.c_hi - u.c_lo : w;
+    o->block = sample_bytes == 1 ? unit_block<uint8_t>(w, kPackedThreads) : unit_block<uint16_t>(w, kPackedThreads);
+    o->grid = (uint32_t)(units.size() < o->grid ? units.size() : o->grid);
+}
+
+/* starts: own_work's (per-lane plans only). */
 inline void launch_own(const OwnLaunch &o, const void *d, uint32_t sample_bytes, uint64_t cols, const Unit *units,
-                       uint32_t nunits, uint32_t bins, unsigned long long *hist, cudaStream_t st = 0)
+                       const uint32_t *starts, uint32_t nunits, uint32_t bins, unsigned long long *hist,
+                       cudaStream_t st = 0)
 {
     if (!o.grid)
         return;
     if (o.lane && sample_bytes == 1)
         k_clahe_hist_lane<uint8_t><<<o.grid, o.block, o.shm, st>>>(static_cast<const uint8_t *>(d), cols, units,
-                                                                   nunits, bins, bins - 1, hist);
+                                                                   starts, bins - 1, hist);
     else if (o.lane)
         k_clahe_hist_lane<uint16_t><<<o.grid, o.block, o.shm, st>>>(static_cast<const uint16_t *>(d), cols, units,
-                                                                    nunits, bins, bins - 1, hist);
+                                                                    starts, bins - 1, hist);
     else if (sample_bytes == 1)
         k_clahe_hist_packed<uint8_t><<<o.grid, o.block, o.shm, st>>>(static_cast<const uint8_t *>(d), cols, units,
                                                                      nunits, bins, bins - 1, hist);
@@ -174,22 +235,23 @@ inline void launch_own(const OwnLaunch &o, const void *d, uint32_t sample_bytes,
  * k_clahe_remap16) for rows that start on 16-byte boundaries, else 0 (k_clahe_remap_gray). */
 struct GrayLaunch {
     int kind;
-    uint32_t strips;    /* grid x */
-    size_t shm;         /* kind 8: the most cells a strip stages */
+    uint32_t strips;             /* grid x */
+    uint32_t slabs;              /* kind 8: grid y */
+    size_t shm;                  /* kind 8: the most cells a strip stages */
     uint32_t py0, npy, px0, npx; /* kind 16: the pairs the cells cover */
     uint64_t cell_bytes;         /* kind 16 */
-    uint64_t group_rows;         /* rows a row group at most */
+    uint64_t group_rows;         /* kinds 16 and 0: rows a row group at most */
 };
 
-inline void plan_gray(uint32_t sample_bytes, uint32_t bins, uint64_t r0, uint64_t rows, uint64_t c0, uint64_t cols,
-                      const hq_clahe_geom *g, const void *d, GrayLaunch *o)
+inline cudaError_t plan_gray(uint32_t sample_bytes, uint32_t bins, uint64_t r0, uint64_t rows, uint64_t c0,
+                             uint64_t cols, const hq_clahe_geom *g, const void *d, GrayLaunch *o)
 {
     const float inv_h = hq_clahe_inv(g->tile_h), inv_w = hq_clahe_inv(g->tile_w);
     const bool aligned = (uintptr_t)d % 16 == 0 && (cols * sample_bytes) % 16 == 0;
     *o = GrayLaunch{};
     o->group_rows = kGroupPixels / cols ? kGroupPixels / cols : 1;
     if (!aligned || bins < 2)
-        return;
+        return cudaSuccess;
     if (sample_bytes == 1 && bins <= 256) {
         const uint64_t sw = kRemapBX * 16;
         uint32_t most = 0;
@@ -200,50 +262,59 @@ inline void plan_gray(uint32_t sample_bytes, uint32_t bins, uint64_t r0, uint64_
             most = n > most ? n : most;
         }
         if (most > kCellPairs8)
-            return;
+            return cudaSuccess;
         o->kind = 8;
         o->strips = (uint32_t)((cols + sw - 1) / sw);
-        o->shm = (size_t)most * bins * 4;
-    } else if (sample_bytes == 2) {
-        o->py0 = pair_of(hq_clahe_weight(r0, inv_h, g->tiles_y), g->tiles_y);
-        o->npy = pair_of(hq_clahe_weight(r0 + rows - 1, inv_h, g->tiles_y), g->tiles_y) - o->py0 + 1;
-        o->px0 = pair_of(hq_clahe_weight(c0, inv_w, g->tiles_x), g->tiles_x);
-        o->npx = pair_of(hq_clahe_weight(c0 + cols - 1, inv_w, g->tiles_x), g->tiles_x) - o->px0 + 1;
-        o->cell_bytes = (uint64_t)o->npy * o->npx * bins * sizeof(uint2);
-        if (o->cell_bytes > kCellBytes)
-            return;
-        o->kind = 16;
-        o->strips = (uint32_t)((cols / 8 + kRemapBX - 1) / kRemapBX);
-    } else {
-        return;
+        o->shm = (size_t)most * 256 * sizeof(uint2);
+        /* One block a strip and slab, all resident at once: every thread keeps its columns' weights
+         * over a slab, and no block waits for a second wave. */
+        int dev = 0, sms = 1, per = 1;
+        cudaError_t e = cudaGetDevice(&dev);
+        if (e == cudaSuccess)
+            e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
+        if (e == cudaSuccess)
+            e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per, k_clahe_remap8, kRemapBX * kRemapBY, o->shm);
+        const uint64_t fit = (uint64_t)sms * (per > 0 ? per : 1) / o->strips, slabs = fit < rows ? fit : rows;
+        o->slabs = (uint32_t)(slabs < 1 ? 1 : slabs < 65535 ? slabs : 65535);
+        return e;
     }
+    if (sample_bytes != 2)
+        return cudaSuccess;
+    o->py0 = pair_of(hq_clahe_weight(r0, inv_h, g->tiles_y), g->tiles_y);
+    o->npy = pair_of(hq_clahe_weight(r0 + rows - 1, inv_h, g->tiles_y), g->tiles_y) - o->py0 + 1;
+    o->px0 = pair_of(hq_clahe_weight(c0, inv_w, g->tiles_x), g->tiles_x);
+    o->npx = pair_of(hq_clahe_weight(c0 + cols - 1, inv_w, g->tiles_x), g->tiles_x) - o->px0 + 1;
+    o->cell_bytes = (uint64_t)o->npy * o->npx * bins * sizeof(uint2);
+    if (o->cell_bytes > kCellBytes)
+        return cudaSuccess;
+    o->kind = 16;
+    o->strips = (uint32_t)((cols / 8 + kRemapBX - 1) / kRemapBX);
     o->group_rows = kRemapRows;
+    return cudaSuccess;
 }
 
-/* The remap of plan o (not kind 0) over ngroups row groups; cells: kind 16's cell_bytes of device
- * memory. lut as k_clahe_remap's. */
-inline void launch_gray(const GrayLaunch &o, void *d, uint64_t r0, uint64_t c0, uint64_t cols, const hq_clahe_geom *g,
-                        const uint16_t *lut, uint32_t ty0, uint32_t tx0, uint32_t ntx, uint32_t bins,
-                        const RowGroup *groups, uint32_t ngroups, uint2 *cells, cudaStream_t st = 0)
+/* The remap of plan o (not kind 0) of piece rows r0 .. r0 + rows; kind 16 over ngroups row groups
+ * (make_groups, group_rows), its cells cell_bytes of device memory. lut as k_clahe_remap's. */
+inline void launch_gray(const GrayLaunch &o, void *d, uint64_t r0, uint64_t rows, uint64_t c0, uint64_t cols,
+                        const hq_clahe_geom *g, const uint16_t *lut, uint32_t ty0, uint32_t tx0, uint32_t ntx,
+                        uint32_t bins, const RowGroup *groups, uint32_t ngroups, uint2 *cells, cudaStream_t st = 0)
 {
     const float inv_h = hq_clahe_inv(g->tile_h), inv_w = hq_clahe_inv(g->tile_w);
     const dim3 block(kRemapBX, kRemapBY);
+    if (o.kind == 8) {
+        k_clahe_remap8<<<dim3(o.strips, o.slabs), block, o.shm, st>>>(static_cast<uint8_t *>(d), rows, cols, r0, c0,
+                                                                      inv_h, inv_w, g->tiles_y, g->tiles_x, lut, ty0,
+                                                                      tx0, ntx, bins);
+        return;
+    }
+    const uint64_t n = (uint64_t)o.npy * o.npx * bins, nb = (n + 255) / 256;
+    k_clahe_cells<<<(unsigned)(nb < 65535 * 16 ? nb : 65535 * 16), 256, 0, st>>>(
+        lut, ty0, tx0, ntx, g->tiles_y, g->tiles_x, o.py0, o.npy, o.px0, o.npx, bins, cells);
     for (uint32_t k0 = 0; k0 < ngroups; k0 += 65535) {
         const uint32_t ng = ngroups - k0 < 65535 ? ngroups - k0 : 65535;
-        if (o.kind == 8) {
-            k_clahe_remap8<<<dim3(o.strips, ng), block, o.shm, st>>>(static_cast<uint8_t *>(d), cols, r0, c0, inv_h,
-                                                                     inv_w, g->tiles_y, g->tiles_x, lut, ty0, tx0, ntx,
-                                                                     bins, groups + k0);
-        } else {
-            if (k0 == 0) {
-                const uint64_t n = (uint64_t)o.npy * o.npx * bins, nb = (n + 255) / 256;
-                k_clahe_cells<<<(unsigned)(nb < 65535 * 16 ? nb : 65535 * 16), 256, 0, st>>>(
-                    lut, ty0, tx0, ntx, g->tiles_y, g->tiles_x, o.py0, o.npy, o.px0, o.npx, bins, cells);
-            }
-            k_clahe_remap16<<<dim3(o.strips, ng), block, 0, st>>>(static_cast<uint16_t *>(d), cols, r0, c0, inv_h,
-                                                                   inv_w, g->tiles_y, g->tiles_x, cells, o.py0, o.px0,
-                                                                   o.npx, bins, groups + k0);
-        }
+        k_clahe_remap16<<<dim3(o.strips, ng), block, 0, st>>>(static_cast<uint16_t *>(d), cols, r0, c0, inv_h, inv_w,
+                                                               g->tiles_y, g->tiles_x, cells, o.py0, o.px0, o.npx,
+                                                               bins, groups + k0);
     }
 }
 
