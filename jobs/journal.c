@@ -437,6 +437,17 @@ void hq_journal_remove(const char *out)
     free(dir);
 }
 
+/* A journal write that failed, named by its file. A full disk reads as it does for the output's
+ * own writes: the journal's few small files come after the output's reservation on the same disk,
+ * and are often the first to meet it. */
+static int write_failed(hq_err *err, const char *path, int e)
+{
+    if (e == ENOSPC || e == EDQUOT)
+        return hq_fail(err, HQ_EIO, "%s: write failed: not enough disk space for the journal (%s)", path,
+                       strerror(e));
+    return hq_fail(err, HQ_EIO, "%s: cannot write the journal (%s)", path, strerror(e));
+}
+
 int hq_journal_create(const char *out, const char *id, hq_err *err)
 {
     char *dir = hq_journal_dir(out);
@@ -449,12 +460,12 @@ int hq_journal_create(const char *out, const char *id, hq_err *err)
     }
     remove_tree(dir);
     if (mkdir(dir, 0777) != 0) {
-        rc = hq_fail(err, HQ_EIO, "%s: cannot create the journal (%s)", dir, strerror(errno));
+        rc = write_failed(err, dir, errno);
         goto done;
     }
     int fd = open(idp, O_WRONLY | O_CREAT | O_TRUNC, 0666);
     if (fd < 0 || hq_write_all(fd, id, strlen(id)) || fdatasync(fd) || close(fd) || rename(idp, fin)) {
-        rc = hq_fail(err, HQ_EIO, "%s: cannot write (%s)", fin, strerror(errno));
+        rc = write_failed(err, fin, errno);
         if (fd >= 0)
             close(fd);
     }
@@ -483,7 +494,7 @@ int hq_journal_open(const char *out, int rank, hq_journal_sync_fn sync, void *ct
     }
     j->fd = open(j->path, O_WRONLY | O_CREAT | O_APPEND, 0666);
     if (j->fd < 0) {
-        int rc = hq_fail(err, HQ_EIO, "%s: cannot write the journal (%s)", j->path, strerror(errno));
+        int rc = write_failed(err, j->path, errno);
         free(j->path);
         free(j);
         return rc;
@@ -509,7 +520,7 @@ static int flush_locked(hq_journal *j, hq_err *err)
             return rc;
     }
     if (hq_write_all(j->fd, j->buf, j->len) || fdatasync(j->fd))
-        return hq_fail(err, HQ_EIO, "%s: cannot write the journal (%s)", j->path, strerror(errno));
+        return write_failed(err, j->path, errno);
     j->len = 0;
     return 0;
 }

@@ -271,17 +271,30 @@ static hdf5_codec *codec_of(hq_io *io, int worker)
     return s->codec;
 }
 
+/* HDF5's shuffle of one-byte elements leaves the bytes as they are: no stage to run. */
+static int stage_is_noop(const xfer *x, int j)
+{
+    return x->side->filt[j] == FILT_SHUFFLE && x->side->shuffle_elem <= 1;
+}
+
 /* The stored bytes in `raw` decoded back to the chunk: the pipeline undone, last filter first,
- * skipping those the chunk's mask says were not applied. NULL when it does not decode. */
-static unsigned char *decode(xfer *x, const task *t, int worker, unsigned char *raw)
+ * skipping those the chunk's mask says were not applied. The last stage that runs writes into
+ * `dst` when given (the chunk's place in the block: one copy less), else into scratch. Returns
+ * where the chunk is, or NULL when it does not decode. */
+static unsigned char *decode(xfer *x, const task *t, int worker, unsigned char *raw, unsigned char *dst)
 {
     unsigned char *cur = raw;
     uint64_t len = t->file_len;
-    int next = 1;
+    int next = 1, last = -1;
+    for (int j = 0; j < x->side->nfilt; j++)
+        if (!(t->mask & (1u << j)) && !stage_is_noop(x, j)) {
+            last = j;
+            break;
+        }
     for (int j = x->side->nfilt - 1; j >= 0; j--) {
-        if (t->mask & (1u << j))
+        if ((t->mask & (1u << j)) || stage_is_noop(x, j))
             continue;
-        unsigned char *out = hdf5_scratch_buf(x->io, worker, next, x->chunk_bytes);
+        unsigned char *out = j == last && dst ? dst : hdf5_scratch_buf(x->io, worker, next, x->chunk_bytes);
         hdf5_codec *c = codec_of(x->io, worker);
         if (!out || !c)
             return NULL;
@@ -301,9 +314,10 @@ static unsigned char *decode(xfer *x, const task *t, int worker, unsigned char *
 }
 
 /* The chunk encoded through the pipeline into a buffer of its own (t->z), written later. */
-static int encode(xfer *x, task *t, int worker, unsigned char *chunk)
+static int encode(xfer *x, task *t, int worker, const unsigned char *chunk)
 {
-    unsigned char *cur = chunk, *own = NULL;
+    const unsigned char *cur = chunk;
+    unsigned char *own = NULL;
     uint64_t len = x->chunk_bytes;
     int next = 1;
     hdf5_codec *c = codec_of(x->io, worker);
@@ -311,6 +325,8 @@ static int encode(xfer *x, task *t, int worker, unsigned char *chunk)
         return -1;
     for (int j = 0; j < x->side->nfilt; j++) {
         unsigned char *out;
+        if (stage_is_noop(x, j))
+            continue;
         if (x->side->filt[j] == FILT_DEFLATE) {
             const size_t cap = hdf5_deflate_bound(c, x->side->level, len);
             out = cap ? malloc(cap) : NULL;
@@ -336,7 +352,7 @@ static int encode(xfer *x, task *t, int worker, unsigned char *chunk)
         if (z)
             memcpy(z, cur, len);
         free(own);
-        own = cur = z;
+        own = z;
         if (!z)
             return -1;
     }
@@ -354,21 +370,33 @@ static hq_box_side block_side(const xfer *x, const task *t)
     return (hq_box_side){x->buf, x->bcount, t->in_block};
 }
 
+/* A whole chunk of a block in chunk order is the chunk's own bytes, in place: it is decoded into
+ * the block and encoded from it without a copy through scratch. NULL otherwise. */
+static unsigned char *chunk_in_block(const xfer *x, const task *t)
+{
+    return x->dense && t->whole && !x->side->swap ? x->buf + t->mem_off : NULL;
+}
+
 static int do_chunk(xfer *x, task *t, int worker)
 {
     static const uint64_t zero[MAX_RANK];
+    unsigned char *in_block = chunk_in_block(x, t);
     if (!x->writing) {
         unsigned char *raw = hdf5_scratch_buf(x->io, worker, 0, t->file_len);
         if (!raw || hq_pread_full(x->fd, raw, t->file_len, t->file_off))
             return -1;
-        unsigned char *chunk = x->side->kind == DIRECT_FILTERED ? decode(x, t, worker, raw) : raw;
+        unsigned char *chunk = x->side->kind == DIRECT_FILTERED ? decode(x, t, worker, raw, in_block) : raw;
         if (!chunk)
             return -1;
+        if (chunk == in_block)
+            return 0;
         if (x->side->swap)
             hdf5_swap16(chunk, x->chunk_bytes);
         hq_box_copy(block_side(x, t), (hq_box_side){chunk, x->cd, zero}, t->n, x->k, x->elem);
         return 0;
     }
+    if (in_block && x->side->kind == DIRECT_FILTERED)
+        return encode(x, t, worker, in_block);
     unsigned char *chunk = hdf5_scratch_buf(x->io, worker, 0, x->chunk_bytes);
     if (!chunk)
         return -1;

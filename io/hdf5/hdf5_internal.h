@@ -114,8 +114,9 @@ struct hq_io {
     int in_fd, out_fd;     /* the input and OUT.part (read-write: out_map.c maps it), opened again; -1: none */
     unsigned char *omap;   /* out_map.c: [0, omap_len) of OUT.part mapped shared; NULL: pwrite */
     uint64_t omap_len;
-    /* pwrites of OUT.part, one at a time: buffered writes of one file take its lock (tmpfs, ext4,
-     * XFS), so a second writer only spins on it, taking the core from the other workers. */
+    /* pwrites of OUT.part, one at a time, and the background reservation's fallocates on this rank
+     * (reserve_bg.c): both take the file's lock (tmpfs, ext4, XFS), where a second caller only
+     * spins, taking the core from the other workers. */
     pthread_mutex_t put_lock;
     hdf5_pool *pool;       /* set_threads; NULL: the calling thread alone */
     int threads;           /* set_threads: the rank's share of the node's cores; 0: not told */
