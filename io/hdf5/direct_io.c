@@ -370,11 +370,23 @@ static hq_box_side block_side(const xfer *x, const task *t)
     return (hq_box_side){x->buf, x->bcount, t->in_block};
 }
 
-/* A whole chunk of a block in chunk order is the chunk's own bytes, in place: it is decoded into
- * the block and encoded from it without a copy through scratch. NULL otherwise. */
+/* A whole chunk that lies in the block as one run of bytes (the block in chunk order, or a chunk
+ * spanning the block in every dimension but the first, as a slice of a stack) is the chunk's own
+ * bytes, in place: it is decoded into the block and encoded from it without a copy through
+ * scratch. NULL otherwise. */
 static unsigned char *chunk_in_block(const xfer *x, const task *t)
 {
-    return x->dense && t->whole && !x->side->swap ? x->buf + t->mem_off : NULL;
+    if (!t->whole || x->side->swap)
+        return NULL;
+    if (x->dense)
+        return x->buf + t->mem_off;
+    uint64_t plane = x->elem;
+    for (int i = 1; i < x->k; i++) {
+        if (t->n[i] != x->bcount[i])
+            return NULL;
+        plane *= x->bcount[i];
+    }
+    return x->buf + t->in_block[0] * plane;
 }
 
 static int do_chunk(xfer *x, task *t, int worker)

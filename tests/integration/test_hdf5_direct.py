@@ -66,11 +66,14 @@ def packed_file(p, big_endian=False):
     gray = ref.low_contrast(120, 130, 10, 60, np.uint8, seed=91)
     rgb = ref.low_contrast_rgb(100, 90, 40, 90, np.uint8, seed=92)
     be = ref.low_contrast(77, 91, 300, 900, np.uint16, seed=93)
+    slices8 = ref.stack_of(4, 40, 50, 20, 90, np.uint8, seed=94)
     with h5py.File(p, "w") as f:
         f.create_dataset("gz", data=gray, chunks=(32, 32), compression="gzip", compression_opts=1)
         f.create_dataset("shuf_gz", data=stack, chunks=(1, 64, 50), compression="gzip", shuffle=True)
         # Shuffle of one-byte samples changes nothing: the backend skips it both ways.
         f.create_dataset("shuf_gz8", data=gray, chunks=(40, 65), compression="gzip", shuffle=True)
+        # Chunks of whole slices: each lies in a block as one run, in row order too.
+        f.create_dataset("gz_slices", data=slices8, chunks=(1, 40, 50), compression="gzip", shuffle=True)
         f.create_dataset("gz_rgb", data=rgb, chunks=(25, 30, 3), compression="gzip", compression_opts=6)
         if big_endian:
             f.create_dataset("gz_be", data=be.astype(">u2"), chunks=(20, 91), compression="gzip", shuffle=True)
@@ -79,6 +82,7 @@ def packed_file(p, big_endian=False):
         "/gz": ref.equalize_one(gray, 8),
         "/shuf_gz": ref.equalize_stack(stack, 16)[0],
         "/shuf_gz8": ref.equalize_one(gray, 8),
+        "/gz_slices": ref.equalize_stack(slices8, 8)[0],
         "/gz_rgb": ref.equalize_one(rgb, 8),
         "/gz_be": ref.equalize_one(be, 16),
         "/fletcher": ref.equalize_one(gray, 8),
