@@ -362,21 +362,22 @@ static void remap_gray8(uint8_t *p, uint64_t n, uint32_t stride, const uint8_t *
         p[i * stride] = t[p[i * stride]];
 }
 
-/* Four lookups of two pixels each per 8 bytes: half the loads and stores of a byte loop. */
-static void remap_gray8_pairs(uint8_t *p, uint64_t n, const uint16_t *pairs, const uint8_t *t)
+/* Four lookups of two pixels each per 8 bytes: half the loads and stores of a byte loop. Out of
+ * place (d != s) or in place (d == s): each 8 bytes are loaded before any of them is stored. */
+static void remap_gray8_pairs(uint8_t *d, const uint8_t *s, uint64_t n, const uint16_t *pairs, const uint8_t *t)
 {
     uint64_t i = 0;
     for (; i + 8 <= n; i += 8) {
         uint16_t u[4];
-        memcpy(u, p + i, 8);
+        memcpy(u, s + i, 8);
         u[0] = pairs[u[0]];
         u[1] = pairs[u[1]];
         u[2] = pairs[u[2]];
         u[3] = pairs[u[3]];
-        memcpy(p + i, u, 8);
+        memcpy(d + i, u, 8);
     }
     for (; i < n; i++)
-        p[i] = t[p[i]];
+        d[i] = t[s[i]];
 }
 
 ALWAYS_INLINE void remap_channels8_body(uint8_t *p, uint64_t n, uint32_t ch, const remap_tables *t)
@@ -648,7 +649,7 @@ static void remap_range(const hq_mode *m, void *base, const uint8_t *mask, uint6
         if (!fast8(m))
             remap_u8(p, n, m, lut);
         else if (m->channels == 1 && t->pairs)
-            remap_gray8_pairs(p, n, t->pairs, t->bytes[0]);
+            remap_gray8_pairs(p, p, n, t->pairs, t->bytes[0]);
         else if (m->channels < 3)
             remap_gray8(p, n, m->channels, t->bytes[0]);
         else
@@ -660,6 +661,37 @@ static void remap_range(const hq_mode *m, void *base, const uint8_t *mask, uint6
         else
             remap_u16(p, n, m, lut);
     }
+}
+
+/* Pixels per step of an out-of-place remap that is not 8-bit gray: the step is copied, then
+ * remapped where it lies, while it is still in the core's cache (one set of pixel loops for both). */
+#define OUT_STEP ((uint64_t)16 << 10)
+
+/* Pixels [p0, p0 + n) of src remapped into dst (hq_block_data.out); src is only read. */
+static void remap_range_to(const hq_mode *m, void *dst, const void *src, const uint8_t *mask, uint64_t p0,
+                           uint64_t n, const uint16_t *lut, const remap_tables *t)
+{
+    if (!t->identity && !mask && fast8(m) && m->channels == 1 && t->pairs) {
+        remap_gray8_pairs((uint8_t *)dst + p0, (const uint8_t *)src + p0, n, t->pairs, t->bytes[0]);
+        return;
+    }
+    const size_t px = (size_t)m->channels * m->sample_bytes;
+    for (uint64_t q = 0; q < n; q += OUT_STEP) {
+        const uint64_t k = n - q < OUT_STEP ? n - q : OUT_STEP;
+        memcpy((char *)dst + (p0 + q) * px, (const char *)src + (p0 + q) * px, k * px);
+        if (!t->identity)
+            remap_range(m, dst, mask, p0 + q, k, lut, t);
+    }
+}
+
+/* In place, or into b->out. */
+static void remap_block_range(const hq_block_data *b, const hq_mode *m, uint64_t p0, uint64_t n, const uint16_t *lut,
+                              const remap_tables *t)
+{
+    if (b->out)
+        remap_range_to(m, b->out, b->data, b->mask, p0, n, lut, t);
+    else if (!t->identity)
+        remap_range(m, b->data, b->mask, p0, n, lut, t);
 }
 
 /* Pieces of a big segment: see MIN_PIECE. */
@@ -733,6 +765,8 @@ static int cpu_histogram(hq_engine *e, const hq_block_data *b, const hq_mode *m,
 static int cpu_remap(hq_engine *e, hq_block_data *b, const hq_mode *m, const uint16_t *const *lut, hq_err *err)
 {
     cpu_impl *c = e->impl;
+    if (m->fbins && b->out)
+        return hq_fail(err, HQ_EIO, "cpu engine: internal error: float data remapped out of place");
     if (m->fbins)
         return hq_cpu_float_remap(c->threads, b, m, lut, err);
     if (b->seg_pixels < SMALL_SEGMENT) {
@@ -740,8 +774,7 @@ static int cpu_remap(hq_engine *e, hq_block_data *b, const hq_mode *m, const uin
         for (int64_t s = 0; s < (int64_t)b->nseg; s++) {
             remap_tables t;
             remap_tables_build(m, lut[s], b->seg_pixels, &t);
-            if (!t.identity)
-                remap_range(m, b->data, b->mask, (uint64_t)s * b->seg_pixels, b->seg_pixels, lut[s], &t);
+            remap_block_range(b, m, (uint64_t)s * b->seg_pixels, b->seg_pixels, lut[s], &t);
             remap_tables_free(&t);
         }
         return 0;
@@ -752,12 +785,12 @@ static int cpu_remap(hq_engine *e, hq_block_data *b, const hq_mode *m, const uin
         /* Built once per segment, before the threads start, and only read by them. */
         remap_tables t;
         remap_tables_build(m, lut[s], n, &t);
-        if (t.identity)
+        if (t.identity && !b->out)
             continue; /* nothing was allocated */
 #pragma omp parallel for schedule(dynamic, 1) num_threads(c->threads)
         for (int64_t k = 0; k < npieces; k++) {
             const uint64_t lo = (uint64_t)k * piece, len = n - lo < piece ? n - lo : piece;
-            remap_range(m, b->data, b->mask, base + lo, len, lut[s], &t);
+            remap_block_range(b, m, base + lo, len, lut[s], &t);
         }
         remap_tables_free(&t);
     }
@@ -805,7 +838,7 @@ static int cpu_minmax(hq_engine *e, const hq_block_data *b, const hq_mode *m, hq
 }
 
 static const hq_engine_ops cpu_ops = {"cpu", cpu_histogram, cpu_remap, cpu_destroy, cpu_describe, cpu_block_alloc,
-                                      cpu_block_free, NULL, cpu_clahe_histogram, cpu_clahe_remap, cpu_minmax};
+                                      cpu_block_free, NULL, cpu_clahe_histogram, cpu_clahe_remap, cpu_minmax, 1};
 
 int hq_cpu_engine_create(const hq_engine_cfg *cfg, hq_engine **out, hq_err *err)
 {

@@ -35,6 +35,10 @@ typedef struct hq_block_data {
                             is zero exactly as they are (the driver hands remap a mask only for
                             --mask-apply inside). */
     const hq_fbin *fbin;   /* float modes (m->fbins): nseg binnings, one per segment; else NULL */
+    void *out;             /* remap only: NULL remaps data in place; else the remapped pixels go to
+                              out (as many bytes, the same layout) and data is only read (a view of
+                              the input file, app/run/stream.c). Given only to an engine whose
+                              remap_out is set, and never for float modes. */
 } hq_block_data;
 
 /* CLAHE (core/clahe.h): a rectangle of one image, rows [r0, r0 + rows) x columns [c0, c0 + cols),
@@ -73,6 +77,10 @@ typedef struct hq_engine_ops {
     /* Float modes: accumulates each segment's finite minimum and maximum and its counts of finite
      * and infinite samples into mm[0..nseg-1]. NULL: leaves mm alone (the copy engine). */
     int (*minmax)(hq_engine *e, const hq_block_data *b, const hq_mode *m, hq_frange *mm, hq_err *err);
+    /* 1: remap takes hq_block_data.out, and histogram reads host memory where it lies, so a block
+     * may be a read-only view of the input (the CPU engine). 0: the block is read into memory from
+     * block_alloc (the GPU engine, whose copies want pinned memory). */
+    int remap_out;
 } hq_engine_ops;
 
 struct hq_engine {

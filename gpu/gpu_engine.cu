@@ -620,7 +620,7 @@ int gpu_clahe_remap(hq_engine *e, hq_clahe_piece *p, const hq_mode *m, const hq_
 
 const hq_engine_ops gpu_ops = {"gpu",           gpu_histogram,  gpu_remap,     gpu_destroy,
                                gpu_describe,    gpu_block_alloc, gpu_block_free, gpu_device_peak,
-                               gpu_clahe_histogram, gpu_clahe_remap, gpu_minmax};
+                               gpu_clahe_histogram, gpu_clahe_remap, gpu_minmax, 0};
 
 int gpu_open(gpu_impl *g, const hq_engine_cfg *cfg, hq_err *err)
 {

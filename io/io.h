@@ -87,6 +87,13 @@ typedef struct hq_io_ops {
     int (*scan)(const char *path, const char *dset, int skip_bad, hq_inventory *inv, hq_err *err);
     int (*open_input)(const hq_inventory *inv, MPI_Comm comm, int any_order, hq_io **io, hq_err *err);
     int (*read_block)(hq_io *io, uint64_t item, const hq_block *b, int collective, void *dst, hq_err *err);
+    /* Optional (NULL: never). A read without a copy, for this rank's own block (collective = 0),
+     * called where read_block would be: where the block's bytes lie in the input exactly as
+     * read_block would lay them out (HDF5: unfiltered, native byte order, one run in the file), a
+     * read-only pointer to them in a mapping of the input, the reading done; else NULL, and the
+     * caller reads the block. Valid until view_release (any thread) or close. */
+    const void *(*view_block)(hq_io *io, uint64_t item, const hq_block *b);
+    void (*view_release)(hq_io *io, const void *p, uint64_t bytes);
     /* Checks the output path (exists without --force, equals the input, unwritable) and creates
      * the output under a temporary name, with every non-bad item laid out like its input. */
     int (*create_output)(hq_io *io, const hq_out_opts *o, MPI_Comm comm, hq_err *err);

@@ -73,6 +73,29 @@ int run_timed_read(run *r, const hq_block *b, uint64_t item, int collective, voi
     return rc;
 }
 
+/* A fused block read as a view of the input where the engine reads host memory in place and remaps
+ * out of place (remap_out), and nothing needs the block's own memory: signed samples are offset in
+ * place, float data is binned in place, a mask plane travels after the pixels, CLAHE works on
+ * pieces. NULL: the block is read. */
+const void *run_timed_view(run *r, const hq_block *b)
+{
+    const hq_item *it = &r->inv.items[b->item];
+    if (!r->io_ops->view_block || !r->eng->ops->remap_out || run_is_clahe(r) || it->sample != HQ_SAMPLE_UINT ||
+        hq_mask_plane_bytes(r->mask, b))
+        return NULL;
+    io_enter(r, IO_READ);
+    const void *v = r->io_ops->view_block(r->io, b->item, b);
+    io_leave(r, IO_READ);
+    return v;
+}
+
+void run_view_release(run *r, my_block *mb)
+{
+    if (mb->view)
+        r->io_ops->view_release(r->io, mb->view, run_block_bytes(r, mb->b));
+    mb->view = NULL;
+}
+
 int run_timed_write(run *r, const hq_block *b, uint64_t item, int collective, const void *data, hq_err *err)
 {
     io_enter(r, IO_WRITE);

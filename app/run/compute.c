@@ -2,6 +2,7 @@
  * a pending block added to its group's histogram in pass 1, and remapped with its group's LUT in
  * pass 2. Timed into the histogram and remap phases; the report sees the pixels before and after. */
 #include <stdlib.h>
+#include <string.h>
 
 #include "run_internal.h"
 
@@ -9,7 +10,7 @@
 hq_block_data run_block_view(const run *r, const hq_block *b, void *data, int per_image, int remap)
 {
     const uint64_t px = hq_block_pixels(b);
-    hq_block_data d = {data, 1, px, 0, NULL, NULL};
+    hq_block_data d = {data, 1, px, 0, NULL, NULL, NULL};
     if (hq_mask_plane_bytes(r->mask, b) && (!remap || r->o->mask_inside))
         d.mask = (const uint8_t *)data + run_block_bytes(r, b);
     if (per_image && b->s1 - b->s0 > 1) {
@@ -32,8 +33,10 @@ int run_name_float_failure(const run *r, uint64_t item, int rc, hq_err *err)
                    r->inv.items[item].name, e.msg);
 }
 
-/* Fused: every image of the block is complete here, so histogram, LUT and remap happen at once. */
-int run_equalize_fused(run *r, const hq_block *b, void *data, hq_err *err)
+/* Fused: every image of the block is complete here, so histogram, LUT and remap happen at once.
+ * out: NULL remaps in place; else data is only read (a view of the input) and the result goes to
+ * out (stream.c decides; never under CLAHE or for float data). */
+int run_equalize_fused(run *r, const hq_block *b, void *data, void *out, hq_err *err)
 {
     if (run_is_clahe(r))
         return run_clahe_fused(r, b, data, err);
@@ -83,24 +86,29 @@ int run_equalize_fused(run *r, const hq_block *b, void *data, hq_err *err)
     if (rc)
         goto done;
     hq_block_data dr = run_block_view(r, b, data, r->scope != HQ_SCOPE_DATASET, 1);
+    dr.out = out;
     if (empties == 0) {
         dr.same_as_histogram = 1;
         rc = r->eng->ops->remap(r->eng, &dr, &m, lp, err);
     } else {
         /* An image with nothing counted comes back exactly as it was (an identity LUT alone would
          * still move luma ties): the others are remapped one by one. */
-        const size_t px_bytes = (size_t)m.channels * m.sample_bytes;
-        for (uint64_t s = 0; s < d.nseg && !rc && empties < d.nseg; s++) {
-            if (!hp[s])
+        const size_t px_bytes = (size_t)m.channels * m.sample_bytes, seg_bytes = dr.seg_pixels * px_bytes;
+        for (uint64_t s = 0; s < d.nseg && !rc; s++) {
+            if (!hp[s]) {
+                if (out)
+                    memcpy((char *)out + s * seg_bytes, (char *)data + s * seg_bytes, seg_bytes);
                 continue;
-            hq_block_data one = {(char *)data + s * dr.seg_pixels * px_bytes, 1, dr.seg_pixels, 0,
-                                 dr.mask ? dr.mask + s * dr.seg_pixels : NULL, dr.fbin ? dr.fbin + s : NULL};
+            }
+            hq_block_data one = {(char *)data + s * seg_bytes, 1, dr.seg_pixels, 0,
+                                 dr.mask ? dr.mask + s * dr.seg_pixels : NULL, dr.fbin ? dr.fbin + s : NULL,
+                                 out ? (char *)out + s * seg_bytes : NULL};
             rc = r->eng->ops->remap(r->eng, &one, &m, &lp[s], err);
         }
     }
     r->t[PH_REMAP] += hq_now() - t0;
     if (!rc)
-        hq_report_pixels(r->rep, b, data, 1);
+        hq_report_pixels(r->rep, b, out ? out : data, 1);
 done:
     free(hist);
     free(lut);

@@ -28,7 +28,7 @@ static int pass1_round(run *r, uint64_t i, my_block *mb, int rc, hq_err *err)
     void *data = NULL;
     int rc2 = run_timed_read(r, mb ? mb->b : NULL, i, 1, &data, e);
     if (!rc && mb && !rc2)
-        rc2 = mb->fused ? run_equalize_fused(r, mb->b, data, e) : run_histogram_pending(r, mb->b, data, e);
+        rc2 = mb->fused ? run_equalize_fused(r, mb->b, data, NULL, e) : run_histogram_pending(r, mb->b, data, e);
     rc = rc ? rc : rc2;
     e = rc ? &scratch : err;
     const int write_now = !rc && mb && mb->fused;

@@ -81,6 +81,9 @@ typedef struct my_block {
     int fused;   /* all its groups end inside it */
     int done;    /* written */
     void *held;  /* pixels kept between the passes (NULL: not read, or dropped) */
+    const void *view; /* a fused block read as a view of the input (io.h, view_block): until released */
+    int viewed;  /* read as a view: the pipeline's pixels are the view's, not a buffer's */
+    void *out;   /* a viewed block's remapped pixels, what is written */
     char *why;   /* left out under --on-error skip: the reason */
 } my_block;
 
@@ -193,11 +196,13 @@ int run_timed_read(run *r, const hq_block *b, uint64_t item, int collective, voi
 int run_timed_write(run *r, const hq_block *b, uint64_t item, int collective, const void *data, hq_err *err);
 void run_hold_or_drop(run *r, my_block *mb, void *data);
 void run_release(run *r, my_block *mb, void *data);
+const void *run_timed_view(run *r, const hq_block *b);
+void run_view_release(run *r, my_block *mb);
 
 /* compute.c */
 hq_block_data run_block_view(const run *r, const hq_block *b, void *data, int per_image, int remap);
 int run_name_float_failure(const run *r, uint64_t item, int rc, hq_err *err);
-int run_equalize_fused(run *r, const hq_block *b, void *data, hq_err *err);
+int run_equalize_fused(run *r, const hq_block *b, void *data, void *out, hq_err *err);
 int run_histogram_pending(run *r, const hq_block *b, void *data, hq_err *err);
 int run_remap_pending(run *r, const hq_block *b, void *data, hq_err *err);
 

@@ -36,21 +36,40 @@ static int stream_read(void *ctx, uint64_t i, void **data, hq_err *err)
         *data = mb->held;
         return 0;
     }
+    if (st->kind == STREAM_FUSED && (mb->view = run_timed_view(st->r, mb->b)) != NULL) {
+        mb->viewed = 1;
+        *data = (void *)mb->view;
+        return 0;
+    }
     int rc = run_timed_read(st->r, mb->b, mb->b->item, 0, data, err);
     /* A bad file under --on-error skip: listed, and the block goes on as an empty one. */
     return maybe_skip(st->r, mb, rc, err);
 }
 
+/* A viewed block is remapped into a buffer of its own, which is what gets written; the view is
+ * given back as soon as the remap has read it. */
+static int compute_viewed(run *r, my_block *mb, hq_err *err)
+{
+    const hq_block *b = mb->b;
+    mb->out = hq_block_alloc(r->eng, run_buf_bytes(r, b));
+    const int rc = mb->out ? run_equalize_fused(r, b, (void *)mb->view, mb->out, err)
+                           : hq_fail(err, HQ_EMEM, "%s: out of memory for a block of %llu bytes (lower --block)",
+                                     r->inv.items[b->item].src, (unsigned long long)run_buf_bytes(r, b));
+    run_view_release(r, mb);
+    return rc;
+}
+
 static int stream_compute(void *ctx, uint64_t i, void *data, hq_err *err)
 {
     stream *st = ctx;
-    const hq_block *b = st->list[i]->b;
+    my_block *mb = st->list[i];
+    const hq_block *b = mb->b;
     if (!data)
         return 0;
     if (st->kind == STREAM_RANGE)
         return run_range_block(st->r, b, data, err);
     if (st->kind == STREAM_FUSED)
-        return run_equalize_fused(st->r, b, data, err);
+        return mb->viewed ? compute_viewed(st->r, mb, err) : run_equalize_fused(st->r, b, data, NULL, err);
     if (st->kind == STREAM_HIST)
         return run_histogram_pending(st->r, b, data, err);
     return run_remap_pending(st->r, b, data, err);
@@ -59,13 +78,22 @@ static int stream_compute(void *ctx, uint64_t i, void *data, hq_err *err)
 static int stream_write(void *ctx, uint64_t i, void *data, hq_err *err)
 {
     stream *st = ctx;
-    return data ? run_timed_write(st->r, st->list[i]->b, st->list[i]->b->item, 0, data, err) : 0;
+    my_block *mb = st->list[i];
+    if (mb->viewed)
+        data = mb->out;
+    return data ? run_timed_write(st->r, mb->b, mb->b->item, 0, data, err) : 0;
 }
 
 static void stream_finish(void *ctx, uint64_t i, void *data, int ok)
 {
     stream *st = ctx;
     my_block *mb = st->list[i];
+    if (mb->viewed) { /* the view, if the compute never gave it back; the buffer remapped into */
+        run_view_release(st->r, mb);
+        data = mb->out;
+        mb->out = NULL;
+        mb->viewed = 0;
+    }
     if (st->kind == STREAM_RANGE) { /* pass 0 only looks */
         hq_block_free(st->r->eng, data);
         return;

@@ -98,7 +98,7 @@ static int target_from_file(run *r, const hq_mode *m0, hq_err *err)
             break;
         }
         rc = ops->read_block(io, b->item, b, 0, data, err);
-        hq_block_data d = {data, 1, hq_block_pixels(b), 0, NULL, NULL};
+        hq_block_data d = {data, 1, hq_block_pixels(b), 0, NULL, NULL, NULL};
         uint64_t *hp[1] = {r->target};
         if (!rc)
             rc = r->eng->ops->histogram(r->eng, &d, &m, hp, err);

@@ -83,13 +83,17 @@ void hdf5_report_direct(hq_io *io)
     MPI_Allreduce(&verbose, &any_verbose, 1, MPI_INT, MPI_MAX, io->comm);
     if (!any_verbose)
         return;
-    uint64_t mine[4] = {io->direct_blocks[0], io->blocks[0], io->direct_blocks[1], io->blocks[1]}, all[4] = {0};
-    MPI_Reduce(mine, all, 4, MPI_UINT64_T, MPI_SUM, 0, io->comm);
+    uint64_t mine[5] = {io->direct_blocks[0], io->blocks[0], io->direct_blocks[1], io->blocks[1], io->viewed_blocks};
+    uint64_t all[5] = {0};
+    MPI_Reduce(mine, all, 5, MPI_UINT64_T, MPI_SUM, 0, io->comm);
+    char viewed[96] = "";
+    if (all[4])
+        snprintf(viewed, sizeof viewed, "; %llu read in place, from a mapping of the input", (unsigned long long)all[4]);
     if (io->rank == 0)
         fprintf(stderr, "histeq_dist: note: HDF5 direct path: %llu of %llu blocks read, %llu of %llu written (%d "
-                "thread%s a rank%s)\n", (unsigned long long)all[0], (unsigned long long)all[1],
+                "thread%s a rank%s)%s\n", (unsigned long long)all[0], (unsigned long long)all[1],
                 (unsigned long long)all[2], (unsigned long long)all[3], hdf5_pool_threads(io->pool),
-                hdf5_pool_threads(io->pool) == 1 ? "" : "s", io->direct ? "" : ", off: HQ_HDF5_DIRECT=0");
+                hdf5_pool_threads(io->pool) == 1 ? "" : "s", io->direct ? "" : ", off: HQ_HDF5_DIRECT=0", viewed);
     /* Ranks read the same datasets' indexes: the most any rank read. */
     uint64_t mine_t[4] = {io->one_pass[0], io->one_pass_chunks[0], io->one_pass[1], io->one_pass_chunks[1]};
     uint64_t most[4] = {0};

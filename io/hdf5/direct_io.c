@@ -48,6 +48,7 @@ typedef struct xfer {
     const hdf5_side *side;
     size_t elem;
     uint64_t dims[MAX_RANK], cd[MAX_RANK], bcount[MAX_RANK], chunk_bytes;
+    hsize_t start[MAX_RANK];   /* the block's first element */
     int fd;
     task *t;
     uint64_t nt, cap;
@@ -459,26 +460,38 @@ static void tasks_extent(const xfer *x, uint64_t *lo, uint64_t *hi)
     *hi = end;
 }
 
-int hdf5_direct_transfer(hq_io *io, uint64_t item, const hq_block *b, void *buf, int writing)
+/* The transfer's shape: the block's extent, the dataset's and its chunks'. */
+static void xfer_setup(xfer *x, hq_io *io, uint64_t item, const hq_block *b, void *buf, int writing)
 {
     const hdf5_side *side = writing ? &io->dir[item].out : &io->dir[item].in;
-    xfer x = {.io = io, .item = item, .buf = buf, .writing = writing, .side = side};
-    x.elem = io->inv.items[item].sample_bytes;
-    x.dense = (io->flags[item] & CHUNK_ORDER) != 0;
-    x.fd = writing ? io->out_fd : io->in_fd;
-    hsize_t start[MAX_RANK], count[MAX_RANK];
-    x.k = hdf5_block_extent(&io->inv.items[item], io->frank[item], b, start, count);
-    hdf5_item_dims(io, item, x.dims);
-    x.chunk_bytes = x.elem;
-    for (int i = 0; i < x.k; i++) {
-        x.bcount[i] = count[i];
-        x.cd[i] = io->in_chunk[item][i];
-        x.chunk_bytes *= x.cd[i] ? x.cd[i] : 1;
+    *x = (xfer){.io = io, .item = item, .buf = buf, .writing = writing, .side = side};
+    x->elem = io->inv.items[item].sample_bytes;
+    x->dense = (io->flags[item] & CHUNK_ORDER) != 0;
+    x->fd = writing ? io->out_fd : io->in_fd;
+    hsize_t count[MAX_RANK];
+    x->k = hdf5_block_extent(&io->inv.items[item], io->frank[item], b, x->start, count);
+    hdf5_item_dims(io, item, x->dims);
+    x->chunk_bytes = x->elem;
+    for (int i = 0; i < x->k; i++) {
+        x->bcount[i] = count[i];
+        x->cd[i] = io->in_chunk[item][i];
+        x->chunk_bytes *= x->cd[i] ? x->cd[i] : 1;
     }
+}
+
+static int xfer_plan(xfer *x, const hq_block *b)
+{
+    return x->side->kind == DIRECT_CONTIG ? plan_contig(x, x->start) : plan_chunks(x, b);
+}
+
+int hdf5_direct_transfer(hq_io *io, uint64_t item, const hq_block *b, void *buf, int writing)
+{
+    xfer x;
+    xfer_setup(&x, io, item, b, buf, writing);
     if (hdf5_scratch_ready(io))
         return 1;
-    int rc = side->kind == DIRECT_CONTIG ? plan_contig(&x, start) : plan_chunks(&x, b);
-    const int ordered = writing && side->kind == DIRECT_FILTERED;
+    int rc = xfer_plan(&x, b);
+    const int ordered = writing && x.side->kind == DIRECT_FILTERED;
     /* Nothing is written where the disk space is not yet reserved (reserve.c); compressed chunks
      * land wherever HDF5 puts them, so they wait for all of it. */
     if (!rc && writing && io->bg) {
@@ -494,4 +507,34 @@ int hdf5_direct_transfer(hq_io *io, uint64_t item, const hq_block *b, void *buf,
         free(x.t[i].z);
     free(x.t);
     return rc ? 1 : 0;
+}
+
+int hdf5_direct_span(hq_io *io, uint64_t item, const hq_block *b, uint64_t *off)
+{
+    xfer x;
+    xfer_setup(&x, io, item, b, NULL, 0);
+    if ((x.side->kind != DIRECT_CONTIG && x.side->kind != DIRECT_CHUNKED) || x.side->swap)
+        return 1;
+    uint64_t bytes = x.elem;
+    for (int i = 0; i < x.k; i++)
+        bytes *= x.bcount[i];
+    int rc = xfer_plan(&x, b);
+    /* One run: every piece follows the one before it, in the block and in the file alike. */
+    uint64_t at = 0, base = 0;
+    for (uint64_t i = 0; !rc && i < x.nt; i++) {
+        const task *t = &x.t[i];
+        for (uint64_t r = 0; !rc && r < t->count; r++) {
+            const uint64_t m = t->mem_off + r * t->mem_stride, f = t->file_off + r * t->file_stride;
+            if (at == 0)
+                base = f;
+            if (t->chunk || m != at || f != base + at)
+                rc = 1;
+            at += t->file_len;
+        }
+    }
+    free(x.t);
+    if (rc || at != bytes || bytes == 0)
+        return 1;
+    *off = base;
+    return 0;
 }

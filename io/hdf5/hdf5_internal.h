@@ -10,7 +10,8 @@
  * provenance.c (the run recorded in the output), close.c; and the direct path, which moves pixel
  * bytes outside HDF5: direct.c (which datasets, their file offsets), chunk_index.c (every
  * chunk's address, read in one pass over the chunk index), direct_io.c (one block cut into tasks),
- * pool.c (the workers), codec.c (deflate, shuffle, byte swap).
+ * pool.c (the workers), codec.c (deflate, shuffle, byte swap), in_view.c (blocks read in place
+ * from a mapping of the input).
  *
  * struct hq_io is the state of one opened input and its output; every function here takes it from
  * the one thread that calls the backend (HDF5 1.10 is not thread-safe), except the direct path's
@@ -112,6 +113,9 @@ struct hq_io {
     int direct;
     hdf5_direct *dir;      /* per item */
     int in_fd, out_fd;     /* the input and OUT.part (read-write: out_map.c maps it), opened again; -1: none */
+    const unsigned char *imap; /* in_view.c: the input file mapped read-only, on first use; NULL: none */
+    uint64_t imap_len;
+    int imap_tried;
     unsigned char *omap;   /* out_map.c: [0, omap_len) of OUT.part mapped shared; NULL: pwrite */
     uint64_t omap_len;
     /* pwrites of OUT.part, one at a time, and the background reservation's fallocates on this rank
@@ -123,6 +127,7 @@ struct hq_io {
     hdf5_scratch *scratch; /* per thread of the pool */
     int nscratch;
     uint64_t blocks[2], direct_blocks[2]; /* [writing]: blocks moved, and how many the direct way */
+    uint64_t viewed_blocks;               /* of the direct reads, those read in place (in_view.c) */
     uint64_t one_pass[2], one_pass_chunks[2]; /* [writing]: chunk indexes read in one pass, their chunks */
     /* Where the input's and the output's HDF5 addresses start in the file (hdf5_base_addr): chunk
      * addresses are relative to it, the direct path's pread/pwrite need them absolute. */
@@ -282,5 +287,13 @@ int hdf5_chunk_lookup_slow(hq_io *io, uint64_t item);
 
 /* direct_io.c */
 int hdf5_direct_transfer(hq_io *io, uint64_t item, const hq_block *b, void *buf, int writing);
+/* 0 with *off set when the block's bytes, as a read lays them out, are one run of the input file
+ * starting at *off (unfiltered, native byte order); else 1. Makes no transfer. */
+int hdf5_direct_span(hq_io *io, uint64_t item, const hq_block *b, uint64_t *off);
+
+/* in_view.c */
+const void *hdf5_view_block(hq_io *io, uint64_t item, const hq_block *b);
+void hdf5_view_release(hq_io *io, const void *p, uint64_t bytes);
+void hdf5_view_unmap(hq_io *io);
 
 #endif

@@ -196,6 +196,43 @@ def test_mapped_writes_same_bytes_as_the_library(tmp, np_, threads, block):
     assert_same_stored_bytes(out, lib)
 
 
+VIEW_NOTE = re.compile(r"; (\d+) read in place, from a mapping of the input")
+
+
+@pytest.mark.parametrize("np_,threads", [(1, 2), (2, 1), (3, 2)])
+def test_blocks_read_in_place(tmp, np_, threads):
+    """The CPU engine takes a whole-image block that lies in the file as it would in memory (one run
+    of unfiltered native-order bytes) straight from a read-only mapping of the input and remaps it
+    into the block it writes. The output is the one made with every block read (HQ_INPUT_VIEW=0),
+    byte for byte, big-endian and partial-chunk layouts (read as before) included, and the input is
+    unchanged; --device copy writes the input's pixels back."""
+    inp = tmp / "plain.h5"
+    want = plain_file(inp)
+    before = inp.read_bytes()
+    outs = {}
+    for views in ("1", "0"):
+        out = tmp / f"out_view{views}.h5"
+        r = run_ok(["--input", inp, "--output", out, "--device", "cpu", "-v", "--threads", threads], np_,
+                   env={"HQ_INPUT_VIEW": views})
+        m = VIEW_NOTE.search(r.err)
+        if views == "1":
+            assert m and int(m.group(1)) > 0, f"no block was read in place\n{r}"
+        else:
+            assert not m, f"HQ_INPUT_VIEW=0 read blocks in place\n{r}"
+        outs[views] = out
+        with h5py.File(out, "r") as f:
+            for name, w in want.items():
+                assert_array_equal(f[name][()].astype(w.dtype), w, f"views {views}, {np_} ranks: {name}")
+    assert_same_stored_bytes(outs["1"], outs["0"])
+    assert inp.read_bytes() == before
+    out = tmp / "copy.h5"
+    r = run_ok(["--input", inp, "--output", out, "--device", "copy", "-v"], np_)
+    assert VIEW_NOTE.search(r.err), f"--device copy read no block in place\n{r}"
+    with h5py.File(out, "r") as f, h5py.File(inp, "r") as g:
+        for name in want:
+            assert_array_equal(f[name][()], g[name][()], f"--device copy: {name}")
+
+
 @pytest.mark.parametrize("np_,threads", CASES)
 def test_filtered_layouts_same_data_as_the_library(tmp, np_, threads):
     inp = tmp / "packed.h5"
