@@ -17,6 +17,29 @@
 
 namespace {
 
+/* Rows r, r + stride, ... (U of them) of unit un: where each starts (p), its scalar head before the
+ * first 16-byte boundary and its count of whole vectors after it; rows past the unit get none (and
+ * point at row r, so no address leaves the image). Returns the most vectors of any row. */
+template <uint32_t U, typename T, typename I>
+__device__ __forceinline__ I rows_in_flight(const T *d, uint64_t cols, const Unit &un, uint64_t r, uint32_t stride,
+                                            const T *(&p)[U], I (&head)[U], I (&nvec)[U])
+{
+    constexpr uint32_t V = 16 / sizeof(T);
+    const uint64_t n = un.c_hi - un.c_lo;
+    I most = 0;
+#pragma unroll
+    for (uint32_t u = 0; u < U; u++) {
+        const uint64_t rr = r + (uint64_t)u * stride;
+        const bool in = rr < un.r_hi;
+        p[u] = d + (in ? rr : r) * cols + un.c_lo;
+        const uint32_t mis = (uint32_t)((uintptr_t)p[u] / sizeof(T)) % V;
+        head[u] = in && mis ? (I)(V - mis < n ? V - mis : n) : 0;
+        nvec[u] = in ? (I)((n - head[u]) / V) : 0;
+        most = nvec[u] > most ? nvec[u] : most;
+    }
+    return most;
+}
+
 /* f(sample) for every sample of unit un that thread (tx, ty) of an L x BY block takes: rows ty, ty +
  * BY, ... and in each the 16-byte vectors tx, tx + L, ... between scalar heads and tails (rows
  * need not start on a boundary). U rows at a time, their vectors loaded before any is counted, so
@@ -33,16 +56,8 @@ __device__ __forceinline__ void unit_each(const T *d, uint64_t cols, const Unit 
     const uint64_t n = un.c_hi - un.c_lo;
     for (uint64_t r = un.r_lo + ty; r < un.r_hi; r += U * BY) {
         const T *p[U];
-        uint64_t head[U], nvec[U], most = 0;
-#pragma unroll
-        for (uint32_t u = 0; u < U; u++) {
-            const uint64_t rr = r + u * BY;
-            p[u] = d + (rr < un.r_hi ? rr : r) * cols + un.c_lo;
-            const uint64_t mis = ((uintptr_t)p[u] / sizeof(T)) % V;
-            head[u] = rr < un.r_hi ? (mis ? (V - mis < n ? V - mis : n) : 0) : 0;
-            nvec[u] = rr < un.r_hi ? (n - head[u]) / V : 0;
-            most = nvec[u] > most ? nvec[u] : most;
-        }
+        uint64_t head[U], nvec[U];
+        const uint64_t most = rows_in_flight<U>(d, cols, un, r, BY, p, head, nvec);
         for (uint64_t k = tx; k < most; k += L) {
             Vec a[U];
 #pragma unroll
@@ -135,17 +150,8 @@ __global__ void __launch_bounds__(kLaneThreads)
         const uint64_t n = un.c_hi - un.c_lo;
         for (uint64_t r = un.r_lo + warp; r < un.r_hi; r += U * NW) {
             const T *p[U];
-            uint32_t head[U], nvec[U], most = 0;
-#pragma unroll
-            for (uint32_t i = 0; i < U; i++) {
-                const uint64_t rr = r + i * NW;
-                const bool in = rr < un.r_hi;
-                p[i] = d + (in ? rr : r) * cols + un.c_lo;
-                const uint32_t mis = (uint32_t)((uintptr_t)p[i] / sizeof(T)) % V;
-                head[i] = in && mis ? (V - mis < n ? V - mis : (uint32_t)n) : 0;
-                nvec[i] = in ? (uint32_t)((n - head[i]) / V) : 0;
-                most = nvec[i] > most ? nvec[i] : most;
-            }
+            uint32_t head[U], nvec[U];
+            const uint32_t most = rows_in_flight<U>(d, cols, un, r, NW, p, head, nvec);
             for (uint32_t k = lane; k < most; k += 64) {
                 uint4 a[U][2];
 #pragma unroll

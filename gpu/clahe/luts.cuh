@@ -12,31 +12,30 @@
 
 namespace {
 
+/* Inclusive prefix of x over the warp (every lane takes part). */
+__device__ __forceinline__ unsigned long long warp_scan(unsigned long long x)
+{
+    const uint32_t lane = threadIdx.x & 31;
+#pragma unroll
+    for (int o = 1; o < 32; o <<= 1) {
+        const unsigned long long y = __shfl_up_sync(0xffffffffu, x, o);
+        if ((int)lane >= o)
+            x += y;
+    }
+    return x;
+}
+
 /* Exclusive prefix of x over the block (blockDim.x threads, a multiple of 32); *total: the sum. */
 __device__ __forceinline__ unsigned long long block_scan(unsigned long long x, unsigned long long *total)
 {
     __shared__ unsigned long long ws[32];
     const uint32_t lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
-    unsigned long long inc = x;
-#pragma unroll
-    for (int o = 1; o < 32; o <<= 1) {
-        const unsigned long long y = __shfl_up_sync(0xffffffffu, inc, o);
-        if ((int)lane >= o)
-            inc += y;
-    }
+    const unsigned long long inc = warp_scan(x);
     if (lane == 31)
         ws[warp] = inc;
     __syncthreads();
-    if (warp == 0) {
-        unsigned long long w = lane < nw ? ws[lane] : 0;
-#pragma unroll
-        for (int o = 1; o < 32; o <<= 1) {
-            const unsigned long long y = __shfl_up_sync(0xffffffffu, w, o);
-            if ((int)lane >= o)
-                w += y;
-        }
-        ws[lane] = w;
-    }
+    if (warp == 0)
+        ws[lane] = warp_scan(lane < nw ? ws[lane] : 0);
     __syncthreads();
     const unsigned long long before = warp ? ws[warp - 1] : 0;
     *total = ws[nw - 1];
@@ -115,14 +114,7 @@ __global__ void __launch_bounds__(kLutWarps * 32)
         c[e] = v0 + e < bins ? hq_clahe_bin_count(c[e], limit, sp, v0 + e, &next) : 0;
         mine += c[e];
     }
-    unsigned long long sum = mine;
-#pragma unroll
-    for (int o = 1; o < 32; o <<= 1) {
-        const unsigned long long y = __shfl_up_sync(0xffffffffu, sum, o);
-        if ((int)lane >= o)
-            sum += y;
-    }
-    sum -= mine;
+    unsigned long long sum = warp_scan(mine) - mine;
     uint16_t *out = lut + (uint64_t)t * bins;
 #pragma unroll
     for (uint32_t e = 0; e < kLutWarpPer; e++)
