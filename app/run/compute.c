@@ -144,10 +144,12 @@ int run_histogram_pending(run *r, const hq_block *b, void *data, hq_err *err)
     return rc;
 }
 
-int run_remap_pending(run *r, const hq_block *b, void *data, hq_err *err)
+/* out: as for run_equalize_fused. */
+int run_remap_pending(run *r, const hq_block *b, void *data, void *out, hq_err *err)
 {
     const hq_mode m = run_mode_of(r, b->item);
     hq_block_data d = run_block_view(r, b, data, 0, 1);
+    d.out = out;
     group_hist *gh = run_find_group(r, run_group_of(r, b), 0);
     if (!gh)
         return hq_fail(err, HQ_EIO, "%s: internal error: no histogram for a pending block", r->inv.items[b->item].src);
@@ -155,7 +157,8 @@ int run_remap_pending(run *r, const hq_block *b, void *data, hq_err *err)
     const uint16_t *lp[1] = {gh->lut};
     int rc = 0;
     if (gh->empty) {
-        rc = 0;
+        if (out) /* left as it is */
+            memcpy(out, data, run_block_bytes(r, b));
     } else if (run_is_clahe(r)) {
         const hq_clahe_geom g = run_geom_of(r, b->item);
         hq_clahe_piece pc = {data, b->r0, b->c0, b->r1 - b->r0, b->c1 - b->c0};
@@ -165,6 +168,6 @@ int run_remap_pending(run *r, const hq_block *b, void *data, hq_err *err)
     }
     r->t[PH_REMAP] += hq_now() - t0;
     if (!rc)
-        hq_report_pixels(r->rep, b, data, 1);
+        hq_report_pixels(r->rep, b, out ? out : data, 1);
     return rc;
 }

@@ -86,7 +86,7 @@ static int equalize_local_image(run *r, my_block *first, uint64_t n, hq_err *err
         if (!data)
             rc = run_timed_read(r, first[j].b, first[j].b->item, 0, &data, err);
         if (!rc)
-            rc = run_remap_pending(r, first[j].b, data, err);
+            rc = run_remap_pending(r, first[j].b, data, NULL, err);
         if (!rc)
             rc = run_timed_write(r, first[j].b, first[j].b->item, 0, data, err);
         run_release(r, &first[j], data);

@@ -15,7 +15,7 @@ static int pass2_round(run *r, uint64_t i, my_block *mb, int rc, hq_err *err)
     int rc2 = run_timed_read(r, mb && !mb->held ? mb->b : NULL, i, 1, &fresh, e);
     void *data = mb && mb->held ? mb->held : fresh;
     if (!rc2 && mb)
-        rc2 = run_remap_pending(r, mb->b, data, e);
+        rc2 = run_remap_pending(r, mb->b, data, NULL, e);
     rc = rc ? rc : rc2;
     e = rc ? &scratch : err;
     const int wrote = !rc && mb;

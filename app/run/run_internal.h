@@ -204,7 +204,7 @@ hq_block_data run_block_view(const run *r, const hq_block *b, void *data, int pe
 int run_name_float_failure(const run *r, uint64_t item, int rc, hq_err *err);
 int run_equalize_fused(run *r, const hq_block *b, void *data, void *out, hq_err *err);
 int run_histogram_pending(run *r, const hq_block *b, void *data, hq_err *err);
-int run_remap_pending(run *r, const hq_block *b, void *data, hq_err *err);
+int run_remap_pending(run *r, const hq_block *b, void *data, void *out, hq_err *err);
 
 /* clahe.c */
 int run_build_clahe_luts(const run *r, uint64_t item, const uint64_t *hist, uint16_t *lut);

@@ -36,7 +36,7 @@ static int stream_read(void *ctx, uint64_t i, void **data, hq_err *err)
         *data = mb->held;
         return 0;
     }
-    if (st->kind == STREAM_FUSED && (mb->view = run_timed_view(st->r, mb->b)) != NULL) {
+    if (st->kind != STREAM_RANGE && (mb->view = run_timed_view(st->r, mb->b)) != NULL) {
         mb->viewed = 1;
         *data = (void *)mb->view;
         return 0;
@@ -48,13 +48,19 @@ static int stream_read(void *ctx, uint64_t i, void **data, hq_err *err)
 
 /* A viewed block is remapped into a buffer of its own, which is what gets written; the view is
  * given back as soon as the remap has read it. */
-static int compute_viewed(run *r, my_block *mb, hq_err *err)
+static int compute_viewed(run *r, stream_kind kind, my_block *mb, hq_err *err)
 {
     const hq_block *b = mb->b;
+    void *view = (void *)mb->view;
+    if (kind == STREAM_HIST) /* pass 2 takes another view: nothing is held between the passes */
+        return run_histogram_pending(r, b, view, err);
     mb->out = hq_block_alloc(r->eng, run_buf_bytes(r, b));
-    const int rc = mb->out ? run_equalize_fused(r, b, (void *)mb->view, mb->out, err)
-                           : hq_fail(err, HQ_EMEM, "%s: out of memory for a block of %llu bytes (lower --block)",
-                                     r->inv.items[b->item].src, (unsigned long long)run_buf_bytes(r, b));
+    int rc = mb->out ? 0
+                     : hq_fail(err, HQ_EMEM, "%s: out of memory for a block of %llu bytes (lower --block)",
+                               r->inv.items[b->item].src, (unsigned long long)run_buf_bytes(r, b));
+    if (!rc)
+        rc = kind == STREAM_FUSED ? run_equalize_fused(r, b, view, mb->out, err)
+                                  : run_remap_pending(r, b, view, mb->out, err);
     run_view_release(r, mb);
     return rc;
 }
@@ -68,11 +74,13 @@ static int stream_compute(void *ctx, uint64_t i, void *data, hq_err *err)
         return 0;
     if (st->kind == STREAM_RANGE)
         return run_range_block(st->r, b, data, err);
+    if (mb->viewed)
+        return compute_viewed(st->r, st->kind, mb, err);
     if (st->kind == STREAM_FUSED)
-        return mb->viewed ? compute_viewed(st->r, mb, err) : run_equalize_fused(st->r, b, data, NULL, err);
+        return run_equalize_fused(st->r, b, data, NULL, err);
     if (st->kind == STREAM_HIST)
         return run_histogram_pending(st->r, b, data, err);
-    return run_remap_pending(st->r, b, data, err);
+    return run_remap_pending(st->r, b, data, NULL, err);
 }
 
 static int stream_write(void *ctx, uint64_t i, void *data, hq_err *err)
