@@ -14,8 +14,9 @@
  *    the threads). Returns 0 on, -1 off on every rank (rank 0 then reserves synchronously).
  *  - hdf5_reserve_wait(lo, hi): returns once every slice that [lo, hi) touches is reserved that
  *    far (hi = UINT64_MAX: all of it). If a slice met a full disk, or its rank stopped before the
- *    end, the wait fails: the caller writes nothing (err, when given, says so in one line). Pixel
- *    writes of the direct path wait for their exact extent; anything else for all of it.
+ *    end, the wait fails: the caller writes nothing (err, when given, says so in one line). The
+ *    direct path's pwrites of pixels wait for their exact extent; its stores through the mapping
+ *    (direct_io.c says why) and anything else for all of it.
  *  - hdf5_reserve_stop ends this rank's thread wherever it is (at close, after all ranks waited
  *    for everything; on failure, at any time). On rank 0 io->reserved becomes the prefix of the
  *    file that is known reserved (what hdf5_release_reserve later trims past the end).
