@@ -10,9 +10,10 @@
  *  - hdf5_view_block (from the thread that calls read_block, as it may ask HDF5 for the chunk
  *    index): a pointer to the block's first byte in the mapping, its pages populated (the reading
  *    happens here, as in a pread, not in the engine's loops), or NULL where the block is not one run
- *    of unfiltered native-order bytes (hdf5_direct_span), the direct path is off for the item, or
- *    the file cannot be mapped. The input is mapped whole on the first call; a file is never
- *    opened for writing, and PROT_READ makes a stray store fault rather than change it.
+ *    of unfiltered native-order bytes (hdf5_direct_span), the direct path is off for the item, the
+ *    file cannot be mapped or the pages cannot be populated (the read then reports why). The input
+ *    is mapped whole on the first call; a file is never opened for writing, and PROT_READ makes a
+ *    stray store fault rather than change it.
  *  - hdf5_view_release (any thread): the view's whole pages leave this process's page tables
  *    (MADV_DONTNEED; the page cache keeps them), so a run's resident memory stays its buffers.
  *  - hdf5_view_unmap (close): the mapping removed. HQ_INPUT_VIEW=0 turns views off. */
@@ -26,7 +27,7 @@
 #include "hdf5_internal.h"
 
 #ifndef MADV_POPULATE_READ
-#define MADV_POPULATE_READ 22 /* Linux 5.14; older kernels answer EINVAL and the pages fault in */
+#define MADV_POPULATE_READ 22 /* Linux 5.14; older kernels answer EINVAL */
 #endif
 
 static int map_input(hq_io *io)
@@ -59,8 +60,12 @@ const void *hdf5_view_block(hq_io *io, uint64_t item, const hq_block *b)
     const uint64_t bytes = hq_block_pixels(b) * io->inv.items[item].channels * io->inv.items[item].sample_bytes;
     if (off > io->imap_len || bytes > io->imap_len - off)
         return NULL; /* the file is shorter than HDF5 says: the library path reports it */
+    /* Populated here, or not used: a page that cannot be read (a disk error, a file cut short under
+     * us) then fails this call, and the read path reports it, rather than faulting in the engine.
+     * A kernel without MADV_POPULATE_READ (before 5.14) keeps the read path too. */
     const uint64_t page = page_size(), a = off / page * page;
-    madvise((void *)(io->imap + a), off + bytes - a, MADV_POPULATE_READ);
+    if (madvise((void *)(io->imap + a), off + bytes - a, MADV_POPULATE_READ) != 0)
+        return NULL;
     io->blocks[0]++;
     io->direct_blocks[0]++;
     io->viewed_blocks++;
