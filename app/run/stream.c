@@ -1,7 +1,10 @@
 /* stream.c — this rank's own blocks through the I/O pipeline (app/pipeline.h): I/O threads read the
  * next blocks and write the finished ones while this thread computes. One kind of stream per job:
- * ranges (pass 0, nothing written), fused and histogram (pass 1), remap (pass 2). A bad PNG under
- * --on-error skip is listed with its block and goes on as an empty one. */
+ * ranges (pass 0, nothing written), fused and histogram (pass 1), remap (pass 2). Where the engine
+ * and the input allow (block_io.c, run_timed_view), a block is not read but viewed where it lies in
+ * the input: counted there, and remapped from there into a buffer of its own, which is written; a
+ * viewed block is never held between the passes. A bad PNG under --on-error skip is listed with its
+ * block and goes on as an empty one. */
 #include <stdlib.h>
 #include <string.h>
 
