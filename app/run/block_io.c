@@ -1,7 +1,8 @@
 /* block_io.c — one block's pixels in and out: read (signed samples offset to unsigned, the mask
- * plane after the pixels) and written (the output's writeback kicked, the block claimed in the
- * journal, progress ticked); read and write time counted once however many I/O threads overlap; a
- * pending block's pixels held for pass 2 while the memory budget allows. The compute thread and the
+ * plane after the pixels) or viewed in place in the input (io.h, view_block), and written (the
+ * output's writeback kicked, the block claimed in the journal, progress ticked); read and write
+ * time counted once however many I/O threads overlap; a pending block's pixels held for pass 2
+ * while the memory budget allows. The compute thread and the
  * I/O threads call these alike: what they share is under r->mu, the tick under r->tick_mu. */
 #include <pthread.h>
 #include <time.h>
