@@ -2,8 +2,8 @@
  * plane after the pixels) or viewed in place in the input (io.h, view_block), and written (the
  * output's writeback kicked, the block claimed in the journal, progress ticked); read and write
  * time counted once however many I/O threads overlap; a pending block's pixels held for pass 2
- * while the memory budget allows. The compute thread and the
- * I/O threads call these alike: what they share is under r->mu, the tick under r->tick_mu. */
+ * while the memory budget allows. The compute thread and the I/O threads call these alike: what
+ * they share is under r->mu, the tick under r->tick_mu. */
 #include <pthread.h>
 #include <time.h>
 
@@ -49,17 +49,21 @@ static void io_leave(run *r, int k)
     pthread_mutex_unlock(&r->mu);
 }
 
+int run_block_alloc(run *r, const hq_block *b, void **data, hq_err *err)
+{
+    *data = hq_block_alloc(r->eng, run_buf_bytes(r, b));
+    return *data ? 0
+                 : hq_fail(err, HQ_EMEM, "%s: out of memory for a block of %llu bytes (lower --block)",
+                           r->inv.items[b->item].src, (unsigned long long)run_buf_bytes(r, b));
+}
+
 int run_timed_read(run *r, const hq_block *b, uint64_t item, int collective, void **data, hq_err *err)
 {
     io_enter(r, IO_READ);
     *data = NULL;
-    if (b) {
-        *data = hq_block_alloc(r->eng, run_buf_bytes(r, b));
-        if (!*data) {
-            io_leave(r, IO_READ);
-            return hq_fail(err, HQ_EMEM, "%s: out of memory for a block of %llu bytes (lower --block)",
-                           r->inv.items[item].src, (unsigned long long)run_buf_bytes(r, b));
-        }
+    if (b && run_block_alloc(r, b, data, err)) {
+        io_leave(r, IO_READ);
+        return HQ_EMEM;
     }
     int rc = r->io_ops->read_block(r->io, item, b, collective, *data, err);
     if (!rc && *data && r->inv.items[item].sample == HQ_SAMPLE_INT)
@@ -74,10 +78,10 @@ int run_timed_read(run *r, const hq_block *b, uint64_t item, int collective, voi
     return rc;
 }
 
-/* A fused block read as a view of the input where the engine reads host memory in place and remaps
- * out of place (remap_out), and nothing needs the block's own memory: signed samples are offset in
- * place, float data is binned in place, a mask plane travels after the pixels, CLAHE works on
- * pieces. NULL: the block is read. */
+/* A block of this rank's own items read as a view of the input, where the engine reads host memory
+ * in place and remaps out of place (remap_out) and nothing needs the block's own memory: signed
+ * samples are offset in place, float data is binned in place, a mask plane travels after the
+ * pixels, CLAHE works on pieces. NULL: the block is read. */
 const void *run_timed_view(run *r, const hq_block *b)
 {
     const hq_item *it = &r->inv.items[b->item];

@@ -81,7 +81,7 @@ typedef struct my_block {
     int fused;   /* all its groups end inside it */
     int done;    /* written */
     void *held;  /* pixels kept between the passes (NULL: not read, or dropped) */
-    const void *view; /* a fused block read as a view of the input (io.h, view_block): until released */
+    const void *view; /* the block read as a view of the input (io.h, view_block): until released */
     int viewed;  /* read as a view: the pipeline's pixels are the view's, not a buffer's */
     void *out;   /* a viewed block's remapped pixels, what is written */
     char *why;   /* left out under --on-error skip: the reason */
@@ -192,6 +192,8 @@ int run_journal_histograms(run *r, hq_err *err);
 
 /* block_io.c */
 void run_tick(run *r);
+/* A buffer for block b's pixels (engine memory), or HQ_EMEM with the message. */
+int run_block_alloc(run *r, const hq_block *b, void **data, hq_err *err);
 int run_timed_read(run *r, const hq_block *b, uint64_t item, int collective, void **data, hq_err *err);
 int run_timed_write(run *r, const hq_block *b, uint64_t item, int collective, const void *data, hq_err *err);
 void run_hold_or_drop(run *r, my_block *mb, void *data);

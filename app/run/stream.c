@@ -57,10 +57,7 @@ static int compute_viewed(run *r, stream_kind kind, my_block *mb, hq_err *err)
     void *view = (void *)mb->view;
     if (kind == STREAM_HIST) /* pass 2 takes another view: nothing is held between the passes */
         return run_histogram_pending(r, b, view, err);
-    mb->out = hq_block_alloc(r->eng, run_buf_bytes(r, b));
-    int rc = mb->out ? 0
-                     : hq_fail(err, HQ_EMEM, "%s: out of memory for a block of %llu bytes (lower --block)",
-                               r->inv.items[b->item].src, (unsigned long long)run_buf_bytes(r, b));
+    int rc = run_block_alloc(r, b, &mb->out, err);
     if (!rc)
         rc = kind == STREAM_FUSED ? run_equalize_fused(r, b, view, mb->out, err)
                                   : run_remap_pending(r, b, view, mb->out, err);

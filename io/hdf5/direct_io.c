@@ -513,7 +513,7 @@ int hdf5_direct_transfer(hq_io *io, uint64_t item, const hq_block *b, void *buf,
     return rc ? 1 : 0;
 }
 
-int hdf5_direct_span(hq_io *io, uint64_t item, const hq_block *b, uint64_t *off)
+int hdf5_direct_span(hq_io *io, uint64_t item, const hq_block *b, uint64_t *off, uint64_t *len)
 {
     xfer x;
     xfer_setup(&x, io, item, b, NULL, 0);
@@ -527,12 +527,12 @@ int hdf5_direct_span(hq_io *io, uint64_t item, const hq_block *b, uint64_t *off)
     uint64_t at = 0, base = 0;
     for (uint64_t i = 0; !rc && i < x.nt; i++) {
         const task *t = &x.t[i];
+        rc = t->chunk; /* a chunk through scratch: not the file's bytes as they are */
         for (uint64_t r = 0; !rc && r < t->count; r++) {
             const uint64_t m = t->mem_off + r * t->mem_stride, f = t->file_off + r * t->file_stride;
             if (at == 0)
                 base = f;
-            if (t->chunk || m != at || f != base + at)
-                rc = 1;
+            rc = m != at || f != base + at;
             at += t->file_len;
         }
     }
@@ -540,5 +540,6 @@ int hdf5_direct_span(hq_io *io, uint64_t item, const hq_block *b, uint64_t *off)
     if (rc || at != bytes || bytes == 0)
         return 1;
     *off = base;
+    *len = bytes;
     return 0;
 }

@@ -287,9 +287,9 @@ int hdf5_chunk_lookup_slow(hq_io *io, uint64_t item);
 
 /* direct_io.c */
 int hdf5_direct_transfer(hq_io *io, uint64_t item, const hq_block *b, void *buf, int writing);
-/* 0 with *off set when the block's bytes, as a read lays them out, are one run of the input file
- * starting at *off (unfiltered, native byte order); else 1. Makes no transfer. */
-int hdf5_direct_span(hq_io *io, uint64_t item, const hq_block *b, uint64_t *off);
+/* 0 when the block's bytes, as a read lays them out, are one run of the input file (unfiltered,
+ * native byte order): *len bytes from *off; else 1. Makes no transfer. */
+int hdf5_direct_span(hq_io *io, uint64_t item, const hq_block *b, uint64_t *off, uint64_t *len);
 
 /* in_view.c */
 const void *hdf5_view_block(hq_io *io, uint64_t item, const hq_block *b);

@@ -54,10 +54,10 @@ static uint64_t page_size(void)
 
 const void *hdf5_view_block(hq_io *io, uint64_t item, const hq_block *b)
 {
-    uint64_t off = 0;
-    if (!b || !io->dir || !hdf5_direct_wanted(io, item, 0, 0) || hdf5_direct_span(io, item, b, &off) || !map_input(io))
+    uint64_t off = 0, bytes = 0;
+    if (!b || !io->dir || !hdf5_direct_wanted(io, item, 0, 0) || hdf5_direct_span(io, item, b, &off, &bytes) ||
+        !map_input(io))
         return NULL;
-    const uint64_t bytes = hq_block_pixels(b) * io->inv.items[item].channels * io->inv.items[item].sample_bytes;
     if (off > io->imap_len || bytes > io->imap_len - off)
         return NULL; /* the file is shorter than HDF5 says: the library path reports it */
     /* Populated here, or not used: a page that cannot be read (a disk error, a file cut short under
