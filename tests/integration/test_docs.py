@@ -171,7 +171,12 @@ def ws(tmp_path_factory):
                OMPI_MCA_btl_vader_single_copy_mechanism="none",
                # scaling.sh's scratch and log places, and its closing write_paths run (4 GiB a
                # process by default) kept small.
-               DIR=str(top / "scratch"), OUT=str(top / "out"), WP_GIB="0.25")
+               DIR=str(top / "scratch"), OUT=str(top / "out"), WP_GIB="0.25",
+               # A command's own `mktemp -d` (bench/README.md's e2e_hdf5.sh line makes a 1 GiB stack and
+               # two outputs there) lands in this workspace, which pytest removes, not in /tmp, where
+               # every run of the suite left 3.1 GB behind.
+               TMPDIR=str(top / "tmp"))
+    (top / "tmp").mkdir()
     if not os.path.exists(os.path.join(build, "gpu", "gpu_engine.o")):
         env["CUDA"] = "0"  # the build is CPU-only: make must not add the GPU engine to it
 
