@@ -12,6 +12,12 @@
  *   mmap+popul   the same after MADV_POPULATE_WRITE on each 64 MiB window
  *   own-file     1 MiB pwrites, but each process into a file of its own (the no-sharing ceiling)
  *
+ * and, into a file that is only sized first (sparse), the allocation alone, nothing copied:
+ *
+ *   alloc:falloc   each process fallocates its region (what reserve_bg.c's slices do)
+ *   alloc:popul    each process maps its region and MADV_POPULATE_WRITEs it, 64 MiB at a time
+ *   alloc:own      fallocate, each process into a file of its own
+ *
  * Why: buffered writes to one inode take its lock (i_rwsem) on tmpfs, ext4 and XFS, so ranks on
  * one host that write one shared file queue behind each other; stores through a shared mapping
  * take only page locks. bench/results/scaling.txt holds its numbers on the 4-GPU host, and what
@@ -34,8 +40,14 @@
 #define PIECE (1u << 20)
 #define WINDOW (64u << 20)
 
-enum { PWRITE, MMAP, MMAP_POPULATE, OWN_FILE, NMODES };
-static const char *mode_name[NMODES] = {"pwrite", "mmap", "mmap+popul", "own-file"};
+enum { PWRITE, MMAP, MMAP_POPULATE, OWN_FILE, ALLOC_FALLOC, ALLOC_POPULATE, ALLOC_OWN, NMODES };
+static const char *mode_name[NMODES] = {"pwrite", "mmap", "mmap+popul", "own-file",
+                                        "alloc:falloc", "alloc:popul", "alloc:own"};
+
+static int own_file(int mode)
+{
+    return mode == OWN_FILE || mode == ALLOC_OWN;
+}
 
 static double now(void)
 {
@@ -51,7 +63,20 @@ static int writer(int mode, const char *path, int own, uint64_t off, uint64_t by
         return perror(path), 1;
     if (own)
         off = 0;
-    if (mode == PWRITE || mode == OWN_FILE) {
+    if (mode == ALLOC_FALLOC || mode == ALLOC_OWN) {
+        for (uint64_t done = 0; done < bytes; done += WINDOW)
+            if (fallocate(fd, FALLOC_FL_KEEP_SIZE, (off_t)(off + done), WINDOW) != 0)
+                return perror("fallocate"), 1;
+    } else if (mode == ALLOC_POPULATE) {
+        for (uint64_t w = 0; w < bytes; w += WINDOW) {
+            unsigned char *m = mmap(NULL, WINDOW, PROT_READ | PROT_WRITE, MAP_SHARED, fd, (off_t)(off + w));
+            if (m == MAP_FAILED)
+                return perror("mmap"), 1;
+            if (madvise(m, WINDOW, MADV_POPULATE_WRITE) != 0)
+                return perror("madvise(MADV_POPULATE_WRITE)"), 1;
+            munmap(m, WINDOW);
+        }
+    } else if (mode == PWRITE || mode == OWN_FILE) {
         for (uint64_t done = 0; done < bytes; done += PIECE)
             if (pwrite(fd, src + done % WINDOW, PIECE, (off_t)(off + done)) != (ssize_t)PIECE)
                 return perror("pwrite"), 1;
@@ -77,21 +102,22 @@ static double run(int mode, const char *dir, int p, uint64_t per, const unsigned
 {
     char path[4096];
     for (int i = 0; i < p; i++) {
-        snprintf(path, sizeof path, "%s/write_paths.%d", dir, mode == OWN_FILE ? i : 0);
-        if (mode != OWN_FILE && i > 0)
+        snprintf(path, sizeof path, "%s/write_paths.%d", dir, own_file(mode) ? i : 0);
+        if (!own_file(mode) && i > 0)
             break;
         unlink(path);
         int fd = open(path, O_RDWR | O_CREAT | O_TRUNC, 0644);
-        const uint64_t size = mode == OWN_FILE ? per : per * (uint64_t)p;
-        if (fd < 0 || posix_fallocate(fd, 0, (off_t)size) != 0)
+        const uint64_t size = own_file(mode) ? per : per * (uint64_t)p;
+        const int sparse = mode >= ALLOC_FALLOC;
+        if (fd < 0 || (sparse ? ftruncate(fd, (off_t)size) : posix_fallocate(fd, 0, (off_t)size)) != 0)
             return perror(path), -1.0;
         close(fd);
     }
     const double t0 = now();
     for (int i = 0; i < p; i++) {
         if (fork() == 0) {
-            snprintf(path, sizeof path, "%s/write_paths.%d", dir, mode == OWN_FILE ? i : 0);
-            _exit(writer(mode, path, mode == OWN_FILE, per * (uint64_t)i, per, src));
+            snprintf(path, sizeof path, "%s/write_paths.%d", dir, own_file(mode) ? i : 0);
+            _exit(writer(mode, path, own_file(mode), per * (uint64_t)i, per, src));
         }
     }
     int bad = 0, st;
@@ -122,15 +148,15 @@ int main(int argc, char **argv)
         return 1;
     for (size_t i = 0; i < WINDOW; i++)
         src[i] = (unsigned char)(i * 131 + (i >> 12));
-    printf("# write_paths %s %s %d: %.2f GiB a process, one shared file (own-file: one each), fallocated first\n",
+    printf("# write_paths %s %s %d: %.2f GiB a process, one shared file (own: one each), fallocated first (alloc: sized only)\n",
            argv[1], argv[2], p, per / 1073741824.0);
-    printf("%-11s %12s %12s %11s\n", "path", "1 proc GB/s", "P procs GB/s", "efficiency");
+    printf("%-12s %12s %12s %11s\n", "path", "1 proc GB/s", "P procs GB/s", "efficiency");
     for (int m = 0; m < NMODES; m++) {
         const double one = run(m, argv[1], 1, per, src), many = run(m, argv[1], p, per, src);
         if (one < 0 || many < 0)
-            printf("%-11s %12s\n", mode_name[m], "failed");
+            printf("%-12s %12s\n", mode_name[m], "failed");
         else
-            printf("%-11s %12.2f %12.2f %10.1f%%\n", mode_name[m], one, many, 100.0 * many / (p * one));
+            printf("%-12s %12.2f %12.2f %10.1f%%\n", mode_name[m], one, many, 100.0 * many / (p * one));
         fflush(stdout);
     }
     free(src);
