@@ -468,6 +468,7 @@ int hq_journal_create(const char *out, const char *id, hq_err *err)
         rc = write_failed(err, fin, errno);
         if (fd >= 0)
             close(fd);
+        remove_tree(dir); /* half a journal resumes nothing */
     }
 done:
     free(idp);

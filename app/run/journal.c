@@ -76,7 +76,12 @@ int run_open_journal(run *r, hq_err *err)
     if ((rc = hq_comm_agree(r->c, rc, err)))
         return rc;
     rc = hq_journal_open(r->o->output, r->c->rank, sync_output, r, journal_flush_interval(), &r->journal, err);
-    return hq_comm_agree(r->c, rc, err);
+    rc = hq_comm_agree(r->c, rc, err);
+    /* A fresh journal that some rank could not open (a full disk, mostly) resumes nothing: it goes,
+     * whether or not rank 0's own log opened (the close removes it only where it did). */
+    if (rc && r->res.action == HQ_RESUME_FRESH && r->c->rank == 0)
+        hq_journal_remove(r->o->output);
+    return rc;
 }
 
 /* The LUTs (and sampled histograms) of the images an interrupted run finished, handed to the

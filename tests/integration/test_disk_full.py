@@ -106,3 +106,28 @@ def test_background_reservation_same_bytes(tmp, np_):
     for mode in ("background", "map"):
         assert np.array_equal(outs[mode][0], outs["sync"][0]), mode
         assert np.array_equal(outs[mode][1], outs["sync"][1]), mode
+
+
+@pytest.mark.parametrize("np_,inodes", [(None, 3), (None, 4), (2, 5)])
+def test_journal_that_cannot_be_written_leaves_nothing(tmp, np_, inodes):
+    """A disk out of inodes: the output's file fits, the journal's do not (3: its id file, 4: rank 0's
+    log, 5 with two ranks: rank 1's log). One clear line, exit 1, and no half journal left behind to
+    resume from, whichever rank met it."""
+    mnt = tmp / "disk"
+    mnt.mkdir()
+    r = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size=8m,nr_inodes={inodes}", "tmpfs", str(mnt)],
+                       capture_output=True)
+    if r.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {r.stderr.decode().strip()}")
+    try:
+        inp = tmp / "in.h5"
+        with h5py.File(inp, "w") as f:
+            f.create_dataset("s", data=np.random.default_rng(16).integers(0, 256, (8, 256, 256), dtype=np.uint8))
+        out = mnt / "out.h5"
+        r = run(["--input", inp, "--output", out], np_)
+        assert not r.timed_out and r.rc == 1, str(r)
+        assert len(r.hq_lines) == 1 and str(out) + ".journal" in r.hq_lines[0], str(r)
+        assert "not enough disk space for the journal" in r.hq_lines[0], str(r)
+        assert os.listdir(mnt) == [], str(r)
+    finally:
+        subprocess.run(["umount", "-l", str(mnt)])
