@@ -81,6 +81,12 @@ typedef struct hq_engine_ops {
      * may be a read-only view of the input (the CPU engine). 0: the block is read into memory from
      * block_alloc (the GPU engine, whose copies want pinned memory). */
     int remap_out;
+    /* Optional (NULL: always): whether a block in p (from block_alloc) is worth holding between the
+     * passes rather than reading it again in pass 2. The GPU engine holds only pinned buffers, and
+     * no more than half its pool: its copies from pageable memory ran at about 4.7 GB/s against 55
+     * from pinned (8 GiB image on an H100, bench/results/clahe_e2e_device.txt), and a pool taken by
+     * held blocks leaves pass 1's reads in pageable memory too. */
+    int (*hold_ok)(hq_engine *e, const void *p);
 } hq_engine_ops;
 
 struct hq_engine {
@@ -123,6 +129,11 @@ static inline void hq_block_free(hq_engine *e, void *p)
         e->ops->block_free(e, p);
     else
         free(p);
+}
+
+static inline int hq_block_hold_ok(hq_engine *e, const void *p)
+{
+    return !e || !e->ops->hold_ok || e->ops->hold_ok(e, p);
 }
 
 static inline void hq_engine_destroy(hq_engine *e)

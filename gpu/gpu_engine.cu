@@ -592,6 +592,19 @@ void gpu_block_free(hq_engine *e, void *p)
     free(p);
 }
 
+/* A pinned buffer, while at least half the pool stays for pass 1's reads (engine.h says why). */
+int gpu_hold_ok(hq_engine *e, const void *p)
+{
+    gpu_impl *g = static_cast<gpu_impl *>(e->impl);
+    std::lock_guard<std::mutex> lock(g->pool_mu);
+    int used = 0, pinned = 0;
+    for (int i = 0; i < kPool; i++) {
+        used += g->pool[i].used;
+        pinned |= g->pool[i].p == p;
+    }
+    return pinned && used <= kPool / 2;
+}
+
 /* CLAHE's buffers are counted beside the others': a bound on what was held at once. */
 uint64_t gpu_device_peak(hq_engine *e)
 {
@@ -620,7 +633,8 @@ int gpu_clahe_remap(hq_engine *e, hq_clahe_piece *p, const hq_mode *m, const hq_
 
 const hq_engine_ops gpu_ops = {"gpu",           gpu_histogram,  gpu_remap,     gpu_destroy,
                                gpu_describe,    gpu_block_alloc, gpu_block_free, gpu_device_peak,
-                               gpu_clahe_histogram, gpu_clahe_remap, gpu_minmax, 0};
+                               gpu_clahe_histogram, gpu_clahe_remap, gpu_minmax, 0,
+                               gpu_hold_ok};
 
 int gpu_open(gpu_impl *g, const hq_engine_cfg *cfg, hq_err *err)
 {

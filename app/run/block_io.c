@@ -127,10 +127,16 @@ int run_timed_write(run *r, const hq_block *b, uint64_t item, int collective, co
     return rc;
 }
 
-/* Keeps a pending block's pixels for pass 2 if the budget allows; otherwise pass 2 re-reads them. */
+/* Keeps a pending block's pixels for pass 2 if the budget and the engine allow (hold_ok: the GPU
+ * engine's copies from pageable memory are slower than reading the block again into a pinned
+ * buffer); otherwise pass 2 re-reads them. */
 void run_hold_or_drop(run *r, my_block *mb, void *data)
 {
     uint64_t n = run_buf_bytes(r, mb->b);
+    if (!hq_block_hold_ok(r->eng, data)) {
+        hq_block_free(r->eng, data);
+        return;
+    }
     pthread_mutex_lock(&r->mu);
     const int keep = r->held_bytes + n <= r->budget;
     if (keep)

@@ -53,19 +53,21 @@ int run_pass1_shared(run *r, hq_err *err)
 }
 
 /* A run of row bands of one image, all on this rank: both passes right away, so the histogram
- * and the held pixels never wait for the other ranks. */
+ * and the held pixels never wait for the other ranks. Each pass is a stream (stream.c), its reads
+ * and writes overlapped with the compute: one block after the other, a 7.6 GiB CLAHE image on one
+ * H100 spent 6.6 of its 7.4 s in read, histogram, remap and write added up. */
 static int equalize_local_image(run *r, my_block *first, uint64_t n, hq_err *err)
 {
+    my_block **list = malloc(n * sizeof *list);
+    if (!list)
+        return hq_fail(err, HQ_EMEM, "out of memory listing blocks");
     int rc = 0;
     const group_hist *g0 = run_find_group(r, run_group_of(r, first->b), 0);
     const int restored = g0 && g0->restored;
-    for (uint64_t j = 0; j < n && !rc && !restored; j++) {
-        void *data;
-        rc = run_timed_read(r, first[j].b, first[j].b->item, 0, &data, err);
-        if (!rc)
-            rc = run_histogram_pending(r, first[j].b, data, err);
-        if (!rc)
-            run_hold_or_drop(r, &first[j], data);
+    if (!restored) {
+        for (uint64_t j = 0; j < n; j++)
+            list[j] = &first[j];
+        rc = run_stream(r, STREAM_HIST, list, n, err);
     }
     const hq_mode m = run_mode_of(r, first->b->item);
     const uint64_t g = run_group_of(r, first->b);
@@ -79,20 +81,14 @@ static int equalize_local_image(run *r, my_block *first, uint64_t n, hq_err *err
         else
             gh->empty = e;
     }
-    for (uint64_t j = 0; j < n && !rc; j++) {
-        if (first[j].done)
-            continue;
-        void *data = first[j].held;
-        if (!data)
-            rc = run_timed_read(r, first[j].b, first[j].b->item, 0, &data, err);
-        if (!rc)
-            rc = run_remap_pending(r, first[j].b, data, NULL, err);
-        if (!rc)
-            rc = run_timed_write(r, first[j].b, first[j].b->item, 0, data, err);
-        run_release(r, &first[j], data);
-        first[j].done = 1;
-    }
+    uint64_t k = 0;
+    for (uint64_t j = 0; j < n; j++)
+        if (!first[j].done)
+            list[k++] = &first[j];
+    if (!rc)
+        rc = run_stream(r, STREAM_REMAP, list, k, err);
     run_drop_group(r, g);
+    free(list);
     return rc;
 }
 
