@@ -17,7 +17,11 @@
 #          on the node's disk (the nvidia-h200-x2 / -x4 / -x8 kinds; SCALE_FS="tmpfs" for one of them)
 #   e2e1:  bench/e2e.sh's raw stack (E2E_GIB), 1 rank, on the node's disk (with the "+ sync" rows
 #          beside cp + sync) and on tmpfs
-# Usage: bash bench/device_full.sh [all|test|e2e|io|clahe|scale|e2e1] [E2E_GIB=8]
+#   ab:    this tree against an older one, on the same inputs in the same call: BASE names a copy
+#          of the older tree (e.g. git archive OLD | tar -x -C base; carried beside .devdeps), built
+#          here too; runs the weak series of bench/scaling.sh over every GPU (tmpfs) with both
+#          builds interleaved, then bench/clahe_e2e.sh (E2E_GIB, 1 and every GPU) with each
+# Usage: bash bench/device_full.sh [all|test|e2e|io|clahe|scale|e2e1|ab] [E2E_GIB=8]
 set -u
 what=${1:-all}
 gib=${2:-8}
@@ -92,6 +96,25 @@ if [ "$what" = scale ]; then
         r=$?; [ $r -ne 0 ] && rc=1
         log "scaling.sh $g 0 8 on $fs (rc $r, $(( $(date +%s) - t0 )) s):"
         grep -vE "^(histeq_dist|#)" "$OUT/scale_$fs/scaling.txt" 2>/dev/null | tee -a "$OUT/full_summary.txt" || tail -5 "$OUT/scale_$fs.log"
+    done
+fi
+if [ "$what" = ab ]; then
+    base=${BASE:?BASE must name a copy of the older tree}
+    g=$(nvidia-smi -L | wc -l)
+    make -C "$base" -j16 CUDA_ARCH=-arch=sm_90 > "$OUT/ab_base_build.log" 2>&1 || { log "BASE build failed"; exit 1; }
+    t0=$(date +%s)
+    STRONG=0 DIR=/dev/shm/hq_scaling OUT=$OUT/ab_scale VARIANTS="default HQ_BIN=$base/build/histeq_dist" \
+        timeout 300 bash bench/scaling.sh "$g" 0 8 > "$OUT/ab_scale.log" 2>&1
+    r=$?; [ $r -ne 0 ] && rc=1
+    log "scaling.sh $g 0 8, this tree (default) and $base (rc $r, $(( $(date +%s) - t0 )) s):"
+    grep -vE "^(histeq_dist|#)" "$OUT/ab_scale/scaling.txt" 2>/dev/null | sed -n '1,/^## rank/p' | tee -a "$OUT/full_summary.txt"
+    for tree in base new; do
+        t0=$(date +%s)
+        if [ $tree = base ]; then bin=$base/build/histeq_dist; else bin=build/histeq_dist; fi
+        HQ_BIN=$bin OUT=$OUT/ab_clahe_$tree timeout 200 bash bench/clahe_e2e.sh "$gib" "$g" 1 > "$OUT/ab_clahe_$tree.log" 2>&1
+        r=$?; [ $r -ne 0 ] && rc=1
+        log "clahe_e2e.sh $gib $g 1 with $bin (rc $r, $(( $(date +%s) - t0 )) s):"
+        grep -A8 "^## round" "$OUT/ab_clahe_$tree.log" | tee -a "$OUT/full_summary.txt"
     done
 fi
 if [ "$what" = e2e1 ]; then

@@ -12,7 +12,8 @@
 #
 # VARIANTS (default "default"): the weak series runs once per entry, side by side on the same
 # input; an entry is "default" or VAR=VALUE, an environment setting for that series (for instance
-# HQ_HDF5_COLLECTIVE=1, or HQ_BLOCK_ORDER=row: blocks in row order, not chunk order). STRONG=0 leaves
+# HQ_HDF5_COLLECTIVE=1, or HQ_BLOCK_ORDER=row: blocks in row order, not chunk order); HQ_BIN=PATH
+# runs another build instead (an older tree's, for a before/after on the same inputs). STRONG=0 leaves
 # the strong series out; STRONG_VARIANTS (default "default") does for the strong series what
 # VARIANTS does for the weak one.
 #
@@ -106,12 +107,19 @@ row_args() {
 
 # run_case TAG N INPUT: one run; leaves $OUT/TAG_N.json and .log, prints nothing.
 # VARIANT (VAR=VALUE, or default/unset): one more environment setting for this run.
+# A variant's name as part of a file name (HQ_BIN=a/b -> HQ_BIN_a_b).
+vtag() { printf '%s' "$1" | tr '/=' '__'; }
+
 run_case() {
-    local tag=$1 n=$2 input=$3 out=$DIR/out.h5 t0 t1 pre=()
-    [ "${VARIANT:-default}" = default ] || pre=(env "$VARIANT")
+    local tag=$1 n=$2 input=$3 out=$DIR/out.h5 t0 t1 pre=() bin=$BIN
+    case "${VARIANT:-default}" in
+        default) ;;
+        HQ_BIN=*) bin=${VARIANT#HQ_BIN=} ;;
+        *) pre=(env "$VARIANT") ;;
+    esac
     rm -f "$out"
     t0=$(date +%s.%N)
-    "${pre[@]}" mpirun "${MPIRUN_FLAGS[@]}" -np "$n" "$BIN" --input "$input" --output "$out" --device "$DEVICE" --force -v \
+    "${pre[@]}" mpirun "${MPIRUN_FLAGS[@]}" -np "$n" "$bin" --input "$input" --output "$out" --device "$DEVICE" --force -v \
         --progress 0 --summary "$OUT/${tag}_$n.json" > "$OUT/${tag}_$n.log" 2>&1
     local rc=$?
     t1=$(date +%s.%N)
@@ -138,7 +146,7 @@ for n in "${ranks[@]}"; do
     input=$DIR/weak_$n.h5
     build/make_image "$input" $((slices_per_rank * n)) 4096 4096 > /dev/null || fail "cannot write $input"
     for wp in "${PATHS[@]}"; do
-        VARIANT=$wp run_case "weak-$wp" "$n" "$input"
+        VARIANT=$wp run_case "weak-$(vtag "$wp")" "$n" "$input"
     done
     rm -f "$input"
 done
@@ -147,7 +155,7 @@ for wp in "${PATHS[@]}"; do
     say "ranks  GiB      wall_s  mpirun_s  GiB/s   efficiency  allreduce_s  peak_RSS_MiB  device_MiB  create_s  read_s  write_s"
     t1=""
     for n in "${ranks[@]}"; do
-        row_args "weak-$wp" "$n"
+        row_args "weak-$(vtag "$wp")" "$n"
         awk "${ARGS[@]}" 'BEGIN {
             printf "%5d  %7.2f  %7.3f  %8s  %6.2f  %9.1f%%  %11.4f  %12s  %10s  %8.3f  %6.3f  %7.3f\n", n, b / 2^30, w, e,
                    b / 2^30 / w, 100 * t1 / w, a, r, d, cr, rd, wr }' | tee -a "$LOG"
@@ -161,7 +169,7 @@ read -r -a SPATHS <<< "${STRONG_VARIANTS:-default}"
 build/make_image "$input" 1 "$side" "$side" 1024 1024 > "$OUT/strong_make.log" || fail "cannot write $input"
 for n in "${ranks[@]}"; do
     for sp in "${SPATHS[@]}"; do
-        VARIANT=$sp run_case "strong-$sp" "$n" "$input"
+        VARIANT=$sp run_case "strong-$(vtag "$sp")" "$n" "$input"
     done
 done
 rm -f "$input"
@@ -170,7 +178,7 @@ say "## strong scaling: one $side x $side uint8 image ($(awk -v s="$side" 'BEGIN
 say "ranks  wall_s   mpirun_s  GiB/s   speedup  efficiency  allreduce_s  allreduce_%  peak_RSS_MiB  device_MiB  read_s  write_s"
 t1=""
 for n in "${ranks[@]}"; do
-    row_args "strong-$sp" "$n"
+    row_args "strong-$(vtag "$sp")" "$n"
     awk "${ARGS[@]}" 'BEGIN {
         printf "%5d  %7.3f  %8s  %6.2f  %7.2f  %9.1f%%  %11.4f  %10.4f%%  %12s  %10s  %6.3f  %7.3f\n", n, w, e, b / 2^30 / w, t1 / w,
                100 * t1 / (n * w), a, 100 * a / w, r, d, rd, wr }' | tee -a "$LOG"
@@ -180,9 +188,10 @@ done
 }
 
 say "## rank -> GPU map, $G ranks (-v)"
-grep -hE "histeq_dist: rank [0-9]+ on|note:" "$OUT/weak-${PATHS[0]}_$G.log" | tee -a "$LOG"
-tags=("${PATHS[@]/#/weak-}")
-[ "${STRONG:-1}" = 0 ] || tags+=("${SPATHS[@]/#/strong-}")
+grep -hE "histeq_dist: rank [0-9]+ on|note:" "$OUT/weak-$(vtag "${PATHS[0]}")_$G.log" | tee -a "$LOG"
+tags=()
+for wp in "${PATHS[@]}"; do tags+=("weak-$(vtag "$wp")"); done
+[ "${STRONG:-1}" = 0 ] || for sp in "${SPATHS[@]}"; do tags+=("strong-$(vtag "$sp")"); done
 for tag in "${tags[@]}"; do
     for n in 1 "$G"; do
         say ""

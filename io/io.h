@@ -125,6 +125,10 @@ typedef struct hq_io_ops {
      * may keep busy moving and (de)compressing a block's bytes, the calling thread included (the
      * rank's share of the node's cores); 1, the default, keeps everything on the calling thread. */
     void (*set_threads)(hq_io *io, int threads);
+    /* Optional (NULL: never). After create_output: 1 when no transfer of the item ever needs to be
+     * collective (HDF5: an unfiltered output, and HQ_HDF5_COLLECTIVE not set), so that the ranks
+     * sharing it may read and write their blocks of it independently, each at its own pace. */
+    int (*independent)(hq_io *io, uint64_t item);
 } hq_io_ops;
 
 extern const hq_io_ops hq_hdf5_ops;

@@ -1,7 +1,9 @@
-/* lockstep.c — shared items walked in lockstep rounds. Collective HDF5 transfers need every rank in
- * every call, so each shared item takes as many rounds as the busiest rank has blocks of it, counted
- * from the plan (which every rank has): all ranks agree without a message. In each round every rank
- * makes the same collective calls, with its block of the round or with NULL.
+/* lockstep.c — the items whose transfers are collective (item_lockstep: shared by several ranks
+ * and not independent for the I/O, such as compressed HDF5 datasets) walked in lockstep rounds.
+ * Collective HDF5 transfers need every rank in every call, so each such item takes as many rounds
+ * as the busiest rank has blocks of it, counted from the plan (which every rank has): all ranks
+ * agree without a message. In each round every rank makes the same collective calls, with its
+ * block of the round or with NULL. Every other item streams (stream.c).
  *
  * One walker serves every pass that reads shared items (pass 0's ranges, pass 1, pass 2, and
  * --reference global's extra read); each passes its round's body (run_round_fn). A failure does not
@@ -46,7 +48,7 @@ int run_lockstep(run *r, int pending_only, int (*want)(const run *, uint64_t), r
 {
     int rc = 0;
     for (uint64_t i = 0; i < r->inv.n; i++) {
-        if (!r->item_shared[i] || (want && !want(r, i)))
+        if (!r->item_lockstep[i] || (want && !want(r, i)))
             continue;
         const uint64_t rounds = rounds_for(r, i, pending_only);
         for (uint64_t k = 0; k < rounds; k++)

@@ -1,7 +1,8 @@
 /* pass1.c — pass 1: every block read and histogrammed. A fused block is finished on the spot
  * (remapped and written); a pending one adds to its group's histogram and is held for pass 2 while
- * the budget allows. Shared items go first, in lockstep rounds (lockstep.c); this rank's own items
- * then stream, and the row bands of one image that lie on this rank alone are equalized at once.
+ * the budget allows. Items with collective transfers go first, in lockstep rounds (lockstep.c);
+ * every other item then streams (own items, and shared ones whose transfers are independent), and
+ * the row bands of one image that lie on this rank alone are equalized at once.
  * What an interrupted run finished is not done again. */
 #include <stdlib.h>
 
@@ -46,7 +47,7 @@ static int pass1_round(run *r, uint64_t i, my_block *mb, int rc, hq_err *err)
     return rc;
 }
 
-/* Pass 1 over shared items, in lockstep rounds; the error is agreed after the pass. */
+/* Pass 1 over the items walked in lockstep; the error is agreed after the pass. */
 int run_pass1_shared(run *r, hq_err *err)
 {
     return run_lockstep(r, 0, NULL, pass1_round, err);
@@ -92,8 +93,16 @@ static int equalize_local_image(run *r, my_block *first, uint64_t n, hq_err *err
     return rc;
 }
 
-/* Pass 1 over this rank's own items: independent I/O, no waiting on anyone. Consecutive blocks of
- * one kind form a stream; the row bands of one big image are equalized on the spot. */
+/* A pending block of an image that lies on this rank alone (scope image or dataset): both passes
+ * at once, image by image (equalize_local_image). */
+static int local_image(const run *r, const my_block *mb)
+{
+    return !mb->fused && r->scope != HQ_SCOPE_GLOBAL && !r->item_shared[mb->b->item];
+}
+
+/* Pass 1 over every item not walked in lockstep (this rank's own, and shared ones whose transfers
+ * are independent): no waiting on anyone. Consecutive blocks of one kind form a stream; the row
+ * bands of one big image of this rank's own are equalized on the spot. */
 int run_pass1_own(run *r, hq_err *err)
 {
     my_block **list = malloc((r->nmine ? r->nmine : 1) * sizeof *list);
@@ -103,11 +112,11 @@ int run_pass1_own(run *r, hq_err *err)
     uint64_t j = 0;
     while (j < r->nmine && !rc) {
         my_block *mb = &r->mine[j];
-        if (r->item_shared[mb->b->item] || (mb->fused && mb->done) || (!mb->fused && r->scope == HQ_SCOPE_GLOBAL && pass1_done(r, mb))) {
+        if (r->item_lockstep[mb->b->item] || (!local_image(r, mb) && pass1_done(r, mb))) {
             j++;
             continue;
         }
-        if (!mb->fused && r->scope != HQ_SCOPE_GLOBAL) {
+        if (local_image(r, mb)) {
             uint64_t n = 1; /* the row bands of this image (the blocks of this dataset) that follow */
             while (j + n < r->nmine && r->mine[j + n].b->item == mb->b->item &&
                    run_group_of(r, r->mine[j + n].b) == run_group_of(r, mb->b))
@@ -118,8 +127,8 @@ int run_pass1_own(run *r, hq_err *err)
         }
         const stream_kind kind = mb->fused ? STREAM_FUSED : STREAM_HIST;
         uint64_t n = 0;
-        while (j < r->nmine && !r->item_shared[r->mine[j].b->item] && r->mine[j].fused == mb->fused &&
-               (mb->fused || r->scope == HQ_SCOPE_GLOBAL)) {
+        while (j < r->nmine && !r->item_lockstep[r->mine[j].b->item] && r->mine[j].fused == mb->fused &&
+               !local_image(r, &r->mine[j])) {
             if (!pass1_done(r, &r->mine[j]))
                 list[n++] = &r->mine[j];
             j++;

@@ -1,6 +1,6 @@
 /* pass2.c — pass 2: the pending blocks remapped with their group's LUT and written, read again
- * where pass 1 could not hold them; shared items in lockstep rounds (lockstep.c), own items
- * streamed. */
+ * where pass 1 could not hold them; items with collective transfers in lockstep rounds
+ * (lockstep.c), every other item streamed. */
 
 #include "run_internal.h"
 
@@ -35,7 +35,7 @@ static int not_written(const run *r, const my_block *mb)
     return !mb->done;
 }
 
-/* Shared items' pending blocks in lockstep rounds, then this rank's own ones not yet written. */
+/* The lockstep items' pending blocks in lockstep rounds, then every other not yet written. */
 int run_pass2(run *r, hq_err *err)
 {
     const int rc = run_lockstep(r, 1, NULL, pass2_round, err);

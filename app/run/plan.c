@@ -5,6 +5,7 @@
  * anything is read. */
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 #include "run_internal.h"
@@ -320,6 +321,10 @@ int run_classify_work(run *r, hq_err *err)
     for (size_t i = 0; i < r->inv.n; i++)
         if (r->inv.items[i].collective && p->nranks > 1)
             r->item_shared[i] = 1;
+    r->item_lockstep = malloc(r->inv.n ? r->inv.n : 1);
+    if (!r->item_lockstep)
+        return hq_fail(err, HQ_EMEM, "plan: out of memory");
+    memcpy(r->item_lockstep, r->item_shared, r->inv.n);
     const uint64_t f = p->first[r->c->rank], l = p->first[r->c->rank + 1];
     r->nmine = l - f;
     r->mine = calloc(r->nmine ? r->nmine : 1, sizeof *r->mine);
@@ -330,4 +335,19 @@ int run_classify_work(run *r, hq_err *err)
         r->mine[k].fused = run_is_fused(r, r->mine[k].b);
     }
     return 0;
+}
+
+/* Once the output exists: the shared items whose every transfer may be independent leave the
+ * lockstep walk, and each rank streams its blocks of them like those of its own items, its reads
+ * and writes overlapped with its compute instead of one round at a time behind the slowest rank.
+ * Every rank must walk the same items: the answers are agreed (an item stays in lockstep where
+ * any rank says so). Collective. */
+void run_choose_lockstep(run *r)
+{
+    if (!r->io_ops->independent || r->inv.n == 0)
+        return;
+    for (size_t i = 0; i < r->inv.n; i++)
+        if (r->item_lockstep[i] && r->io_ops->independent(r->io, i))
+            r->item_lockstep[i] = 0;
+    MPI_Allreduce(MPI_IN_PLACE, r->item_lockstep, (int)r->inv.n, MPI_UNSIGNED_CHAR, MPI_MAX, r->c->world);
 }

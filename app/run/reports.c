@@ -39,6 +39,16 @@ void run_report_plan(const run *r)
              (unsigned long long)r->plan.rank_pixels[r->c->rank], r->cpus.cpus, r->cpus.cpus == 1 ? "" : "s", bound,
              r->pipe.io_threads, r->pipe.io_threads == 1 ? "" : "s", r->pipe.depth);
     say_all(r, line);
+    uint64_t shared = 0, lockstep = 0;
+    for (size_t i = 0; i < r->inv.n; i++) {
+        shared += r->item_shared[i] != 0;
+        lockstep += r->item_lockstep[i] != 0;
+    }
+    if (shared && r->c->rank == 0)
+        fprintf(stderr, "histeq_dist: note: %llu dataset%s shared by several ranks: %llu streamed (independent "
+                "transfers), %llu in lockstep rounds (collective transfers)\n",
+                (unsigned long long)shared, shared == 1 ? "" : "s", (unsigned long long)(shared - lockstep),
+                (unsigned long long)lockstep);
 }
 
 /* Before the passes: progress over what is left to do (pixels written; bytes histogrammed, float

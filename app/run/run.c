@@ -124,6 +124,7 @@ static void free_run(run *r)
     free(r->mine);
     free(r->shared);
     free(r->item_shared);
+    free(r->item_lockstep);
     free(r->skipped);
     hq_journal_close(r->journal);
     hq_writeback_stop(r->wb);
@@ -182,6 +183,8 @@ int hq_run(const hq_options *given, const hq_comm *c, hq_err *err)
     }
     uint64_t done_px = 0, done_bytes = 0;
     rc = open_output(&r, &done_px, &done_bytes, err);
+    if (!rc)
+        run_choose_lockstep(&r);
     if (!rc)
         rc = run_make_engine(&r, err);
     if (!rc && o->verbose)

@@ -96,7 +96,11 @@ typedef struct run {
     hq_plan plan;
     hq_engine *eng;
     hq_scope scope;
-    uint8_t *item_shared; /* per item: blocks on more than one rank -> collective I/O */
+    uint8_t *item_shared; /* per item: blocks on more than one rank */
+    /* per item: walked in lockstep rounds (lockstep.c), its transfers collective: shared, and not
+     * independent for the I/O (hq_io_ops.independent); every other item streams on each rank. Set
+     * once the output exists (run_choose_lockstep); until then, as item_shared. */
+    uint8_t *item_lockstep;
     my_block *mine;       /* this rank's blocks */
     uint64_t nmine;
     group_hist *groups;   /* pending groups this rank touches */
@@ -175,6 +179,7 @@ int run_check_modes(run *r, hq_err *err);
 void run_choose_io_threads(run *r);
 int run_make_plan(run *r, hq_err *err); /* collective */
 int run_classify_work(run *r, hq_err *err);
+void run_choose_lockstep(run *r); /* collective, after create_output */
 
 /* make_engine.c */
 int run_threads_per_rank(const run *r);
@@ -228,7 +233,7 @@ int run_lockstep(run *r, int pending_only, int (*want)(const run *, uint64_t), r
 
 /* stream.c */
 int run_stream(run *r, stream_kind kind, my_block **list, uint64_t n, hq_err *err);
-/* This rank's blocks of items no other rank shares that pick accepts, in plan order, streamed. */
+/* This rank's blocks of the items not walked in lockstep that pick accepts, in plan order, streamed. */
 int run_stream_own(run *r, stream_kind kind, int (*pick)(const run *, const my_block *), hq_err *err);
 
 /* pass1.c */

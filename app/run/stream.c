@@ -130,7 +130,7 @@ int run_stream_own(run *r, stream_kind kind, int (*pick)(const run *, const my_b
         return hq_fail(err, HQ_EMEM, "out of memory listing blocks");
     uint64_t n = 0;
     for (uint64_t j = 0; j < r->nmine; j++)
-        if (!r->item_shared[r->mine[j].b->item] && pick(r, &r->mine[j]))
+        if (!r->item_lockstep[r->mine[j].b->item] && pick(r, &r->mine[j]))
             list[n++] = &r->mine[j];
     const int rc = run_stream(r, kind, list, n, err);
     free(list);

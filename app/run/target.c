@@ -40,7 +40,7 @@ static int target_from_input(run *r, size_t len, hq_err *err)
     int rc = run_lockstep(r, 0, NULL, target_round, err);
     for (uint64_t j = 0; j < r->nmine && !rc; j++) {
         const hq_block *b = r->mine[j].b;
-        if (r->item_shared[b->item])
+        if (r->item_lockstep[b->item])
             continue;
         void *data = NULL;
         rc = run_timed_read(r, b, b->item, 0, &data, err);

@@ -48,6 +48,7 @@ const hq_io_ops hq_hdf5_ops = {
     .flush = hdf5_flush,
     .output_state = hdf5_output_state,
     .sync_path = hdf5_sync_path,
+    .independent = hdf5_independent,
     .check_metadata = hdf5_check_metadata,
     .set_threads = hdf5_set_threads,
 };

@@ -87,6 +87,11 @@ int hdf5_needs_collective(const hq_io *io, uint64_t item, int writing)
     return forced || (writing && item < io->inv.n && (io->flags[item] & OUT_FILTERED));
 }
 
+int hdf5_independent(hq_io *io, uint64_t item)
+{
+    return item < io->inv.n && io->out_dset && !hdf5_needs_collective(io, item, 0) && !hdf5_needs_collective(io, item, 1);
+}
+
 /* Largest chunk staged by by_chunk; bigger ones go through HDF5 as they are. */
 #define STAGE_MAX (64 * MiB)
 

@@ -210,6 +210,7 @@ void hdf5_report_direct(hq_io *io);
 
 /* blocks.c */
 int hdf5_needs_collective(const hq_io *io, uint64_t item, int writing);
+int hdf5_independent(hq_io *io, uint64_t item);
 int hdf5_read_block(hq_io *io, uint64_t item, const hq_block *b, int collective, void *dst, hq_err *err);
 int hdf5_write_block(hq_io *io, uint64_t item, const hq_block *b, int collective, const void *src,
                      hq_err *err);
