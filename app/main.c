@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include "../io/io.h"
 #include "../mpi/comm.h"
 #include "options.h"
 #include "run.h"
@@ -42,6 +43,8 @@ int main(int argc, char **argv)
     hq_err err = {{0}};
     /* Every rank parses the same argv, so every rank reaches the same verdict without talking. */
     int rc = hq_options_parse(argc, argv, c.rank == 0, &o, &err);
+    if (!rc && o.version && c.rank == 0)
+        printf("deflate: %s\n", hq_io_deflate_info());
     if (!rc && !o.exit_now && o.verbose && c.rank == 0)
         start_up_note();
     if (!rc && !o.exit_now)

@@ -269,6 +269,7 @@ int hq_options_parse(int argc, char **argv, int print, hq_options *o, hq_err *er
         case OPT_VERSION:
             if (print)
                 printf("histeq_dist %s\n", HQ_VERSION);
+            o->version = 1;
             o->exit_now = 1;
             return 0;
         case OPT_SCOPE:

@@ -45,6 +45,7 @@ typedef struct hq_options {
     int mask_inside;      /* --mask-apply inside: masked-out and ignored pixels are left unchanged */
     const char *reference; /* --method match: the target, an image (PNG, FILE.h5:/dset) or "global" */
     int exit_now;
+    int version; /* --version: main adds what the build links (the I/O's codecs) */
 } hq_options;
 
 int hq_options_parse(int argc, char **argv, int print, hq_options *o, hq_err *err);

@@ -17,3 +17,10 @@ if [ -d .devdeps/deflate/usr ] && ! echo '#include <libdeflate.h>' | cc -E - > /
     export LIBRARY_PATH="$PWD/.devdeps/deflate/usr/lib/x86_64-linux-gnu:$LIBRARY_PATH"
     export LD_LIBRARY_PATH="$PWD/.devdeps/deflate/usr/lib/x86_64-linux-gnu:$LD_LIBRARY_PATH"
 fi
+# ISA-L (io/hdf5/codec.c deflates level-1 chunks with its igzip), the same way: .devdeps/isal holds
+# Debian's libisal2 and libisal-dev unpacked (dpkg -x).
+if [ -d .devdeps/isal/usr ] && ! echo '#include <isa-l/igzip_lib.h>' | cc -E - > /dev/null 2>&1; then
+    export CPATH="$PWD/.devdeps/isal/usr/include:$CPATH"
+    export LIBRARY_PATH="$PWD/.devdeps/isal/usr/lib/x86_64-linux-gnu:$LIBRARY_PATH"
+    export LD_LIBRARY_PATH="$PWD/.devdeps/isal/usr/lib/x86_64-linux-gnu:$LD_LIBRARY_PATH"
+fi

@@ -293,6 +293,26 @@ def test_one_rank_writes_big_endian_gzip(tmp, threads):
             assert_array_equal(f[name][()].astype(w.dtype), w, name)
 
 
+def test_level_one_deflate_by_igzip(tmp):
+    """Level-1 chunks are deflated by ISA-L's igzip where the build has it (--version says so): their
+    stored bytes differ from libdeflate's (HQ_ISAL=0), the data they decode to does not, and the
+    other levels are libdeflate's either way."""
+    version = run_ok(["--version"], None).out
+    if "ISA-L" not in version:
+        pytest.skip("built without ISA-L")
+    inp = tmp / "packed.h5"
+    packed_file(inp)
+    a, b = tmp / "igzip.h5", tmp / "libdeflate.h5"
+    equalize_as(inp, a, 1, 2, True)
+    equalize_as(inp, b, 1, 2, True, env={"HQ_ISAL": "0"})
+    assert_same_output(str(a), str(b))
+    sa, sb = stored_bytes(a), stored_bytes(b)
+    assert [x[3] for x in sa["gz"]] != [x[3] for x in sb["gz"]], "level 1: the same stored bytes with igzip"
+    assert [x[3] for x in sa["gz_rgb"]] == [x[3] for x in sb["gz_rgb"]], "level 6 must stay libdeflate's"
+    with h5py.File(a, "r") as f:
+        assert f["gz"].compression_opts == 1
+
+
 def test_corrupt_chunk_reads_the_same_on_either_path(tmp):
     """A chunk that does not inflate: the direct path hands the block back to HDF5, whose message
     the user sees, as before."""
