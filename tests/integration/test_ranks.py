@@ -2,6 +2,7 @@
 which also equal the reference. Small --block / --memory force several blocks per rank and the
 path where blocks are dropped after pass 1 and read again for pass 2."""
 import os
+import subprocess
 
 import h5py
 import numpy as np
@@ -9,7 +10,7 @@ import pytest
 
 import pngio
 import reference as ref
-from helpers import assert_array_equal, assert_same_output, equalize, file_hash, read_png, run_ok
+from helpers import BIN, assert_array_equal, assert_same_output, equalize, file_hash, read_png, run_ok
 
 RANKS = [1, 2, 3, 4]
 
@@ -162,3 +163,28 @@ def test_start_up_settings_chosen_and_kept(tmp):
     for name in ("a.h5", "b.h5", "c.h5"):
         with h5py.File(tmp / name, "r") as f:
             assert_array_equal(f["img"][()], ref.equalize_one(a, 8), name)
+
+
+def test_many_singletons_at_once(tmp):
+    """Sixteen runs started at once, four times, without mpirun (a script over many files): each is an
+    isolated MPI singleton, and all of them used to share one Open MPI session directory, where MPI-IO keeps
+    a shared-file-pointer segment; one finishing removed it under the others (MPI_File_open failed
+    in 1-8% of them on the 2-core VM). Every run must succeed, and nothing may stay behind in TMPDIR."""
+    inp = tmp / "in.h5"
+    with h5py.File(inp, "w") as f:
+        f.create_dataset("img", data=ref.low_contrast(64, 80, 10, 90, np.uint8, seed=74))
+    tmpdir = tmp / "tmpdir"
+    tmpdir.mkdir()
+    env = dict(os.environ, TMPDIR=str(tmpdir), OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
+    for k in ("OMPI_MCA_orte_tmpdir_base", "OMPI_MCA_ess_singleton_isolated"):
+        env.pop(k, None)
+    for _ in range(4):
+        procs = [subprocess.Popen([BIN, "--input", str(inp), "--output", str(tmp / f"out{i}.h5"), "--force"], env=env,
+                                  stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                 for i in range(16)]
+        for i, p in enumerate(procs):
+            out, err = p.communicate(timeout=120)
+            assert p.returncode == 0, f"run {i}: exit {p.returncode}\n{err}"
+    for i in range(1, 16):
+        assert_same_output(str(tmp / "out0.h5"), str(tmp / f"out{i}.h5"))
+    assert os.listdir(tmpdir) == [], os.listdir(tmpdir)
