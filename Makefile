@@ -166,7 +166,7 @@ $(BUILD)/bench/clahe_bench: bench/clahe_bench.cpp $(BUILD)/core/error.o $(BUILD)
                             $(BUILD)/engine/cpu_engine.o $(BUILD)/engine/cpu_clahe.o $(BUILD)/engine/block_pool.o
 	@mkdir -p $(dir $@)
 	g++ -O2 -std=c++17 -fopenmp -I. -o $@ $^ $(OPENCV)
-$(BUILD)/bench/png_bench: bench/png_bench.cpp $(BUILD)/io/png_codec.o $(BUILD)/io/png_fast.o $(BUILD)/core/error.o
+$(BUILD)/bench/png_bench: bench/png_bench.cpp $(BUILD)/io/png_codec.o $(BUILD)/io/png_fast.o $(BUILD)/io/zfast.o $(BUILD)/core/error.o
 	@mkdir -p $(dir $@)
 	g++ -O2 -std=c++17 -I. -o $@ $^ $(OPENCV) $$(pkg-config --cflags --libs libpng zlib) $(DEFLATE_LIBS)
 bench: $(BUILD)/bench/cpu_bench $(BUILD)/bench/png_bench $(BUILD)/bench/clahe_bench

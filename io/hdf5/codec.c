@@ -10,12 +10,8 @@
  *  - hdf5_deflate writes a zlib stream any inflater reads (h5py, h5dump, HDF5 itself); its bytes may
  *    differ from zlib's at the same level, never the data they decode to. With libdeflate (built
  *    with HQ_HAVE_LIBDEFLATE) both ways run 2-3x faster than zlib; zlib is the fallback.
- *  - Level 1, the level asked for speed, deflates with ISA-L's igzip (built with HQ_HAVE_ISAL;
- *    HQ_ISAL=0 in the environment turns it off) at its level 2: on 4096^2 uint8 slices of noisy
- *    and of smooth images, one core of the 2-core build VM, 194 and 224 MB/s against libdeflate's
- *    level 1 at 96 and 102 MB/s and zlib's at 41, with streams 5% larger than zlib's level 1
- *    (0.620 and 0.658 of the data against 0.590 and 0.624; libdeflate 0.603 and 0.635). Its level
- *    1 was 2% slower and 15% faster on the two, and 7-13% larger. */
+ *  - Level 1, the level asked for speed, deflates with ISA-L's igzip where the build has it
+ *    (../zfast.h: twice libdeflate's speed, streams about 5% larger than zlib's). */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,12 +21,8 @@
 #else
 #include <zlib.h>
 #endif
-#ifdef HQ_HAVE_ISAL
-#include <isa-l/igzip_lib.h>
-#define ISAL_LEVEL 2
-#define ISAL_LEVEL_BUF ISAL_DEF_LVL2_DEFAULT
-#endif
 
+#include "../zfast.h"
 #include "hdf5_internal.h"
 
 struct hdf5_codec {
@@ -41,9 +33,7 @@ struct hdf5_codec {
 #else
     int unused;
 #endif
-#ifdef HQ_HAVE_ISAL
-    unsigned char *isal_buf; /* igzip's hash tables for ISAL_LEVEL, made on first use */
-#endif
+    hq_zfast *fast; /* level 1's igzip tables (../zfast.h), made on first use */
 };
 
 hdf5_codec *hdf5_codec_new(void)
@@ -61,9 +51,7 @@ void hdf5_codec_free(hdf5_codec *c)
     if (c->enc)
         libdeflate_free_compressor(c->enc);
 #endif
-#ifdef HQ_HAVE_ISAL
-    free(c->isal_buf);
-#endif
+    hq_zfast_free(c->fast);
     free(c);
 }
 
@@ -100,9 +88,9 @@ static struct libdeflate_compressor *encoder(hdf5_codec *c, int level)
 const char *hq_io_deflate_info(void)
 {
 #if defined HQ_HAVE_ISAL && defined HQ_HAVE_LIBDEFLATE
-    return "ISA-L igzip for level 1 (HQ_ISAL=0: off), libdeflate for the other levels and for inflating";
+    return "ISA-L igzip for HDF5 level 1 and default PNG output (HQ_ISAL=0: off), libdeflate for the rest";
 #elif defined HQ_HAVE_ISAL
-    return "ISA-L igzip for level 1 (HQ_ISAL=0: off), zlib for the other levels and for inflating";
+    return "ISA-L igzip for HDF5 level 1 (HQ_ISAL=0: off), zlib for the rest";
 #elif defined HQ_HAVE_LIBDEFLATE
     return "libdeflate";
 #else
@@ -110,46 +98,10 @@ const char *hq_io_deflate_info(void)
 #endif
 }
 
-#ifdef HQ_HAVE_ISAL
-/* Whether level goes to igzip: level 1 unless HQ_ISAL=0. */
-static int use_isal(int level)
-{
-    static int off = -1;
-    if (off < 0) {
-        const char *s = getenv("HQ_ISAL");
-        __atomic_store_n(&off, s && strcmp(s, "0") == 0, __ATOMIC_RELAXED);
-    }
-    return level == 1 && !__atomic_load_n(&off, __ATOMIC_RELAXED);
-}
-
-/* One zlib stream of in, or 0 when it does not fit cap (the caller then stores nothing direct). */
-static size_t igzip_deflate(hdf5_codec *c, const void *in, size_t n, void *out, size_t cap)
-{
-    if (n > UINT32_MAX || cap > UINT32_MAX || (!c->isal_buf && !(c->isal_buf = malloc(ISAL_LEVEL_BUF))))
-        return 0;
-    struct isal_zstream s;
-    isal_deflate_stateless_init(&s);
-    s.level = ISAL_LEVEL;
-    s.level_buf = c->isal_buf;
-    s.level_buf_size = ISAL_LEVEL_BUF;
-    s.gzip_flag = IGZIP_ZLIB;
-    s.end_of_stream = 1;
-    s.flush = NO_FLUSH;
-    s.next_in = (uint8_t *)in;
-    s.avail_in = (uint32_t)n;
-    s.next_out = out;
-    s.avail_out = (uint32_t)cap;
-    return isal_deflate_stateless(&s) == COMP_OK ? (size_t)s.total_out : 0;
-}
-#endif
-
 size_t hdf5_deflate_bound(hdf5_codec *c, int level, size_t n)
 {
-#ifdef HQ_HAVE_ISAL
-    /* Stored blocks at worst: 5 bytes each of up to 64 KiB, and the zlib wrapper; generous. */
-    if (use_isal(level))
-        return n + n / 1024 * 5 + 1024;
-#endif
+    if (level == 1 && hq_zfast_on())
+        return hq_zfast_bound(n);
 #ifdef HQ_HAVE_LIBDEFLATE
     struct libdeflate_compressor *e = encoder(c, level);
     return e ? libdeflate_zlib_compress_bound(e, n) : 0;
@@ -162,13 +114,11 @@ size_t hdf5_deflate_bound(hdf5_codec *c, int level, size_t n)
 
 size_t hdf5_deflate(hdf5_codec *c, int level, const void *in, size_t n, void *out, size_t cap)
 {
-#ifdef HQ_HAVE_ISAL
-    if (use_isal(level)) {
-        const size_t got = igzip_deflate(c, in, n, out, cap);
+    if (level == 1 && hq_zfast_on()) {
+        const size_t got = hq_zfast_compress(&c->fast, in, n, out, cap);
         if (got)
             return got;
     }
-#endif
 #ifdef HQ_HAVE_LIBDEFLATE
     struct libdeflate_compressor *e = encoder(c, level);
     return e ? libdeflate_zlib_compress(e, in, n, out, cap) : 0;

@@ -213,3 +213,25 @@ def test_damaged_inputs_fail_as_before(tmp, kind):
         assert rc == 0, results
     else:
         assert rc == 4 and len(lines) == 1 and "bad.png" in lines[0], results
+
+
+@pytest.mark.parametrize("ct,depth", [(pngio.GRAY, 8), (pngio.RGB, 16)])
+def test_default_output_deflated_by_igzip(tmp, ct, depth):
+    """Where the build has ISA-L (--version says so), the default PNG output is deflated by igzip:
+    other bytes than libdeflate's (HQ_ISAL=0), the same samples for every decoder."""
+    if "ISA-L" not in run(["--version"]).out:
+        pytest.skip("built without ISA-L")
+    a = samples(ct, depth, 120, 301, seed=5)
+    inp = tmp / "in.png"
+    pngio.write(str(inp), a if a.shape[2] > 1 else a[:, :, 0], depth, ct)
+    outs = {}
+    for name, env in (("igzip", {}), ("libdeflate", {"HQ_ISAL": "0"})):
+        out = tmp / f"{name}.png"
+        r = run(["--input", inp, "--output", out, "--device", "copy"], env=dict(env, **FAST_ON))
+        assert r.rc == 0, str(r)
+        outs[name] = out
+    assert outs["igzip"].read_bytes() != outs["libdeflate"].read_bytes()
+    for out in outs.values():
+        got = cv2.imread(str(out), cv2.IMREAD_UNCHANGED)
+        got = got if got.ndim == 2 else cv2.cvtColor(got, cv2.COLOR_BGR2RGB)
+        assert_array_equal(got.reshape(a.shape), a, out.name)

@@ -1,0 +1,23 @@
+/* zfast.h — zlib streams (RFC 1950) deflated by ISA-L's igzip at its level 2, for the callers'
+ * fastest setting: HDF5 chunks of deflate level 1 (hdf5/codec.c) and PNG's default encoding
+ * (png_fast.c). Any inflater reads them; their bytes differ from zlib's, never what they decode to.
+ *
+ * Contract:
+ *  - hq_zfast_on: built with ISA-L (HQ_HAVE_ISAL) and not turned off by HQ_ISAL=0.
+ *  - hq_zfast_compress writes one whole stream of in into out and returns its length, or 0 (off,
+ *    out of memory, or cap too small: hq_zfast_bound is always enough): the caller then deflates
+ *    its own way. *state is the thread's igzip tables, made on first use; one per thread, freed with
+ *    hq_zfast_free. Inputs past 4 GiB are declined. */
+#ifndef HQ_ZFAST_H
+#define HQ_ZFAST_H
+
+#include <stddef.h>
+
+typedef struct hq_zfast hq_zfast;
+
+int hq_zfast_on(void);
+size_t hq_zfast_bound(size_t n);
+size_t hq_zfast_compress(hq_zfast **state, const void *in, size_t n, void *out, size_t cap);
+void hq_zfast_free(hq_zfast *state);
+
+#endif
