@@ -9,11 +9,12 @@
  * wrote, and our level-6 file). The "candidates" table is how the fast default in
  * hq_png_zopts_for_level was chosen.
  *
- * Build and run (from the repository root, after `make` built build/io/png_codec.o):
+ * Build and run (from the repository root): `make build/bench/png_bench`, or by hand after `make`:
  *
- *   g++ -O2 -std=c++17 -I. bench/png_bench.cpp build/io/png_codec.o build/core/error.o \
- *       $(pkg-config --cflags --libs opencv4 libpng zlib) -o build/png_bench
+ *   g++ -O2 -std=c++17 -I. bench/png_bench.cpp build/io/png_codec.o build/io/png_fast.o build/io/zfast.o \
+ *       build/core/error.o $(pkg-config --cflags --libs opencv4 libpng zlib) -lisal -ldeflate -o build/png_bench
  *   build/png_bench [runs]      # runs: timed repetitions per measurement, default 5
+ *   HQ_ISAL=0 build/png_bench [runs]   # the default encoder with libdeflate instead of igzip
  *
  * Output: bench/results/png_bench.txt. */
 #include <opencv2/core.hpp>
