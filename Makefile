@@ -162,10 +162,11 @@ $(BUILD)/bench/cpu_bench: bench/cpu_bench.cpp $(BUILD)/core/error.o $(BUILD)/cor
                           $(BUILD)/engine/block_pool.o
 	@mkdir -p $(dir $@)
 	g++ -O2 -std=c++17 -fopenmp -I. -o $@ $^ $(OPENCV)
-$(BUILD)/bench/clahe_bench: bench/clahe_bench.cpp $(BUILD)/core/error.o $(BUILD)/core/lut.o $(BUILD)/core/clahe.o \
-                            $(BUILD)/engine/cpu_engine.o $(BUILD)/engine/cpu_clahe.o $(BUILD)/engine/block_pool.o
+$(BUILD)/bench/clahe_bench: bench/clahe_bench.cpp bench/clahe_image.h $(BUILD)/core/error.o $(BUILD)/core/lut.o \
+                            $(BUILD)/core/clahe.o $(BUILD)/engine/cpu_engine.o $(BUILD)/engine/cpu_clahe.o \
+                            $(BUILD)/engine/cpu_float.o $(BUILD)/engine/block_pool.o
 	@mkdir -p $(dir $@)
-	g++ -O2 -std=c++17 -fopenmp -I. -o $@ $^ $(OPENCV)
+	g++ -O2 -std=c++17 -fopenmp -I. -o $@ $(filter-out %.h,$^) $(OPENCV)
 $(BUILD)/bench/png_bench: bench/png_bench.cpp $(BUILD)/io/png_codec.o $(BUILD)/io/png_fast.o $(BUILD)/io/zfast.o $(BUILD)/core/error.o
 	@mkdir -p $(dir $@)
 	g++ -O2 -std=c++17 -I. -o $@ $^ $(OPENCV) $$(pkg-config --cflags --libs libpng zlib) $(DEFLATE_LIBS)

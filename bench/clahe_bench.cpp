@@ -25,6 +25,8 @@
 #include <string>
 #include <vector>
 
+#include "clahe_image.h"
+
 extern "C" {
 #include "../core/clahe.h"
 #include "../engine/engine.h"
@@ -32,33 +34,10 @@ extern "C" {
 
 namespace {
 
-const int W = 7680, H = 4320;
 
 double now()
 {
     return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
-
-template <typename T> cv::Mat make_image(int type, double top)
-{
-    cv::Mat m(H, W, type);
-    uint64_t s = 0x1234567;
-    for (int y = 0; y < H; y++) {
-        T *row = m.ptr<T>(y);
-        for (int x = 0; x < W; x++) {
-            s = s * 6364136223846793005ull + 1442695040888963407ull;
-            const double f = 0.35 + 0.2 * std::sin(x / 300.0) * std::cos(y / 210.0) + 0.1 * std::sin((x + y) / 37.0);
-            const double noise = ((double)(s >> 40) / (double)(1ull << 24) - 0.5) * 0.04;
-            row[x] = (T)std::lround(std::min(1.0, std::max(0.0, f + noise)) * top);
-        }
-    }
-    return m;
-}
-
-double median(std::vector<double> v)
-{
-    std::sort(v.begin(), v.end());
-    return v[v.size() / 2];
 }
 
 struct Ours {
