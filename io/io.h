@@ -131,7 +131,8 @@ typedef struct hq_io_ops {
     int (*independent)(hq_io *io, uint64_t item);
 } hq_io_ops;
 
-/* What deflates and inflates compressed HDF5 chunks in this build (for --version). */
+/* What deflates and inflates compressed HDF5 chunks and PNG output in this build (for --version;
+ * zfast.c). */
 const char *hq_io_deflate_info(void);
 
 extern const hq_io_ops hq_hdf5_ops;

@@ -4,6 +4,7 @@
  * data against 0.590 and 0.624; libdeflate 0.603 and 0.635); its level 1 was 2% slower and 15%
  * faster on the two, and 7-13% larger (bench/results/e2e_2core_isal.txt). */
 #include "zfast.h"
+#include "io.h"
 
 #include <stdint.h>
 #include <stdlib.h>
@@ -82,3 +83,17 @@ void hq_zfast_free(hq_zfast *state)
 }
 
 #endif
+
+/* io.h: what deflates in this build, HDF5 chunks and PNG output alike (for --version). */
+const char *hq_io_deflate_info(void)
+{
+#if defined HQ_HAVE_ISAL && defined HQ_HAVE_LIBDEFLATE
+    return "ISA-L igzip for HDF5 level 1 and default PNG output (HQ_ISAL=0: off), libdeflate for the rest";
+#elif defined HQ_HAVE_ISAL
+    return "ISA-L igzip for HDF5 level 1 (HQ_ISAL=0: off), zlib for the rest";
+#elif defined HQ_HAVE_LIBDEFLATE
+    return "libdeflate";
+#else
+    return "zlib";
+#endif
+}

@@ -19,8 +19,9 @@
  *
  * Isolated singletons all take the same session directory (TMPDIR/ompi.HOST.UID/jf.0/1/0), where
  * MPI-IO keeps its shared file pointer's segment; one that finishes removes it under the others:
- * twelve at once on one node, 23 of 36 runs failed in MPI_File_open ("mca_sharedfp_sm_file_open:
- * unable to open file for mmap"). Each gets a session tree of its own, removed at the end. */
+ * twelve at once, three times over, on the 2-core VM, between 1 and 23 of the 36 runs failed in
+ * MPI_File_open ("mca_sharedfp_sm_file_open: unable to open file for mmap") from one attempt to
+ * the next. Each gets a session tree of its own, removed at the end. */
 static char session_base[PATH_MAX];
 
 static void quick_start(void)

@@ -78,7 +78,7 @@ int run_timed_read(run *r, const hq_block *b, uint64_t item, int collective, voi
     return rc;
 }
 
-/* A block of this rank's own items read as a view of the input, where the engine reads host memory
+/* A streamed block (stream.c) read as a view of the input, where the engine reads host memory
  * in place and remaps out of place (remap_out) and nothing needs the block's own memory: signed
  * samples are offset in place, float data is binned in place, a mask plane travels after the
  * pixels, CLAHE works on pieces. NULL: the block is read. */

@@ -85,31 +85,19 @@ static struct libdeflate_compressor *encoder(hdf5_codec *c, int level)
 }
 #endif
 
-const char *hq_io_deflate_info(void)
-{
-#if defined HQ_HAVE_ISAL && defined HQ_HAVE_LIBDEFLATE
-    return "ISA-L igzip for HDF5 level 1 and default PNG output (HQ_ISAL=0: off), libdeflate for the rest";
-#elif defined HQ_HAVE_ISAL
-    return "ISA-L igzip for HDF5 level 1 (HQ_ISAL=0: off), zlib for the rest";
-#elif defined HQ_HAVE_LIBDEFLATE
-    return "libdeflate";
-#else
-    return "zlib";
-#endif
-}
-
+/* Room for either deflater: level 1 falls back to libdeflate (or zlib) where igzip declines. */
 size_t hdf5_deflate_bound(hdf5_codec *c, int level, size_t n)
 {
-    if (level == 1 && hq_zfast_on())
-        return hq_zfast_bound(n);
 #ifdef HQ_HAVE_LIBDEFLATE
     struct libdeflate_compressor *e = encoder(c, level);
-    return e ? libdeflate_zlib_compress_bound(e, n) : 0;
+    size_t bound = e ? libdeflate_zlib_compress_bound(e, n) : 0;
 #else
     (void)c;
-    (void)level;
-    return (size_t)compressBound((uLong)n);
+    size_t bound = (size_t)compressBound((uLong)n);
 #endif
+    if (level == 1 && hq_zfast_on() && hq_zfast_bound(n) > bound)
+        bound = hq_zfast_bound(n);
+    return bound;
 }
 
 size_t hdf5_deflate(hdf5_codec *c, int level, const void *in, size_t n, void *out, size_t cap)
