@@ -1,7 +1,7 @@
 /* test_journal.c — the journal (jobs/journal.h): records written by several logs load back sorted
  * and deduplicated; a torn last record (a kill in mid-write) ends a log without failing it; a
  * record is only in the log after a flush, and the flush syncs the output first; a different id
- * is refused naming what differs; pack/unpack round trips. */
+ * is refused naming what differs; pack/unpack round trips; a big record goes to the log at once. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -46,7 +46,7 @@ static int count_sync(void *ctx, hq_err *err)
     return 0;
 }
 
-static const char *ID = "histeq_dist journal 1\noptions scope=auto method=equalize\ninput x items 1 fingerprint 1\n";
+static const char *ID = "histeq_dist journal 2\noptions scope=auto method=equalize\ninput x items 1 fingerprint 1\n";
 
 static void test_records_round_trip(void **state)
 {
@@ -136,16 +136,62 @@ static void test_torn_record_ends_the_log(void **state)
     hq_journal_state_free(&st);
 }
 
+/* A LUT record of 8 MiB (a 16-bit image's CLAHE tile LUTs) goes straight to the log, between
+ * buffered block records, and loads back whole; the blocks are claimed only by the flush. A
+ * record torn inside its payload ends the log there. */
+static void test_big_record_written_at_once(void **state)
+{
+    (void)state;
+    hq_err err;
+    assert_int_equal(hq_journal_create(out, ID, &err), 0);
+    hq_journal *a;
+    assert_int_equal(hq_journal_open(out, 0, count_sync, NULL, 1e9, &a, &err), 0);
+    const uint64_t n = (uint64_t)64 * 65536;
+    uint16_t *lut = malloc(n * sizeof *lut);
+    assert_non_null(lut);
+    for (uint64_t i = 0; i < n; i++)
+        lut[i] = (uint16_t)(i * 2654435761u >> 7);
+    const hq_block b1 = {0, 0, 1, 0, 4, 0, 4}, b2 = {0, 1, 2, 0, 4, 0, 4};
+    assert_int_equal(hq_journal_note_block(a, &b1, &err), 0);
+    assert_int_equal(hq_journal_note_lut(a, 3, lut, n, &err), 0);
+    char log[300];
+    snprintf(log, sizeof log, "%s.journal/rank-000000.log", out);
+    struct stat s;
+    assert_int_equal(stat(log, &s), 0);
+    assert_true((uint64_t)s.st_size > n * sizeof *lut); /* in the log before any flush */
+    hq_journal_state st;
+    assert_int_equal(hq_journal_load(out, ID, &st, &err), 0);
+    assert_int_equal(st.nblocks, 0);
+    assert_int_equal(st.nluts, 1);
+    hq_journal_state_free(&st);
+    assert_int_equal(hq_journal_note_block(a, &b2, &err), 0);
+    assert_int_equal(hq_journal_flush(a, &err), 0);
+    hq_journal_close(a);
+    assert_int_equal(hq_journal_load(out, ID, &st, &err), 0);
+    assert_int_equal(st.nblocks, 2);
+    const hq_journal_lut *l = hq_journal_find_lut(&st, 3);
+    assert_non_null(l);
+    assert_int_equal(l->n, n);
+    assert_memory_equal(l->lut, lut, n * sizeof *lut);
+    hq_journal_state_free(&st);
+    /* Cut inside the LUT's payload: nothing after it, and not the LUT, loads. */
+    assert_int_equal(truncate(log, s.st_size - 1000), 0);
+    assert_int_equal(hq_journal_load(out, ID, &st, &err), 0);
+    assert_int_equal(st.nluts, 0);
+    hq_journal_state_free(&st);
+    free(lut);
+}
+
 static void test_other_id_is_refused(void **state)
 {
     (void)state;
     hq_err err;
     assert_int_equal(hq_journal_create(out, ID, &err), 0);
     hq_journal_state st;
-    const char *opts = "histeq_dist journal 1\noptions scope=auto method=stretch\ninput x items 1 fingerprint 1\n";
+    const char *opts = "histeq_dist journal 2\noptions scope=auto method=stretch\ninput x items 1 fingerprint 1\n";
     assert_int_equal(hq_journal_load(out, opts, &st, &err), HQ_EUSAGE);
     assert_non_null(strstr(err.msg, "other options"));
-    const char *input = "histeq_dist journal 1\noptions scope=auto method=equalize\ninput x items 1 fingerprint 2\n";
+    const char *input = "histeq_dist journal 2\noptions scope=auto method=equalize\ninput x items 1 fingerprint 2\n";
     assert_int_equal(hq_journal_load(out, input, &st, &err), HQ_EUSAGE);
     assert_non_null(strstr(err.msg, "input changed"));
     assert_non_null(strstr(err.msg, out));
@@ -156,6 +202,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_records_round_trip, setup, teardown),
         cmocka_unit_test_setup_teardown(test_torn_record_ends_the_log, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_big_record_written_at_once, setup, teardown),
         cmocka_unit_test_setup_teardown(test_other_id_is_refused, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
