@@ -49,7 +49,7 @@ struct Ours {
 void ours_run(Ours &o, cv::Mat &img, const hq_mode &m, const hq_clahe_geom &g, double clip, int threads)
 {
     std::fill(o.hist.begin(), o.hist.end(), 0);
-    hq_clahe_piece p = {img.data, 0, 0, (uint64_t)H, (uint64_t)W};
+    hq_clahe_piece p = {img.data, 0, 0, (uint64_t)H, (uint64_t)W, 0};
     hq_err err;
     if (o.eng->ops->clahe_histogram(o.eng, &p, &m, &g, o.hist.data(), &err)) {
         fprintf(stderr, "%s\n", err.msg);

@@ -63,7 +63,8 @@ static void copy_describe(hq_engine *e, char *buf, size_t len)
 }
 
 static const hq_engine_ops copy_ops = {"copy", copy_histogram, copy_remap, copy_destroy, copy_describe, copy_block_alloc,
-                                       copy_block_free, NULL, copy_clahe_histogram, copy_clahe_remap, NULL, 1, NULL};
+                                       copy_block_free, NULL, copy_clahe_histogram, copy_clahe_remap, NULL, 1, NULL,
+                                       NULL};
 
 int hq_copy_engine_create(hq_engine **out, hq_err *err)
 {

@@ -838,7 +838,8 @@ static int cpu_minmax(hq_engine *e, const hq_block_data *b, const hq_mode *m, hq
 }
 
 static const hq_engine_ops cpu_ops = {"cpu", cpu_histogram, cpu_remap, cpu_destroy, cpu_describe, cpu_block_alloc,
-                                      cpu_block_free, NULL, cpu_clahe_histogram, cpu_clahe_remap, cpu_minmax, 1, NULL};
+                                      cpu_block_free, NULL, cpu_clahe_histogram, cpu_clahe_remap, cpu_minmax, 1, NULL,
+                                      NULL};
 
 int hq_cpu_engine_create(const hq_engine_cfg *cfg, hq_engine **out, hq_err *err)
 {

@@ -46,6 +46,9 @@ typedef struct hq_block_data {
 typedef struct hq_clahe_piece {
     void *data;
     uint64_t r0, c0, rows, cols;
+    int same_as_histogram; /* clahe_remap only: the engine's last clahe_histogram was of this piece
+                              (same data, same rectangle) and nothing changed its pixels since, so
+                              an engine may use the copy it kept (as hq_block_data's flag). */
 } hq_clahe_piece;
 
 typedef struct hq_engine hq_engine;
@@ -71,7 +74,8 @@ typedef struct hq_engine_ops {
      * each reflection of it in the padding). */
     int (*clahe_histogram)(hq_engine *e, const hq_clahe_piece *p, const hq_mode *m, const hq_clahe_geom *g,
                            uint64_t *hist, hq_err *err);
-    /* lut: ntiles * nhist * bins entries laid out as hist; the piece is remapped in place. */
+    /* lut: ntiles * nhist * bins entries laid out as hist; the piece is remapped in place. NULL
+     * (same_as_histogram set): the LUTs clahe_luts has just built, where the engine keeps them. */
     int (*clahe_remap)(hq_engine *e, hq_clahe_piece *p, const hq_mode *m, const hq_clahe_geom *g,
                        const uint16_t *lut, hq_err *err);
     /* Float modes: accumulates each segment's finite minimum and maximum and its counts of finite
@@ -87,6 +91,16 @@ typedef struct hq_engine_ops {
      * from pinned (8 GiB image on an H100, bench/results/clahe_e2e_device.txt), and a pool taken by
      * held blocks leaves pass 1's reads in pageable memory too. */
     int (*hold_ok)(hq_engine *e, const void *p);
+    /* Optional (NULL: the caller builds the LUTs on the host from clahe_histogram's counts). Right
+     * after a clahe_histogram of one whole image (r0 = c0 = 0, the image's rows and columns) made
+     * with hist NULL, which only an engine with this op accepts: every tile's LUT (limit from
+     * hq_clahe_clip_limit) by core/clahe.h's rule, bit for bit, built where the engine counted,
+     * and copied into lut unless it is NULL. The counts never cross to the host: a 16-bit image's
+     * are 32 MiB at the default 8x8 grid, four times a 2048 x 2048 image's pixels. The
+     * clahe_remap of that piece that follows takes lut NULL or this same lut and uses the LUTs
+     * where they lie. */
+    int (*clahe_luts)(hq_engine *e, const hq_mode *m, const hq_clahe_geom *g, int64_t limit, uint16_t *lut,
+                      hq_err *err);
 } hq_engine_ops;
 
 struct hq_engine {

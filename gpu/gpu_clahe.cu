@@ -26,6 +26,12 @@ struct hq_gpu_clahe {
     void *d_cell = nullptr; /* 16-bit gray remap: the LUTs as cells (clahe/remap.cuh) */
     size_t cell_cap = 0;
     uint64_t now = 0, peak = 0;
+    /* What the buffers hold for the next call (hq_clahe_piece.same_as_histogram, clahe_luts). */
+    const void *px_src = nullptr; /* d_px: these host pixels of rectangle px_rect, as uploaded */
+    uint64_t px_rect[4] = {0, 0, 0, 0};
+    uint64_t whole_len = 0;            /* d_hist: every tile's counters of one whole image, or 0 */
+    bool luts_ready = false;           /* d_lut: clahe_luts' LUTs of that image, tile-major */
+    const uint16_t *lut_host = nullptr; /* where clahe_luts copied them (NULL: nowhere) */
 };
 
 namespace {
@@ -80,6 +86,12 @@ int hq_gpu_clahe_histogram(hq_gpu_clahe **stp, const hq_clahe_piece *p, const hq
     if (rc)
         return rc;
     hq_gpu_clahe *s = *stp;
+    s->px_src = nullptr;
+    s->whole_len = 0;
+    s->luts_ready = false;
+    const bool keep = hist == nullptr; /* clahe_luts follows: the counts stay here */
+    if (keep && (p->r0 || p->c0 || p->rows != g->height || p->cols != g->width))
+        return hq_fail(err, HQ_EDEVICE, "gpu: CLAHE histograms kept on the device for a piece of an image");
     hq_clahe_side rs = {}, cs = {};
     std::vector<uint64_t> rsrc, rat, rown, csrc, cat, cown;
     const uint32_t bins = hq_mode_bins(m), nh = hq_mode_nhist(m), hl = nh * bins;
@@ -127,6 +139,11 @@ int hq_gpu_clahe_histogram(hq_gpu_clahe **stp, const hq_clahe_piece *p, const hq
         return rc;
     char *aux = static_cast<char *>(s->d_aux);
     CL_CHECK(cudaMemcpy(s->d_px, p->data, px_bytes, cudaMemcpyHostToDevice));
+    s->px_src = p->data;
+    s->px_rect[0] = p->r0;
+    s->px_rect[1] = p->c0;
+    s->px_rect[2] = p->rows;
+    s->px_rect[3] = p->cols;
     CL_CHECK(cudaMemcpy(aux, rsrc.data(), a_r, cudaMemcpyHostToDevice));
     CL_CHECK(cudaMemcpy(aux + a_r, csrc.data(), a_c, cudaMemcpyHostToDevice));
     CL_CHECK(cudaMemcpy(aux + a_r + a_c, items.data(), a_i, cudaMemcpyHostToDevice));
@@ -172,6 +189,12 @@ int hq_gpu_clahe_histogram(hq_gpu_clahe **stp, const hq_clahe_piece *p, const hq
                                                            (int)m->color, maxv, d_h);
         CL_CHECK(cudaGetLastError());
     }
+    if (keep) {
+        if (nty != g->tiles_y || ntx != g->tiles_x)
+            return hq_fail(err, HQ_EDEVICE, "gpu: a whole image's CLAHE piece missed some of its tiles");
+        s->whole_len = nty * ntx * hl;
+        return 0;
+    }
     std::vector<unsigned long long> h;
     try {
         h.resize(nty * ntx * hl);
@@ -189,6 +212,31 @@ int hq_gpu_clahe_histogram(hq_gpu_clahe **stp, const hq_clahe_piece *p, const hq
     return 0;
 }
 
+int hq_gpu_clahe_luts(hq_gpu_clahe **stp, const hq_mode *m, const hq_clahe_geom *g, int64_t limit, uint16_t *lut,
+                      hq_err *err)
+{
+    hq_gpu_clahe *s = *stp;
+    const uint32_t bins = hq_mode_bins(m);
+    const uint64_t n = hq_clahe_ntiles(g) * hq_mode_nhist(m), len = n * bins;
+    if (!s || !s->whole_len || s->whole_len != len)
+        return hq_fail(err, HQ_EDEVICE, "gpu: CLAHE LUTs asked for without a whole image's histograms");
+    s->whole_len = 0;
+    if (n > 0x7fffffff)
+        return hq_fail(err, HQ_EDEVICE, "gpu: %llu CLAHE tile LUTs in one image are too many for one launch",
+                       (unsigned long long)n);
+    int rc = grow(s, &s->d_lut, &s->lut_cap, len * sizeof(uint16_t), err);
+    if (rc)
+        return rc;
+    launch_luts(static_cast<const unsigned long long *>(s->d_hist), bins, (uint32_t)n, hq_clahe_area(g), limit,
+                static_cast<uint16_t *>(s->d_lut));
+    CL_CHECK(cudaGetLastError());
+    if (lut)
+        CL_CHECK(cudaMemcpy(lut, s->d_lut, len * sizeof(uint16_t), cudaMemcpyDeviceToHost));
+    s->luts_ready = true;
+    s->lut_host = lut;
+    return 0;
+}
+
 int hq_gpu_clahe_remap(hq_gpu_clahe **stp, hq_clahe_piece *p, const hq_mode *m, const hq_clahe_geom *g,
                        const uint16_t *lut, hq_err *err)
 {
@@ -199,21 +247,38 @@ int hq_gpu_clahe_remap(hq_gpu_clahe **stp, hq_clahe_piece *p, const hq_mode *m, 
         return rc;
     hq_gpu_clahe *s = *stp;
     const float inv_h = hq_clahe_inv(g->tile_h), inv_w = hq_clahe_inv(g->tile_w);
+    /* What the last calls left here (both are used up by this remap, which overwrites d_px): the
+     * piece's pixels, and a whole image's LUTs laid out as the host's (every tile, tile-major, so
+     * the span below becomes every tile: an image smaller than its padded grid never blends the
+     * last padded tiles, but their LUTs sit between the others). */
+    const bool have_px = p->same_as_histogram && s->px_src == p->data && s->px_rect[0] == p->r0 &&
+                         s->px_rect[1] == p->c0 && s->px_rect[2] == p->rows && s->px_rect[3] == p->cols;
+    const bool have_lut = p->same_as_histogram && s->luts_ready && (!lut || lut == s->lut_host) && !p->r0 && !p->c0 &&
+                          p->rows == g->height && p->cols == g->width;
     /* The blend's tiles grow with the position: the first row's and the last row's bound them. */
-    const uint32_t ty0 = hq_clahe_weight(p->r0, inv_h, g->tiles_y).t1;
-    const uint32_t ty1 = hq_clahe_weight(p->r0 + p->rows - 1, inv_h, g->tiles_y).t2;
-    const uint32_t tx0 = hq_clahe_weight(p->c0, inv_w, g->tiles_x).t1;
-    const uint32_t tx1 = hq_clahe_weight(p->c0 + p->cols - 1, inv_w, g->tiles_x).t2;
+    const uint32_t last_r = hq_clahe_weight(p->r0 + p->rows - 1, inv_h, g->tiles_y).t2;
+    const uint32_t last_c = hq_clahe_weight(p->c0 + p->cols - 1, inv_w, g->tiles_x).t2;
+    const uint32_t ty0 = have_lut ? 0 : hq_clahe_weight(p->r0, inv_h, g->tiles_y).t1;
+    const uint32_t ty1 = have_lut ? (uint32_t)g->tiles_y - 1 : last_r;
+    const uint32_t tx0 = have_lut ? 0 : hq_clahe_weight(p->c0, inv_w, g->tiles_x).t1;
+    const uint32_t tx1 = have_lut ? (uint32_t)g->tiles_x - 1 : last_c;
     const uint32_t bins = hq_mode_bins(m), nh = hq_mode_nhist(m);
     const uint64_t hl = (uint64_t)nh * bins, nty = ty1 - ty0 + 1, ntx = tx1 - tx0 + 1;
     const size_t pb = (size_t)m->channels * m->sample_bytes, px_bytes = p->rows * p->cols * pb;
     const size_t lut_bytes = nty * ntx * hl * sizeof(uint16_t);
-    if ((rc = grow(s, &s->d_px, &s->px_cap, px_bytes, err)) || (rc = grow(s, &s->d_lut, &s->lut_cap, lut_bytes, err)))
+    s->px_src = nullptr;
+    s->luts_ready = false;
+    if (!lut && !have_lut)
+        return hq_fail(err, HQ_EDEVICE, "gpu: a CLAHE remap without LUTs");
+    if (!have_px && (rc = grow(s, &s->d_px, &s->px_cap, px_bytes, err)))
         return rc;
-    for (uint64_t ty = ty0; ty <= ty1; ty++) /* the tile rows' runs of LUTs, side by side */
+    if (!have_lut && (rc = grow(s, &s->d_lut, &s->lut_cap, lut_bytes, err)))
+        return rc;
+    for (uint64_t ty = ty0; !have_lut && ty <= ty1; ty++) /* the tile rows' runs of LUTs, side by side */
         CL_CHECK(cudaMemcpy(static_cast<uint16_t *>(s->d_lut) + (ty - ty0) * ntx * hl,
                             lut + (ty * g->tiles_x + tx0) * hl, ntx * hl * sizeof(uint16_t), cudaMemcpyHostToDevice));
-    CL_CHECK(cudaMemcpy(s->d_px, p->data, px_bytes, cudaMemcpyHostToDevice));
+    if (!have_px)
+        CL_CHECK(cudaMemcpy(s->d_px, p->data, px_bytes, cudaMemcpyHostToDevice));
     const uint16_t *d_l = static_cast<const uint16_t *>(s->d_lut);
     if (m->channels == 1) {
         GrayLaunch gl;

@@ -631,10 +631,18 @@ int gpu_clahe_remap(hq_engine *e, hq_clahe_piece *p, const hq_mode *m, const hq_
     return hq_gpu_clahe_remap(&g->clahe, p, m, geo, lut, err);
 }
 
+int gpu_clahe_luts(hq_engine *e, const hq_mode *m, const hq_clahe_geom *geo, int64_t limit, uint16_t *lut,
+                   hq_err *err)
+{
+    gpu_impl *g = static_cast<gpu_impl *>(e->impl);
+    GPU_CHECK(cudaSetDevice(g->dev));
+    return hq_gpu_clahe_luts(&g->clahe, m, geo, limit, lut, err);
+}
+
 const hq_engine_ops gpu_ops = {"gpu",           gpu_histogram,  gpu_remap,     gpu_destroy,
                                gpu_describe,    gpu_block_alloc, gpu_block_free, gpu_device_peak,
                                gpu_clahe_histogram, gpu_clahe_remap, gpu_minmax, 0,
-                               gpu_hold_ok};
+                               gpu_hold_ok,     gpu_clahe_luts};
 
 int gpu_open(gpu_impl *g, const hq_engine_cfg *cfg, hq_err *err)
 {

@@ -30,8 +30,25 @@ int run_build_clahe_luts(const run *r, uint64_t item, const uint64_t *hist, uint
     return 0;
 }
 
+/* One whole image's LUTs where the engine counted (engine.h, clahe_luts), copied to the host only
+ * for the provenance, the report and the journal (hq_report_wants), which then see them as
+ * run_build_luts would show them. */
+static int clahe_luts_on_engine(run *r, const hq_mode *m, const hq_clahe_geom *g, uint64_t image, uint16_t *lut,
+                                int *host, hq_err *err)
+{
+    int want_lut = 0, want_hist = 0;
+    hq_report_wants(r->rep, image, &want_lut, &want_hist);
+    const int64_t limit = hq_clahe_clip_limit(r->o->clahe.clip, hq_clahe_area(g), hq_mode_bins(m));
+    const int rc = r->eng->ops->clahe_luts(r->eng, m, g, limit, want_lut ? lut : NULL, err);
+    *host = want_lut;
+    if (!rc && want_lut)
+        hq_report_lut(r->rep, image, NULL, lut);
+    return rc;
+}
+
 /* CLAHE, fused: each image of the block whole, one after the other (a 16-bit image's tile
- * histograms alone take tens of MiB). */
+ * histograms alone take tens of MiB). An engine that builds LUTs itself (the GPU) keeps the
+ * counts, the LUTs and the pixels between the calls: only the remapped pixels come back. */
 int run_clahe_fused(run *r, const hq_block *b, void *data, hq_err *err)
 {
     const hq_mode m = run_mode_of(r, b->item);
@@ -39,26 +56,32 @@ int run_clahe_fused(run *r, const hq_block *b, void *data, hq_err *err)
     const size_t len = run_group_len(r, b->item);
     const uint64_t nseg = b->s1 - b->s0, seg_px = hq_block_pixels(b) / nseg;
     const uint64_t seg_bytes = seg_px * m.channels * m.sample_bytes;
-    uint64_t *hist = malloc(len * sizeof *hist);
+    const int on_engine = r->eng->ops->clahe_luts != NULL;
+    uint64_t *hist = on_engine ? NULL : malloc(len * sizeof *hist);
     uint16_t *lut = malloc(len * sizeof *lut);
     int rc = 0;
-    if (!hist || !lut)
+    if ((!hist && !on_engine) || !lut)
         rc = hq_fail(err, HQ_EMEM, "%s: out of memory for %zu CLAHE counters", r->inv.items[b->item].src, len);
     hq_report_pixels(r->rep, b, data, 0);
     for (uint64_t s = 0; s < nseg && !rc; s++) {
-        hq_clahe_piece pc = {(uint8_t *)data + s * seg_bytes, 0, 0, g.height, g.width};
-        memset(hist, 0, len * sizeof *hist);
+        hq_clahe_piece pc = {(uint8_t *)data + s * seg_bytes, 0, 0, g.height, g.width, 0};
+        if (!on_engine)
+            memset(hist, 0, len * sizeof *hist);
         double t0 = hq_now();
-        rc = r->eng->ops->clahe_histogram(r->eng, &pc, &m, &g, hist, err);
+        rc = r->eng->ops->clahe_histogram(r->eng, &pc, &m, &g, on_engine ? NULL : hist, err);
         r->t[PH_HIST] += hq_now() - t0;
         t0 = hq_now();
         const uint64_t image = run_image_of(r, b, b->s0 + s);
-        if (!rc && run_build_luts(r, &m, b->item, image, hist, lut) < 0)
+        int host_lut = 1;
+        if (!rc && on_engine)
+            rc = clahe_luts_on_engine(r, &m, &g, image, lut, &host_lut, err);
+        else if (!rc && run_build_luts(r, &m, b->item, image, hist, lut) < 0)
             rc = hq_fail(err, HQ_EMEM, "%s: out of memory building CLAHE LUTs", r->inv.items[b->item].src);
-        if (!rc)
+        if (!rc && host_lut)
             rc = run_journal_image(r, image, hist, lut, len, err);
+        pc.same_as_histogram = 1;
         if (!rc)
-            rc = r->eng->ops->clahe_remap(r->eng, &pc, &m, &g, lut, err);
+            rc = r->eng->ops->clahe_remap(r->eng, &pc, &m, &g, host_lut ? lut : NULL, err);
         r->t[PH_REMAP] += hq_now() - t0;
     }
     if (!rc) {

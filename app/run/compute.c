@@ -131,7 +131,7 @@ int run_histogram_pending(run *r, const hq_block *b, void *data, hq_err *err)
     int rc;
     if (run_is_clahe(r)) {
         const hq_clahe_geom g = run_geom_of(r, b->item);
-        hq_clahe_piece pc = {data, b->r0, b->c0, b->r1 - b->r0, b->c1 - b->c0};
+        hq_clahe_piece pc = {data, b->r0, b->c0, b->r1 - b->r0, b->c1 - b->c0, 0};
         rc = r->eng->ops->clahe_histogram(r->eng, &pc, &m, &g, gh->hist, err);
     } else {
         rc = run_name_float_failure(r, b->item, r->eng->ops->histogram(r->eng, &d, &m, hp, err), err);
@@ -161,7 +161,7 @@ int run_remap_pending(run *r, const hq_block *b, void *data, void *out, hq_err *
             memcpy(out, data, run_block_bytes(r, b));
     } else if (run_is_clahe(r)) {
         const hq_clahe_geom g = run_geom_of(r, b->item);
-        hq_clahe_piece pc = {data, b->r0, b->c0, b->r1 - b->r0, b->c1 - b->c0};
+        hq_clahe_piece pc = {data, b->r0, b->c0, b->r1 - b->r0, b->c1 - b->c0, 0};
         rc = r->eng->ops->clahe_remap(r->eng, &pc, &m, &g, gh->lut, err);
     } else {
         rc = r->eng->ops->remap(r->eng, &d, &m, lp, err);

@@ -150,7 +150,7 @@ int run_journal_image(run *r, uint64_t image, const uint64_t *hist, const uint16
     if (!r->journal || !hq_report_wants(r->rep, image, &want_lut, &want_hist))
         return 0;
     int rc = want_lut ? hq_journal_note_lut(r->journal, image, lut, n, err) : 0;
-    return !rc && want_hist ? hq_journal_note_hist(r->journal, image, hist, n, err) : rc;
+    return !rc && want_hist && hist ? hq_journal_note_hist(r->journal, image, hist, n, err) : rc;
 }
 
 /* The complete histograms of pass 1, journaled before any pass-2 write can be claimed, so that a

@@ -1,7 +1,8 @@
 /* clahe/luts.cuh — tile LUTs on the device: k_clahe_luts (k_clahe_luts_warp up to 256 bins;
  * launch_luts picks) builds every tile's LUT from its u64 histogram with core/clahe.h's pieces of
- * hq_clahe_tile_lut, so the result is the host's bit for bit. The engine builds its LUTs on the host
- * (core/clahe.c); bench/clahe_gpu_bench.cu times this path and checks it against hq_clahe_tile_lut. */
+ * hq_clahe_tile_lut, so the result is the host's bit for bit. The engine builds a whole image's LUTs
+ * here (gpu_clahe.cu, hq_gpu_clahe_luts), a piece's on the host from the summed counts (core/clahe.c);
+ * bench/clahe_gpu_bench.cu times this path and checks it against hq_clahe_tile_lut. */
 #ifndef HQ_GPU_CLAHE_LUTS_CUH
 #define HQ_GPU_CLAHE_LUTS_CUH
 

@@ -255,7 +255,7 @@ static int clahe_case(hq_engine *cpu, hq_engine *gpu, const hq_mode *m, uint64_t
                     continue;
                 uint8_t *dc = crop(img, w, px, rs[a], rs[a + 1], cs[b], cs[b + 1]);
                 uint8_t *dg = crop(img, w, px, rs[a], rs[a + 1], cs[b], cs[b + 1]);
-                hq_clahe_piece pc = {dc, rs[a], cs[b], rs[a + 1] - rs[a], cs[b + 1] - cs[b]}, pg = pc;
+                hq_clahe_piece pc = {dc, rs[a], cs[b], rs[a + 1] - rs[a], cs[b + 1] - cs[b], 0}, pg = pc;
                 pg.data = dg;
                 const size_t bytes = pc.rows * pc.cols * px;
                 if (!dc || !dg) {
@@ -288,6 +288,39 @@ static int clahe_case(hq_engine *cpu, hq_engine *gpu, const hq_mode *m, uint64_t
                 hq_clahe_tile_lut(hc + t * bins, (uint32_t)bins, hq_clahe_area(&g), limit, lut + t * bins, scratch);
             }
         }
+    }
+    /* Whole: the GPU's own LUTs (clahe_luts) against the host's, the counts, LUTs and pixels kept
+     * on the device between the calls. The host copy of the pixels is poisoned before the remap,
+     * which must not read it again; every other image asks for no LUTs on the host. */
+    if (ok && !split && gpu->ops->clahe_luts) {
+        const size_t bytes = h * w * px;
+        uint8_t *dc = crop(img, w, px, 0, h, 0, w), *dg = crop(img, w, px, 0, h, 0, w);
+        uint16_t *dl = malloc(len * sizeof *dl);
+        const int host = h % 2 == 0;
+        hq_clahe_piece pc = {dc, 0, 0, h, w, 0}, pg = pc;
+        pg.data = dg;
+        const int64_t limit = hq_clahe_clip_limit(clip, hq_clahe_area(&g), (uint32_t)bins);
+        ok = dc && dg && dl && !gpu->ops->clahe_histogram(gpu, &pg, m, &g, NULL, &err) &&
+             !gpu->ops->clahe_luts(gpu, m, &g, limit, host ? dl : NULL, &err);
+        if (ok && host && memcmp(dl, lut, len * sizeof *lut)) {
+            snprintf(why, whylen, "device LUTs differ from the host's");
+            ok = 0;
+        }
+        if (ok) {
+            memset(dg, 0xa5, bytes);
+            pg.same_as_histogram = 1;
+            ok = !cpu->ops->clahe_remap(cpu, &pc, m, &g, lut, &err) &&
+                 !gpu->ops->clahe_remap(gpu, &pg, m, &g, host ? dl : NULL, &err);
+            if (ok && memcmp(dc, dg, bytes)) {
+                snprintf(why, whylen, "remap with the device's LUTs and pixels differs");
+                ok = 0;
+            }
+        }
+        if (!ok && !why[0])
+            snprintf(why, whylen, "%s", err.msg[0] ? err.msg : "out of memory");
+        free(dc);
+        free(dg);
+        free(dl);
     }
     free(img);
     free(hc);

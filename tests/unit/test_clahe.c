@@ -153,7 +153,7 @@ static void check_pieces(const hq_mode *m, uint64_t h, uint64_t w, uint64_t gy, 
     for (uint64_t i = 0; i < h * w * px; i++)
         img[i] = (uint8_t)(i % 7 == 0 ? 200 : 90 + rnd(60));
     uint64_t *whole = calloc(len, sizeof *whole), *parts = calloc(len, sizeof *parts);
-    hq_clahe_piece all = {img, 0, 0, h, w};
+    hq_clahe_piece all = {img, 0, 0, h, w, 0};
     assert_int_equal(e->ops->clahe_histogram(e, &all, m, &g, whole, &err), 0);
     for (uint64_t t = 0; t < len / bins; t++) {
         uint64_t n = 0;
@@ -168,12 +168,12 @@ static void check_pieces(const hq_mode *m, uint64_t h, uint64_t w, uint64_t gy, 
         lut[t] = (uint16_t)rnd((uint32_t)bins);
     uint8_t *want = malloc(h * w * px);
     memcpy(want, img, h * w * px);
-    hq_clahe_piece wp = {want, 0, 0, h, w};
+    hq_clahe_piece wp = {want, 0, 0, h, w, 0};
     assert_int_equal(e->ops->clahe_remap(e, &wp, m, &g, lut, &err), 0);
     for (int a = 0; a < 2; a++)
         for (int b = 0; b < 2; b++) {
             uint8_t *d = crop(img, w, px, rs[a], rs[a + 1], cs[b], cs[b + 1]);
-            hq_clahe_piece p = {d, rs[a], cs[b], rs[a + 1] - rs[a], cs[b + 1] - cs[b]};
+            hq_clahe_piece p = {d, rs[a], cs[b], rs[a + 1] - rs[a], cs[b + 1] - cs[b], 0};
             assert_int_equal(e->ops->clahe_histogram(e, &p, m, &g, parts, &err), 0);
             assert_int_equal(e->ops->clahe_remap(e, &p, m, &g, lut, &err), 0);
             uint8_t *wc = crop(want, w, px, rs[a], rs[a + 1], cs[b], cs[b + 1]);
