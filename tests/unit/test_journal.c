@@ -195,6 +195,11 @@ static void test_other_id_is_refused(void **state)
     assert_int_equal(hq_journal_load(out, input, &st, &err), HQ_EUSAGE);
     assert_non_null(strstr(err.msg, "input changed"));
     assert_non_null(strstr(err.msg, out));
+    /* A journal of the byte-wise checksums (format 1) is another version's: refused, not misread. */
+    hq_journal_remove(out);
+    assert_int_equal(hq_journal_create(out, "histeq_dist journal 1\noptions scope=auto method=equalize\n", &err), 0);
+    assert_int_equal(hq_journal_load(out, ID, &st, &err), HQ_EUSAGE);
+    assert_non_null(strstr(err.msg, "another version"));
 }
 
 int main(void)
