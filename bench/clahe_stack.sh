@@ -118,10 +118,9 @@ for ((r = 0; r < runs; r++)); do
 done
 
 printf '%-26s %9s %9s %7s %9s\n' "run" "median s" "min s" "x cp" "x opencv"
-declare -A MED
+declare -A MED MIN
 for i in "${!CMDS[@]}"; do
-    read -r med min <<< "$(printf '%s\n' ${T[$i]} | sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)], a[1]}')"
-    MED[$i]=$med
+    read -r MED[$i] MIN[$i] <<< "$(printf '%s\n' ${T[$i]} | sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)], a[1]}')"
 done
 for i in "${!CMDS[@]}"; do
     bits=${LABELS[$i]%% *}
@@ -130,10 +129,9 @@ for i in "${!CMDS[@]}"; do
         [ "${LABELS[$j]}" = "$bits cp" ] && cp_i=$j
         [[ ${LABELS[$j]} == "$bits opencv"* ]] && cv_i=$j
     done
-    read -r med min <<< "$(printf '%s\n' ${T[$i]} | sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)], a[1]}')"
-    printf '%-26s %9.3f %9.3f %7.2f %9.2f\n' "${LABELS[$i]}" "$med" "$min" \
-        "$(awk -v a="$med" -v b="${MED[$cp_i]}" 'BEGIN {print a / b}')" \
-        "$(awk -v a="$med" -v b="${MED[$cv_i]}" 'BEGIN {print a / b}')"
+    printf '%-26s %9.3f %9.3f %7.2f %9.2f\n' "${LABELS[$i]}" "${MED[$i]}" "${MIN[$i]}" \
+        "$(awk -v a="${MED[$i]}" -v b="${MED[$cp_i]}" 'BEGIN {print a / b}')" \
+        "$(awk -v a="${MED[$i]}" -v b="${MED[$cv_i]}" 'BEGIN {print a / b}')"
 done
 
 # Every histeq_dist output against the OpenCV pool's, slice for slice.
