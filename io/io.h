@@ -29,13 +29,6 @@
 #include "../jobs/plan.h"
 #include "inventory.h"
 
-/* One image's LUT, for the output's provenance: nhist * bins entries of the item's mode
- * (bins = 2^(bits or the item's depth)); under CLAHE, tiles_y * tiles_x of those, tile-major. */
-typedef struct hq_lut_rec {
-    uint64_t item, slice;
-    const uint16_t *lut;
-} hq_lut_rec;
-
 /* What the output records about the run (HDF5 attributes and datasets; PNGs ignore it). */
 typedef struct hq_run_meta {
     const char *version;
@@ -51,8 +44,6 @@ typedef struct hq_run_meta {
     /* Recorded as root attributes of the same names when not NULL: --reference (method match),
      * --ignore as "LO:HI", --mask, and --mask-apply ("all" or "inside"). */
     const char *reference, *ignore, *mask, *mask_apply;
-    const hq_lut_rec *luts;      /* scope image: the LUTs this rank recorded; each image's LUT is */
-    uint64_t nluts;              /* recorded by exactly one rank */
     const hq_clahe_cfg *clahe;   /* --method clahe: its settings (each item's tiles follow), else NULL */
     /* Float data (core/fbin.h); fbin NULL when no item is float: */
     uint32_t fbins;              /* bins (--bins) */
@@ -71,6 +62,10 @@ typedef struct hq_out_opts {
     int per_pixel;    /* the remap may give two pixels of one colour different colours (CLAHE, a
                          --mask with --mask-apply inside): a palette PNG is then written as RGB(A),
                          its colour type cannot hold them */
+    /* The run's settings that shape each image's LUT (method, scope, color, bits, clahe, fbins; the
+     * rest unread), or NULL. Scope image or dataset: a format that records LUTs (write_lut) makes
+     * room for every image's with the output, so that none is held in memory until close. */
+    const hq_run_meta *settings;
 } hq_out_opts;
 
 typedef struct hq_io hq_io; /* one open input and (after create_output) its output */
@@ -98,10 +93,17 @@ typedef struct hq_io_ops {
      * the output under a temporary name, with every non-bad item laid out like its input. */
     int (*create_output)(hq_io *io, const hq_out_opts *o, MPI_Comm comm, hq_err *err);
     int (*write_block)(hq_io *io, uint64_t item, const hq_block *b, int collective, const void *src, hq_err *err);
-    /* Makes what was written so far survive a kill (HDF5: its metadata, such as the chunk
-     * indexes of compressed datasets, flushed to the file); the journal calls it before claiming
-     * blocks done. collective = 1: every rank calls it; 0: one rank alone, a no-op where the
-     * format would need every rank (parallel HDF5 with several ranks). */
+    /* Optional (NULL: the format records no LUTs). After create_output with settings of scope image
+     * or dataset: records the LUT of one image (slice `slice` of `item`) in the output, as it is
+     * made: nhist * bins entries of the item's mode (bins = 2^(bits or the item's depth)), under
+     * CLAHE tiles_y * tiles_x of those, tile-major. It may wait in memory until the next flush
+     * (or close), which makes it durable like a block; a LUT given again replaces the first. Any thread, beside read_block and write_block; makes no
+     * MPI call. Each image's LUT is given by one rank (the report's: report/report.h). */
+    int (*write_lut)(hq_io *io, uint64_t item, uint64_t slice, const uint16_t *lut, hq_err *err);
+    /* Makes what was written so far survive a kill (HDF5: the LUTs write_lut was given, and its
+     * metadata, such as the chunk indexes of compressed datasets, flushed to the file); the journal
+     * calls it before claiming blocks done. collective = 1: every rank calls it; 0: one rank alone,
+     * and then the part that would need every rank is skipped (HDF5's metadata with several ranks). */
     int (*flush)(hq_io *io, int collective, hq_err *err);
     /* Rank 0, before any output is made: what is on disk at OUT. Returns 0 when outputs of this
      * kind are not written piece by piece (a single PNG) and so keep no journal; otherwise 1, with

@@ -31,8 +31,8 @@ typedef struct hq_journal_hist {
     uint64_t *counts; /* n counters */
 } hq_journal_hist;
 
-/* An image's LUT, kept for what the output records of it (HDF5 provenance) when the image was
- * finished by an interrupted run. */
+/* An image's LUT, kept for the report's page of a sampled image that an interrupted run finished
+ * (the output's own record of it is in the output already). */
 typedef struct hq_journal_lut {
     uint64_t image, n;
     uint16_t *lut;

@@ -21,7 +21,6 @@
 #endif
 
 #define LINE 256          /* a device line gathered from each rank */
-#define CHUNK (1u << 20)  /* LUT entries per provenance chunk */
 
 typedef struct sample {
     uint64_t image, item, slice;
@@ -32,21 +31,15 @@ typedef struct sample {
     uint16_t *lut;     /* ... and LUT; under CLAHE no histogram, and the picked tiles' LUTs (tile_view.h) */
 } sample;
 
-/* Provenance LUTs live in chunks that never move, so the records can point into them. */
-typedef struct lut_chunk {
-    struct lut_chunk *next;
-    size_t used, cap;
-    uint16_t data[];
-} lut_chunk;
-
 struct hq_report {
     hq_report_cfg cfg;
-    int provenance;    /* HDF5 output, scope image: every image's LUT goes into the output */
+    /* Scope image, an output that records LUTs (hq_report_set_output): each image's LUT goes into
+     * it as it is handed over. */
+    int provenance;
+    const hq_io_ops *out_ops;
+    hq_io *out_io;
     sample *samples;   /* ascending by image */
     size_t nsamples;
-    hq_lut_rec *recs;
-    uint64_t nrecs, cap_recs;
-    lut_chunk *chunks;
     uint64_t *global_hist; /* scope global, rank 0, with --report: the copy the page plots */
     uint16_t *global_lut;
     uint32_t global_nhist, global_bins;
@@ -407,7 +400,6 @@ int hq_report_open(const hq_report_cfg *cfg, hq_report **out, hq_err *err)
     int rc = r ? 0 : hq_fail(err, HQ_EMEM, "out of memory for the run's record");
     if (!rc) {
         r->cfg = *cfg;
-        r->provenance = cfg->inv->format == HQ_FMT_HDF5 && cfg->scope != HQ_SCOPE_GLOBAL;
         for (size_t i = 0; i < cfg->inv->n; i++)
             r->has_float |= !cfg->inv->items[i].bad && cfg->inv->items[i].sample == HQ_SAMPLE_FLOAT;
         /* The page's thumbnails and plots are made for integer levels. */
@@ -457,43 +449,18 @@ void hq_report_pixels(hq_report *r, const hq_block *b, const void *data, int aft
     }
 }
 
-static uint16_t *keep_lut(hq_report *r, const uint16_t *lut, size_t n)
+void hq_report_set_output(hq_report *r, const hq_io_ops *ops, hq_io *io)
 {
-    lut_chunk *c = r->chunks;
-    if (!c || c->cap - c->used < n) {
-        const size_t cap = n > CHUNK ? n : CHUNK;
-        c = malloc(sizeof *c + cap * sizeof *c->data);
-        if (!c)
-            return NULL;
-        c->next = r->chunks;
-        c->used = 0;
-        c->cap = cap;
-        r->chunks = c;
-    }
-    uint16_t *p = c->data + c->used;
-    memcpy(p, lut, n * sizeof *p);
-    c->used += n;
-    return p;
+    if (!r)
+        return;
+    r->out_ops = ops;
+    r->out_io = io;
+    r->provenance = ops && io && ops->write_lut && r->cfg.scope != HQ_SCOPE_GLOBAL;
 }
 
-static void record_provenance(hq_report *r, uint64_t item, uint64_t slice, const uint16_t *lut, size_t n)
+static int record_provenance(hq_report *r, uint64_t item, uint64_t slice, const uint16_t *lut, hq_err *err)
 {
-    if (r->nrecs == r->cap_recs) {
-        const uint64_t cap = r->cap_recs ? r->cap_recs * 2 : 64;
-        hq_lut_rec *p = realloc(r->recs, cap * sizeof *p);
-        if (!p) {
-            fail_once(r, HQ_EMEM, "%s: out of memory recording LUTs", r->cfg.o->output);
-            return;
-        }
-        r->recs = p;
-        r->cap_recs = cap;
-    }
-    const uint16_t *kept = keep_lut(r, lut, n);
-    if (!kept) {
-        fail_once(r, HQ_EMEM, "%s: out of memory recording LUTs", r->cfg.o->output);
-        return;
-    }
-    r->recs[r->nrecs++] = (hq_lut_rec){item, slice, kept};
+    return r->provenance ? r->out_ops->write_lut(r->out_io, item, slice, lut, err) : 0;
 }
 
 /* Under CLAHE an image's LUT is every tile's, (tiles_y, tiles_x, hl): all of it goes into the
@@ -503,11 +470,7 @@ static void keep_clahe(hq_report *r, uint64_t image, uint64_t item, const uint16
     hq_clahe_geom g;
     hq_tile_pos pick[HQ_TILE_VIEW_MAX];
     const size_t n = picked_tiles(r, item, &g, pick);
-    if (!n)
-        return;
-    if (r->provenance)
-        record_provenance(r, item, image - r->cfg.plan->item_image0[item], lut, (size_t)hq_clahe_ntiles(&g) * hl);
-    sample *s = first_sample_from(r, image);
+    sample *s = n ? first_sample_from(r, image) : NULL;
     if (!s || s->image != image || s->lut) /* a resumed image's LUT may come again: the first stands */
         return;
     s->lut = malloc(n * hl * sizeof *s->lut);
@@ -524,42 +487,56 @@ int hq_report_needs_tiles(const hq_report *r, uint64_t image)
     return r && is_clahe(r) && is_sampled(r, image);
 }
 
-int hq_report_wants(hq_report *r, uint64_t image, int *lut, int *hist)
+/* A sampled image's section plots its histogram and LUT, under CLAHE some of its tile LUTs. */
+static int sampled_wants(hq_report *r, uint64_t image, int *lut, int *hist)
 {
     *lut = *hist = 0;
     if (!r || r->cfg.scope == HQ_SCOPE_GLOBAL || first_owner(r->cfg.plan, image) != r->cfg.c->rank)
         return 0;
-    /* A sampled CLAHE image's section plots some of its tile LUTs and no histogram. */
-    const int sampled = is_sampled(r, image);
-    *lut = r->provenance || (sampled && is_clahe(r));
-    *hist = sampled && !is_clahe(r);
+    *lut = is_sampled(r, image);
+    *hist = *lut && !is_clahe(r);
+    return *lut;
+}
+
+int hq_report_wants(hq_report *r, uint64_t image, int *lut, int *hist)
+{
+    sampled_wants(r, image, lut, hist);
+    if (r && r->provenance && first_owner(r->cfg.plan, image) == r->cfg.c->rank)
+        *lut = 1;
     return *lut || *hist;
 }
 
-void hq_report_lut(hq_report *r, uint64_t image, const uint64_t *hist, const uint16_t *lut)
+int hq_report_journal_wants(hq_report *r, uint64_t image, int *lut, int *hist)
+{
+    return sampled_wants(r, image, lut, hist);
+}
+
+int hq_report_lut(hq_report *r, uint64_t image, const uint64_t *hist, const uint16_t *lut, hq_err *err)
 {
     if (!r || r->cfg.scope == HQ_SCOPE_GLOBAL || first_owner(r->cfg.plan, image) != r->cfg.c->rank)
-        return;
+        return 0;
     const uint64_t item = item_of(r, image), slice = image - r->cfg.plan->item_image0[item];
     const hq_mode m = mode_of(r, item);
+    const int rc = record_provenance(r, item, slice, lut, err);
+    if (rc)
+        return rc;
     if (is_clahe(r)) {
         keep_clahe(r, image, item, lut, hist_len(&m));
-        return;
+        return 0;
     }
     const size_t n = hist_len(&m);
-    if (r->provenance)
-        record_provenance(r, item, slice, lut, n);
     sample *s = hist ? first_sample_from(r, image) : NULL;
     if (!s || s->image != image || s->hist)
-        return;
+        return 0;
     s->hist = malloc(n * sizeof *s->hist);
     s->lut = malloc(n * sizeof *s->lut);
     if (!s->hist || !s->lut) {
         fail_once(r, HQ_EMEM, "%s: out of memory for a sampled histogram", r->cfg.o->report);
-        return;
+        return 0;
     }
     memcpy(s->hist, hist, n * sizeof *hist);
     memcpy(s->lut, lut, n * sizeof *lut);
+    return 0;
 }
 
 int hq_report_meta(hq_report *r, hq_run_meta *meta, hq_err *err)
@@ -568,8 +545,6 @@ int hq_report_meta(hq_report *r, hq_run_meta *meta, hq_err *err)
         return 0;
     meta->options = r->options;
     meta->command_line = r->command_line;
-    meta->luts = r->recs;
-    meta->nluts = r->nrecs;
     if (meta->global_hist && !r->global_lut) {
         const size_t n = (size_t)meta->global_nhist * meta->global_bins;
         r->global_lut = malloc(n * sizeof *r->global_lut);
@@ -972,12 +947,6 @@ void hq_report_free(hq_report *r)
         free(r->samples[k].lut);
     }
     free(r->samples);
-    while (r->chunks) {
-        lut_chunk *n = r->chunks->next;
-        free(r->chunks);
-        r->chunks = n;
-    }
-    free(r->recs);
     free(r->global_hist);
     free(r->global_lut);
     free(r->options);

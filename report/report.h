@@ -10,10 +10,14 @@
  *                      included).
  *   hq_report_pixels   a block's pixels before remapping (after = 0) and after (after = 1); feeds
  *                      the thumbnails of sampled images (box filter into sums, see thumb.h).
+ *   hq_report_set_output  once the output exists: where the provenance goes. An output that
+ *                      records LUTs (io.h's write_lut) gets each image's as it is handed over, so
+ *                      that no rank holds them until close.
  *   hq_report_lut      an image's complete histogram and LUT (scope image), on each rank that built
- *                      it; kept once, by the rank owning the image's first block. Under CLAHE the
- *                      LUT is every tile's: all go into the provenance, and a sampled image keeps
- *                      the LUTs of the few tiles its page plots (tile_view.h).
+ *                      it; taken once, by the rank owning the image's first block: written into
+ *                      the output, and kept for the page if the image is sampled. Under CLAHE the
+ *                      LUT is every tile's: all go into the output, and a sampled image keeps the
+ *                      LUTs of the few tiles its page plots (tile_view.h).
  *   hq_report_meta     before the output is closed: fills the provenance fields of hq_run_meta.
  *                      A failure recorded by the hooks (out of memory) comes back here, before
  *                      anything is committed.
@@ -55,14 +59,22 @@ void hq_report_pixels(hq_report *r, const hq_block *b, const void *data, int aft
  * one with no sampled image, and then the I/O may hand blocks over in storage order (io/io.h). */
 int hq_report_wants_pixels(const hq_report *r);
 
-/* image: global image index; hist and lut: nhist * bins of that image's mode. hist may be NULL
- * (an image finished by an interrupted run, whose histogram the journal did not keep). */
-void hq_report_lut(hq_report *r, uint64_t image, const uint64_t *hist, const uint16_t *lut);
+/* After create_output: the output that records each image's LUT (ops->write_lut; NULL: none). */
+void hq_report_set_output(hq_report *r, const hq_io_ops *ops, hq_io *io);
 
-/* Whether this rank keeps the image's LUT (provenance, or a sampled CLAHE image) and its histogram
- * (a sampled image): what a journal must keep of an image it claims done, so that --resume still
- * has them. */
+/* image: global image index; hist and lut: nhist * bins of that image's mode. hist may be NULL
+ * (an image finished by an interrupted run, whose histogram the journal did not keep). Returns
+ * write_lut's failure (err set); the report's own failures come back from hq_report_meta. */
+int hq_report_lut(hq_report *r, uint64_t image, const uint64_t *hist, const uint16_t *lut, hq_err *err);
+
+/* Whether this rank must hand the image's LUT (the output's record, or a sampled image's page) and
+ * its histogram (a sampled image's page) to hq_report_lut. */
 int hq_report_wants(hq_report *r, uint64_t image, int *lut, int *hist);
+
+/* What a journal must keep of an image it claims done, so that --resume can hand it over again:
+ * a sampled image's LUT and histogram (CLAHE: its LUTs alone). Never the output's record: that is
+ * in the output already, as durable as the image's pixels. */
+int hq_report_journal_wants(hq_report *r, uint64_t image, int *lut, int *hist);
 
 /* CLAHE: whether the rank that speaks for `image` (the owner of its first block) must end the tile
  * row exchange (mpi/tile_rows.h) with every tile row of it complete, whether or not it blends them
@@ -70,8 +82,8 @@ int hq_report_wants(hq_report *r, uint64_t image, int *lut, int *hist);
  * same answer on every rank, as the exchange needs (the sample depends on the inventory alone). */
 int hq_report_needs_tiles(const hq_report *r, uint64_t image);
 
-/* Sets meta->options, command_line, global_lut (from meta->global_hist), luts and nluts. What they
- * point at stays valid until hq_report_free. */
+/* Sets meta->options, command_line and global_lut (from meta->global_hist). What they point at
+ * stays valid until hq_report_free. */
 int hq_report_meta(hq_report *r, hq_run_meta *meta, hq_err *err);
 
 typedef struct hq_report_end {

@@ -41,9 +41,7 @@ static int clahe_luts_on_engine(run *r, const hq_mode *m, const hq_clahe_geom *g
     const int64_t limit = hq_clahe_clip_limit(r->o->clahe.clip, hq_clahe_area(g), hq_mode_bins(m));
     const int rc = r->eng->ops->clahe_luts(r->eng, m, g, limit, want_lut ? lut : NULL, err);
     *host = want_lut;
-    if (!rc && want_lut)
-        hq_report_lut(r->rep, image, NULL, lut);
-    return rc;
+    return !rc && want_lut ? hq_report_lut(r->rep, image, NULL, lut, err) : rc;
 }
 
 /* CLAHE, fused: each image of the block whole, one after the other (a 16-bit image's tile
@@ -72,11 +70,11 @@ int run_clahe_fused(run *r, const hq_block *b, void *data, hq_err *err)
         r->t[PH_HIST] += hq_now() - t0;
         t0 = hq_now();
         const uint64_t image = run_image_of(r, b, b->s0 + s);
-        int host_lut = 1;
+        int host_lut = 1, empty = 0;
         if (!rc && on_engine)
             rc = clahe_luts_on_engine(r, &m, &g, image, lut, &host_lut, err);
-        else if (!rc && run_build_luts(r, &m, b->item, image, hist, lut) < 0)
-            rc = hq_fail(err, HQ_EMEM, "%s: out of memory building CLAHE LUTs", r->inv.items[b->item].src);
+        else if (!rc)
+            rc = run_build_luts(r, &m, b->item, image, hist, lut, &empty, err);
         if (!rc && host_lut)
             rc = run_journal_image(r, image, hist, lut, len, err);
         pc.same_as_histogram = 1;

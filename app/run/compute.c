@@ -71,11 +71,10 @@ int run_equalize_fused(run *r, const hq_block *b, void *data, void *out, hq_err 
     uint64_t empties = 0;
     for (uint64_t s = 0; s < d.nseg && !rc; s++) {
         const uint64_t group = run_image_of(r, b, b->s0 + s);
-        const int e = run_build_luts(r, &m, b->item, group, hp[s], lut + s * hl);
-        if (e < 0) {
-            rc = hq_fail(err, HQ_EMEM, "%s: out of memory building LUTs", r->inv.items[b->item].src);
+        int e = 0;
+        rc = run_build_luts(r, &m, b->item, group, hp[s], lut + s * hl, &e, err);
+        if (rc)
             break;
-        }
         if (e) {
             hp[s] = NULL; /* marks a segment left as it is */
             empties++;

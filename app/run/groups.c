@@ -99,13 +99,15 @@ static void note_nothing_counted(const run *r, uint64_t group)
  * --ignore nor --mask: app/options.c refuses them). With --ignore and --mask-apply inside, ignored
  * levels map to themselves, which leaves gray, value and channels pixels exactly as they were
  * (luma pixels are kept by the mask plane instead: app/mask.h). Each image of the group records
- * the LUT. Returns 1 when nothing was counted, -1 when out of memory (CLAHE), else 0. */
-int run_build_luts(const run *r, const hq_mode *m, uint64_t item, uint64_t group, uint64_t *hist, uint16_t *lut)
+ * the LUT (the output's provenance, the report). *empty: nothing was counted. */
+int run_build_luts(const run *r, const hq_mode *m, uint64_t item, uint64_t group, uint64_t *hist, uint16_t *lut,
+                   int *empty, hq_err *err)
 {
     const uint32_t bins = hq_mode_bins(m), nh = hq_mode_nhist(m);
+    *empty = 0;
     if (run_is_clahe(r)) {
         if (run_build_clahe_luts(r, item, hist, lut))
-            return -1;
+            return hq_fail(err, HQ_EMEM, "%s: out of memory building CLAHE LUTs", r->inv.items[item].src);
     } else {
         run_ignore_bins(r, m, hist);
         for (uint32_t h = 0; h < nh; h++) {
@@ -118,19 +120,19 @@ int run_build_luts(const run *r, const hq_mode *m, uint64_t item, uint64_t group
                     lut[(size_t)h * bins + v] = (uint16_t)v;
         }
     }
-    if (r->scope == HQ_SCOPE_GLOBAL)
-        hq_report_lut(r->rep, group, hist, lut); /* a no-op: the global LUT is recorded at close */
-    else
-        for (uint64_t s = 0; s < run_group_images(r, item); s++)
-            hq_report_lut(r->rep, group + s, hist, lut);
+    /* Scope global: the one LUT is recorded at close. */
+    for (uint64_t s = 0; r->scope != HQ_SCOPE_GLOBAL && s < run_group_images(r, item); s++) {
+        const int rc = hq_report_lut(r->rep, group + s, hist, lut, err);
+        if (rc)
+            return rc;
+    }
     /* CLAHE counts every padded position of every tile: never empty. */
-    const int empty = !run_is_clahe(r) && hq_hist_total(hist, nh * bins) == 0;
-    if (empty)
+    *empty = !run_is_clahe(r) && hq_hist_total(hist, nh * bins) == 0;
+    if (*empty)
         note_nothing_counted(r, group);
-    return empty;
+    return 0;
 }
 
-/* -1 (err set) only when out of memory. */
 int run_build_pending_luts(run *r, hq_err *err)
 {
     for (size_t i = 0; i < r->ngroups; i++) {
@@ -147,10 +149,12 @@ int run_build_pending_luts(run *r, hq_err *err)
             item = b->item;
             found = 1;
         }
-        const int e = found ? run_build_luts(r, &m, item, r->groups[i].group, r->groups[i].hist, r->groups[i].lut) : 0;
-        if (e < 0)
-            return hq_fail(err, HQ_EMEM, "out of memory building LUTs");
-        r->groups[i].empty = e;
+        int empty = 0;
+        const int rc =
+            found ? run_build_luts(r, &m, item, r->groups[i].group, r->groups[i].hist, r->groups[i].lut, &empty, err) : 0;
+        if (rc)
+            return rc;
+        r->groups[i].empty = empty;
     }
     return 0;
 }

@@ -84,10 +84,11 @@ int run_open_journal(run *r, hq_err *err)
     return rc;
 }
 
-/* The LUTs (and sampled histograms) of the images an interrupted run finished, handed to the
- * report as if just built. */
-static void replay_images(run *r)
+/* The LUTs (and sampled histograms) of the images an interrupted run finished that the journal
+ * kept for the report, handed over as if just built. */
+static int replay_images(run *r, hq_err *err)
 {
+    int rc = 0;
     for (uint64_t j = 0; j < r->nmine; j++) {
         const my_block *mb = &r->mine[j];
         if (!mb->done || !mb->fused)
@@ -96,10 +97,11 @@ static void replay_images(run *r)
             const uint64_t image = run_image_of(r, mb->b, s);
             const hq_journal_lut *l = hq_journal_find_lut(&r->res.st, image);
             const hq_journal_hist *h = hq_journal_find_hist(&r->res.st, image);
-            if (l)
-                hq_report_lut(r->rep, image, h && h->n == l->n ? h->counts : NULL, l->lut);
+            if (l && !rc)
+                rc = hq_report_lut(r->rep, image, h && h->n == l->n ? h->counts : NULL, l->lut, err);
         }
     }
+    return rc;
 }
 
 /* The blocks and histograms an interrupted run finished: its blocks are not done again, its
@@ -139,15 +141,14 @@ int run_apply_journal(run *r, uint64_t *done_pixels, uint64_t *done_bytes, hq_er
         memcpy(gh->hist, h->counts, h->n * sizeof *gh->hist);
         gh->restored = 1;
     }
-    replay_images(r);
-    return 0;
+    return replay_images(r, err);
 }
 
 /* What the output and the report record of an image finished in one go, for a resume to have. */
 int run_journal_image(run *r, uint64_t image, const uint64_t *hist, const uint16_t *lut, size_t n, hq_err *err)
 {
     int want_lut = 0, want_hist = 0;
-    if (!r->journal || !hq_report_wants(r->rep, image, &want_lut, &want_hist))
+    if (!r->journal || !hq_report_journal_wants(r->rep, image, &want_lut, &want_hist))
         return 0;
     int rc = want_lut ? hq_journal_note_lut(r->journal, image, lut, n, err) : 0;
     return !rc && want_hist && hist ? hq_journal_note_hist(r->journal, image, hist, n, err) : rc;

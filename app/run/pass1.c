@@ -76,11 +76,9 @@ static int equalize_local_image(run *r, my_block *first, uint64_t n, hq_err *err
     if (!rc && gh && !restored)
         rc = hq_journal_note_hist(r->journal, g, gh->hist, gh->len, err);
     if (!rc && gh) {
-        const int e = run_build_luts(r, &m, first->b->item, g, gh->hist, gh->lut);
-        if (e < 0)
-            rc = hq_fail(err, HQ_EMEM, "%s: out of memory building LUTs", r->inv.items[first->b->item].src);
-        else
-            gh->empty = e;
+        int e = 0;
+        rc = run_build_luts(r, &m, first->b->item, g, gh->hist, gh->lut, &e, err);
+        gh->empty = e;
     }
     uint64_t k = 0;
     for (uint64_t j = 0; j < n; j++)

@@ -55,13 +55,18 @@ static int open_output(run *r, uint64_t *done_pixels, uint64_t *done_bytes, hq_e
     const hq_options *o = r->o;
     if (r->io_ops->set_threads)
         r->io_ops->set_threads(r->io, run_threads_per_rank(r));
+    /* What shapes each image's LUT, which the output then records as it is built. */
+    const hq_run_meta settings = {.method = o->method, .scope = r->scope, .color = o->color, .bits = o->bits,
+                                  .clahe = run_is_clahe(r) ? &o->clahe : NULL, .fbins = o->fbins};
     /* Per pixel, not per colour: CLAHE's tiles, and a --mask that leaves some pixels of a colour as
      * they were (--mask-apply inside). */
     hq_out_opts oo = {o->output, o->force, o->png_level, o->verbose, r->res.action == HQ_RESUME_CONTINUE,
-                      run_is_clahe(r) || (o->mask && o->mask_inside)};
+                      run_is_clahe(r) || (o->mask && o->mask_inside), &settings};
     const double t0 = hq_now();
     int rc = r->io_ops->create_output(r->io, &oo, r->c->world, err);
     r->t[PH_CREATE] = hq_now() - t0;
+    if (!rc)
+        hq_report_set_output(r->rep, r->io_ops, r->io);
     if (!rc)
         rc = run_open_journal(r, err);
     /* The output's one file, if it has one: the journal's fdatasync goes through it (the journal

@@ -222,7 +222,8 @@ int run_reduce_clahe_shared(run *r, hq_err *err); /* collective */
 group_hist *run_find_group(run *r, uint64_t g, size_t len);
 void run_drop_group(run *r, uint64_t g);
 void run_ignore_bins(const run *r, const hq_mode *m, uint64_t *hist);
-int run_build_luts(const run *r, const hq_mode *m, uint64_t item, uint64_t group, uint64_t *hist, uint16_t *lut);
+int run_build_luts(const run *r, const hq_mode *m, uint64_t item, uint64_t group, uint64_t *hist, uint16_t *lut,
+                   int *empty, hq_err *err);
 int run_build_pending_luts(run *r, hq_err *err);
 
 /* reduce.c */

@@ -21,10 +21,11 @@
  *  - The output is written as OUT.part, each dataset laid out like its input (type, shape, chunks,
  *    filters), with its disk space reserved ahead (fallocate) where the filesystem allows, and is
  *    renamed to OUT only by close(commit = 1) once every rank succeeded and the file reads back.
- *  - close(commit = 1) first records the run: root attributes, and under /histeq_dist the global
- *    histogram and LUT (scope global) or, per dataset, every image's LUT (scope image:
- *    /histeq_dist/lut/<dataset path>, (slices, nhist, bins) uint16, contiguous and unfiltered so
- *    that each rank writes the LUTs it recorded independently).
+ *  - Scope image or dataset: create_output also makes /histeq_dist/lut/<dataset path>, (slices,
+ *    nhist, bins) uint16, contiguous and unfiltered, and write_lut fills it image by image from
+ *    whichever rank built the LUT, with its own pwrite (lut_store.c).
+ *  - close(commit = 1) records the rest of the run: root attributes, and under /histeq_dist the
+ *    global histogram and LUT (scope global).
  *  - The input is only ever opened read-only. HDF5's own error printing is turned off: failures
  *    come back as one line naming the file and dataset, with HDF5's innermost reason appended.
  *  - Verbose (HQ_VERBOSE set and not "0" at open_input, or opts->verbose at create_output): if
@@ -44,6 +45,7 @@ const hq_io_ops hq_hdf5_ops = {
     .view_release = hdf5_view_release,
     .create_output = hdf5_create_output,
     .write_block = hdf5_write_block,
+    .write_lut = hdf5_write_lut,
     .close = hdf5_close,
     .flush = hdf5_flush,
     .output_state = hdf5_output_state,

@@ -18,6 +18,7 @@
 static int close_output_ids(hq_io *io, hq_err *err)
 {
     hdf5_direct_close_output(io);
+    hdf5_luts_forget(io);
     int rc = 0;
     char det[512];
     for (size_t i = 0; io->out_dset && i < io->inv.n; i++) {
@@ -103,6 +104,8 @@ int hdf5_close(hq_io *io, int commit, const hq_run_meta *meta, hq_err *err)
         /* The metadata written from here on lies past the pixels: all of the reservation first. */
         if (commit)
             rc = hdf5_agree(io->comm, hdf5_reserve_wait(io, 0, UINT64_MAX, err), err);
+        if (commit && !rc)
+            rc = hdf5_agree(io->comm, hdf5_luts_drain(io, err), err);
         hdf5_reserve_stop(io);
         if (commit && meta && !rc)
             rc = hdf5_record_meta(io, meta, err);
@@ -135,8 +138,12 @@ int hdf5_close(hq_io *io, int commit, const hq_run_meta *meta, hq_err *err)
 
 int hdf5_flush(hq_io *io, int collective, hq_err *err)
 {
-    if (!io || io->out_file < 0 || (!collective && io->nranks > 1))
+    if (!io || io->out_file < 0)
         return 0;
+    /* Every rank's staged LUTs, whatever the flush: the claims that follow it cover them. */
+    const int rc = hdf5_luts_drain(io, err);
+    if (rc || (!collective && io->nranks > 1))
+        return rc;
     if (H5Fflush(io->out_file, H5F_SCOPE_LOCAL) < 0) {
         char det[512];
         hdf5_detail(det, sizeof det);

@@ -3,9 +3,10 @@
  * like its input, and its disk space reserved.
  *
  * Contract:
- *  - Collective: every rank creates every dataset in the same order (unfiltered first, so that
- *    their space is reserved before filtered ones make the file's end unknown) and returns the
- *    same code and message. On failure OUT.part is removed (if ours) and the io holds no output.
+ *  - Collective: every rank creates every dataset in the same order (unfiltered first, then the
+ *    images' LUTs when o->settings asks for them, so that their space is reserved before filtered
+ *    ones make the file's end unknown) and returns the same code and message. On failure OUT.part
+ *    is removed (if ours) and the io holds no output.
  *  - OUT must not be the input, nor a directory, nor exist without --force; OUT.part is flushed
  *    once created, so that a run killed from then on leaves a file --resume can open. */
 #include <errno.h>
@@ -173,6 +174,7 @@ void hdf5_empty_output(hq_io *io)
 static void drop_output(hq_io *io)
 {
     hdf5_direct_close_output(io);
+    hdf5_luts_forget(io);
     if (io->out_file >= 0)
         hdf5_empty_output(io);
     for (size_t i = 0; io->out_dset && i < io->inv.n; i++)
@@ -279,14 +281,18 @@ int hdf5_create_output(hq_io *io, const hq_out_opts *o, MPI_Comm comm, hq_err *e
     if (!rc && o->resume) {
         rc = hdf5_agree(io->comm, reopen_datasets(io, err), err);
         if (!rc)
+            rc = hdf5_agree(io->comm, hdf5_luts_reopen(io, o->settings, err), err);
+        if (!rc)
             hdf5_direct_note_output(io);
     } else {
         /* Metadata is collective: every rank creates every dataset, in the same order. The
-         * uncompressed ones come first, so that their space can be reserved before compressed
-         * ones make the file's end unknown. */
+         * uncompressed ones come first, then the images' LUTs (lut_store.c), so that their space
+         * can be reserved before compressed ones make the file's end unknown. */
         uint64_t allocated = 0;
         if (!rc)
             rc = hdf5_agree(io->comm, create_datasets(io, 0, err), err);
+        if (!rc)
+            rc = hdf5_agree(io->comm, hdf5_luts_create(io, o->settings, err), err);
         if (!rc && io->rank == 0)
             allocated = hdf5_allocated_bytes(io);
         if (!rc)

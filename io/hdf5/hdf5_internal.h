@@ -7,15 +7,16 @@
  * block), collective_report.c (collective transfers HDF5 made independent), reserve.c (disk space
  * reserved ahead), out_map.c (the output's pixels written through a shared mapping),
  * output_layout.c (an output dataset laid out like its input), create_output.c,
- * provenance.c (the run recorded in the output), close.c; and the direct path, which moves pixel
- * bytes outside HDF5: direct.c (which datasets, their file offsets), chunk_index.c (every
- * chunk's address, read in one pass over the chunk index), direct_io.c (one block cut into tasks),
- * pool.c (the workers), codec.c (deflate, shuffle, byte swap), in_view.c (blocks read in place
- * from a mapping of the input).
+ * lut_store.c (every image's LUT, written into the output as it is built), provenance.c (the run
+ * recorded in the output), close.c; and the direct path, which moves pixel bytes outside HDF5:
+ * direct.c (which datasets, their file offsets), chunk_index.c (every chunk's address, read in one
+ * pass over the chunk index), direct_io.c (one block cut into tasks), pool.c (the workers), codec.c
+ * (deflate, shuffle, byte swap), in_view.c (blocks read in place from a mapping of the input).
  *
  * struct hq_io is the state of one opened input and its output; every function here takes it from
  * the one thread that calls the backend (HDF5 1.10 is not thread-safe), except the direct path's
- * tasks, which run on pool.c's workers and make no HDF5 call. */
+ * tasks, which run on pool.c's workers, and hdf5_write_lut, which runs on the caller's thread:
+ * neither makes an HDF5 call. */
 #ifndef HQ_HDF5_INTERNAL_H
 #define HQ_HDF5_INTERNAL_H
 
@@ -132,6 +133,14 @@ struct hq_io {
     /* Where the input's and the output's HDF5 addresses start in the file (hdf5_base_addr): chunk
      * addresses are relative to it, the direct path's pread/pwrite need them absolute. */
     uint64_t in_base, out_base;
+    /* lut_store.c: per item, where its LUT dataset starts in OUT.part (0: none) and one slice's
+     * bytes there; NULL: no LUTs recorded. Small LUTs wait in lut_stage (one run of the file from
+     * lut_stage_off) until it fills or the output is flushed; lut_lock guards it. */
+    uint64_t *lut_addr, *lut_bytes;
+    unsigned char *lut_stage;
+    uint64_t lut_stage_off, lut_stage_len;
+    pthread_mutex_t lut_lock;
+    int lut_lock_ready;
 };
 
 /* The chunks a block touches, walked in odometer order: each step gives the box where the block
@@ -228,7 +237,19 @@ void hdf5_empty_output(hq_io *io);
 char *hdf5_part_name(const char *out);
 int hdf5_create_output(hq_io *io, const hq_out_opts *o, MPI_Comm comm, hq_err *err);
 
+/* lut_store.c */
+int hdf5_luts_create(hq_io *io, const hq_run_meta *m, hq_err *err);
+int hdf5_luts_reopen(hq_io *io, const hq_run_meta *m, hq_err *err);
+int hdf5_write_lut(hq_io *io, uint64_t item, uint64_t slice, const uint16_t *lut, hq_err *err);
+int hdf5_luts_drain(hq_io *io, hq_err *err);
+void hdf5_luts_forget(hq_io *io);
+
 /* provenance.c */
+/* An attribute of n values (n == 1: a scalar), replaced if it exists: stored as ftype, given as mtype. */
+int hdf5_num_attr(hid_t obj, const char *aname, hid_t ftype, hid_t mtype, hsize_t n, const void *v);
+int hdf5_u64_pair_attr(hid_t obj, const char *aname, uint64_t a0, uint64_t a1);
+/* An input dataset lies under /histeq_dist: the output records no datasets of its own there. */
+int hdf5_collides_with_own_group(const hq_io *io);
 int hdf5_record_meta(hq_io *io, const hq_run_meta *m, hq_err *err);
 int hdf5_mark_complete(hq_io *io, hq_err *err);
 

@@ -159,6 +159,7 @@ void hdf5_free_io(hq_io *io)
     hdf5_close_id(&io->dxpl_coll, H5Pclose);
     hdf5_close_id(&io->dxpl_ind, H5Pclose);
     hdf5_direct_free(io);
+    hdf5_luts_forget(io);
     free(io->in_dset);
     free(io->out_dset);
     free(io->frank);

@@ -1,8 +1,7 @@
 /* provenance.c — close(commit = 1)'s record of the run in the output: root attributes (version,
  * method, scope, color, bits, source, options, command line), and under /histeq_dist the global
- * histogram and LUT (scope global) or every image's LUT (scope image: /histeq_dist/lut/<dataset>,
- * (slices, nhist, bins) uint16, contiguous and unfiltered, each LUT written by the rank that
- * recorded it); last, the histeq_dist_complete attribute that marks a finished file.
+ * histogram and LUT (scope global); every image's LUT (scope image) is in the output already
+ * (lut_store.c). Last, the histeq_dist_complete attribute that marks a finished file.
  * Float data adds root attributes bins and range_from ("data" or "--range"), and the binning's
  * [min, max]: root attributes min and max (scope global), or /histeq_dist/range/<dataset>, float64
  * (slices, 2), per slice (scope image).
@@ -37,8 +36,7 @@ static int write_string_attr(hid_t obj, const char *aname, const char *value)
     return ok ? 0 : -1;
 }
 
-/* An attribute of n values (n == 1: a scalar), replaced if it exists: stored as ftype, given as mtype. */
-static int write_num_attr(hid_t obj, const char *aname, hid_t ftype, hid_t mtype, hsize_t n, const void *v)
+int hdf5_num_attr(hid_t obj, const char *aname, hid_t ftype, hid_t mtype, hsize_t n, const void *v)
 {
     hid_t s = n == 1 ? H5Screate(H5S_SCALAR) : H5Screate_simple(1, &n, NULL);
     hid_t a = H5I_INVALID_HID;
@@ -57,12 +55,18 @@ static int write_num_attr(hid_t obj, const char *aname, hid_t ftype, hid_t mtype
 
 static int write_u32_attr(hid_t obj, const char *aname, uint32_t value)
 {
-    return write_num_attr(obj, aname, H5T_STD_U32LE, H5T_NATIVE_UINT32, 1, &value);
+    return hdf5_num_attr(obj, aname, H5T_STD_U32LE, H5T_NATIVE_UINT32, 1, &value);
 }
 
 static int write_f64_attr(hid_t obj, const char *aname, double value)
 {
-    return write_num_attr(obj, aname, H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, 1, &value);
+    return hdf5_num_attr(obj, aname, H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, 1, &value);
+}
+
+int hdf5_u64_pair_attr(hid_t obj, const char *aname, uint64_t a0, uint64_t a1)
+{
+    const uint64_t v[2] = {a0, a1};
+    return hdf5_num_attr(obj, aname, H5T_STD_U64LE, H5T_NATIVE_UINT64, 2, v);
 }
 
 /* Float data's root attributes: bins, where the range came from, and under scope global the
@@ -78,7 +82,7 @@ static int write_float_attrs(hid_t root, const hq_run_meta *m)
     return ok ? 0 : -1;
 }
 
-static int collides_with_own_group(const hq_io *io)
+int hdf5_collides_with_own_group(const hq_io *io)
 {
     for (size_t i = 0; i < io->inv.n; i++)
         if (!io->inv.items[i].bad && hdf5_under_own_group(io->inv.items[i].name))
@@ -156,173 +160,6 @@ static int write_global(hq_io *io, const hq_run_meta *m, hq_err *err)
     return rc;
 }
 
-/* The shape of an item's LUT dataset: (slices, nhist, bins) of its mode, or under CLAHE
- * (slices, tiles_y, tiles_x, nhist, bins); returns the rank, 3 or 5. */
-static int lut_dims(const hq_io *io, const hq_run_meta *m, uint64_t i, hsize_t dims[5])
-{
-    const hq_item *it = &io->inv.items[i];
-    const hq_mode mode = hq_item_mode(it, m->bits, m->color, m->fbins);
-    hq_clahe_geom g = {0};
-    dims[0] = it->slices;
-    if (m->clahe && !it->bad && hq_clahe_geom_make(m->clahe, it->height, it->width, &g) == 0) {
-        dims[1] = g.tiles_y;
-        dims[2] = g.tiles_x;
-        dims[3] = hq_mode_nhist(&mode);
-        dims[4] = hq_mode_bins(&mode);
-        return 5;
-    }
-    dims[1] = hq_mode_nhist(&mode);
-    dims[2] = hq_mode_bins(&mode);
-    return 3;
-}
-
-static hsize_t dims_product(const hsize_t *dims, int rank)
-{
-    hsize_t n = 1;
-    for (int k = 0; k < rank; k++)
-        n *= dims[k];
-    return n;
-}
-
-static int write_u64_pair_attr(hid_t obj, const char *aname, uint64_t a0, uint64_t a1)
-{
-    const uint64_t v[2] = {a0, a1};
-    return write_num_attr(obj, aname, H5T_STD_U64LE, H5T_NATIVE_UINT64, 2, v);
-}
-
-/* CLAHE: what an item's tile LUTs were made with, on its LUT dataset (collective, like all
- * attribute writes): tiles (tiles_y, tiles_x), tile_size (rows, columns, in the padded image),
- * clip_limit (--clip-limit) and clip_count (the per-bin limit it gives: 0 none). */
-static int write_clahe_attrs(hid_t d, const hq_io *io, const hq_run_meta *m, uint64_t i)
-{
-    const hq_item *it = &io->inv.items[i];
-    hq_clahe_geom g;
-    if (hq_clahe_geom_make(m->clahe, it->height, it->width, &g))
-        return -1;
-    const hq_mode mode = hq_item_mode(it, m->bits, m->color, m->fbins);
-    const int64_t limit = hq_clahe_clip_limit(m->clahe->clip, hq_clahe_area(&g), hq_mode_bins(&mode));
-    hid_t s = H5Screate(H5S_SCALAR), a = H5I_INVALID_HID;
-    int ok = s >= 0 && write_u64_pair_attr(d, "tiles", g.tiles_y, g.tiles_x) == 0 &&
-             write_u64_pair_attr(d, "tile_size", g.tile_h, g.tile_w) == 0 &&
-             write_f64_attr(d, "clip_limit", m->clahe->clip) == 0;
-    if (ok && H5Aexists(d, "clip_count") > 0)
-        ok = H5Adelete(d, "clip_count") >= 0;
-    if (ok)
-        a = H5Acreate2(d, "clip_count", H5T_STD_I64LE, s, H5P_DEFAULT, H5P_DEFAULT);
-    ok = ok && a >= 0 && H5Awrite(a, H5T_NATIVE_INT64, &limit) >= 0;
-    if (a >= 0)
-        H5Aclose(a);
-    if (s >= 0)
-        H5Sclose(s);
-    return ok ? 0 : -1;
-}
-
-/* Creates /histeq_dist/lut/<dataset> for every good item, on every rank in the same order
- * (metadata is collective): uint16, contiguous, allocated at creation and never filtered, so that
- * each rank can then write the LUTs it computed with independent transfers (parallel HDF5 writes
- * filtered data only collectively). */
-static int create_lut_datasets(hq_io *io, const hq_run_meta *m, hid_t *d, hq_err *err)
-{
-    hid_t lcpl = H5Pcreate(H5P_LINK_CREATE), dcpl = H5Pcreate(H5P_DATASET_CREATE);
-    int ok = lcpl >= 0 && dcpl >= 0 && H5Pset_create_intermediate_group(lcpl, 1) >= 0 &&
-             H5Pset_layout(dcpl, H5D_CONTIGUOUS) >= 0 && H5Pset_alloc_time(dcpl, H5D_ALLOC_TIME_EARLY) >= 0 &&
-             H5Pset_fill_time(dcpl, H5D_FILL_TIME_NEVER) >= 0;
-    int rc = 0;
-    for (size_t i = 0; ok && i < io->inv.n; i++) {
-        if (io->inv.items[i].bad)
-            continue;
-        hsize_t dims[5];
-        const int rank = lut_dims(io, m, i, dims);
-        const size_t len = strlen(OWN_LUTS) + strlen(io->inv.items[i].name) + 2;
-        char *path = malloc(len);
-        hid_t s = H5Screate_simple(rank, dims, NULL);
-        if (path) {
-            snprintf(path, len, "%s%s%s", OWN_LUTS, io->inv.items[i].name[0] == '/' ? "" : "/", io->inv.items[i].name);
-            d[i] = s >= 0 && drop_if_there(io, path) == 0
-                       ? H5Dcreate2(io->out_file, path, H5T_STD_U16LE, s, lcpl, dcpl, H5P_DEFAULT)
-                       : H5I_INVALID_HID;
-        }
-        if (s >= 0)
-            H5Sclose(s);
-        if (path && d[i] >= 0 && m->clahe && write_clahe_attrs(d[i], io, m, i) < 0)
-            d[i] = (H5Dclose(d[i]), H5I_INVALID_HID);
-        if (!path || d[i] < 0) {
-            char det[512];
-            hdf5_detail(det, sizeof det);
-            rc = hq_fail(err, path ? HQ_EIO : HQ_EMEM, "%s:%s%s: cannot create%s", io->out_path, OWN_LUTS,
-                         io->inv.items[i].name, det);
-            ok = 0;
-        }
-        free(path);
-    }
-    if (!ok && !rc)
-        rc = hq_fail(err, HQ_EIO, "%s:%s: cannot prepare the LUT datasets", io->out_path, OWN_LUTS);
-    if (dcpl >= 0)
-        H5Pclose(dcpl);
-    if (lcpl >= 0)
-        H5Pclose(lcpl);
-    return rc;
-}
-
-/* This rank's LUTs, each one slice (1, nhist, bins) of its item's dataset. */
-static int write_my_luts(hq_io *io, const hq_run_meta *m, const hid_t *d, hq_err *err)
-{
-    for (uint64_t k = 0; k < m->nluts; k++) {
-        const hq_lut_rec *rec = &m->luts[k];
-        hsize_t dims[5];
-        const int rank = lut_dims(io, m, rec->item, dims);
-        hsize_t start[5] = {rec->slice, 0, 0, 0, 0}, count[5] = {1, dims[1], dims[2], dims[3], dims[4]};
-        const hsize_t n = dims_product(dims + 1, rank - 1);
-        hid_t fs = H5Dget_space(d[rec->item]), ms = H5Screate_simple(1, &n, NULL);
-        int ok = fs >= 0 && ms >= 0 && rec->slice < dims[0] &&
-                 H5Sselect_hyperslab(fs, H5S_SELECT_SET, start, NULL, count, NULL) >= 0 &&
-                 H5Dwrite(d[rec->item], H5T_NATIVE_UINT16, ms, fs, io->dxpl_ind, rec->lut) >= 0;
-        char det[512] = "";
-        if (!ok)
-            hdf5_detail(det, sizeof det);
-        if (fs >= 0)
-            H5Sclose(fs);
-        if (ms >= 0)
-            H5Sclose(ms);
-        if (!ok)
-            return hq_fail(err, HQ_EIO, "%s:%s%s: cannot write the LUT of slice %llu%s", io->out_path, OWN_LUTS,
-                           io->inv.items[rec->item].name, (unsigned long long)rec->slice, det);
-    }
-    return 0;
-}
-
-/* Scope image: every image's LUT, in /histeq_dist/lut/<dataset path>, (slices, nhist, bins) uint16:
- * lut[s, h, v] is the output level of input level v, histogram h, slice s. Each LUT is written by
- * the rank that recorded it. Collective. */
-static int write_item_luts(hq_io *io, const hq_run_meta *m, hq_err *err)
-{
-    uint64_t bytes = 0;
-    for (size_t i = 0; i < io->inv.n; i++) {
-        hsize_t dims[5];
-        const int rank = lut_dims(io, m, i, dims);
-        bytes += io->inv.items[i].bad ? 0 : dims_product(dims, rank) * sizeof(uint16_t);
-    }
-    int rc = hdf5_agree(io->comm, hdf5_reserve_more(io, bytes, OWN_LUTS, err), err);
-    hid_t *d = NULL;
-    if (!rc) {
-        d = malloc((io->inv.n ? io->inv.n : 1) * sizeof *d);
-        rc = hdf5_agree(io->comm, d ? 0 : hq_fail(err, HQ_EMEM, "%s: out of memory", io->out_path), err);
-    }
-    if (rc) {
-        free(d);
-        return rc;
-    }
-    for (size_t i = 0; i < io->inv.n; i++)
-        d[i] = H5I_INVALID_HID;
-    rc = hdf5_agree(io->comm, create_lut_datasets(io, m, d, err), err);
-    if (!rc)
-        rc = write_my_luts(io, m, d, err); /* independent: agreed below, after the collective closes */
-    for (size_t i = 0; i < io->inv.n; i++)
-        hdf5_close_id(&d[i], H5Dclose);
-    free(d);
-    return hdf5_agree(io->comm, rc, err);
-}
-
 /* Scope image or dataset, float items: /histeq_dist/range/<dataset>, float64 (slices, 2), each slice's
  * binning [min, max] (NaN, NaN: no finite sample). Created by every rank, written by rank 0. */
 static int write_item_ranges(hq_io *io, const hq_run_meta *m, hq_err *err)
@@ -377,8 +214,8 @@ int hdf5_record_meta(hq_io *io, const hq_run_meta *m, hq_err *err)
              (!m->mask || write_string_attr(root, "mask", m->mask) == 0) &&
              (!m->mask_apply || write_string_attr(root, "mask_apply", m->mask_apply) == 0) &&
              (!m->clahe || write_f64_attr(root, "clip_limit", m->clahe->clip) == 0) &&
-             (!m->clahe || m->clahe->tile || write_u64_pair_attr(root, "clahe_grid", m->clahe->grid_y, m->clahe->grid_x) == 0) &&
-             (!m->clahe || !m->clahe->tile || write_u64_pair_attr(root, "clahe_tile", m->clahe->tile, m->clahe->tile) == 0) &&
+             (!m->clahe || m->clahe->tile || hdf5_u64_pair_attr(root, "clahe_grid", m->clahe->grid_y, m->clahe->grid_x) == 0) &&
+             (!m->clahe || !m->clahe->tile || hdf5_u64_pair_attr(root, "clahe_tile", m->clahe->tile, m->clahe->tile) == 0) &&
              write_float_attrs(root, m) == 0;
     char det[512] = "";
     if (!ok)
@@ -387,13 +224,11 @@ int hdf5_record_meta(hq_io *io, const hq_run_meta *m, hq_err *err)
         H5Gclose(root);
     int rc = ok ? 0 : hq_fail(err, HQ_EIO, "%s: cannot record the run's attributes%s", io->out_path, det);
     rc = hdf5_agree(io->comm, rc, err);
-    if (rc || collides_with_own_group(io))
+    if (rc || hdf5_collides_with_own_group(io))
         return rc;
     if (m->global_hist && m->global_nhist && m->global_bins)
         return write_global(io, m, err);
-    if (m->scope != HQ_SCOPE_GLOBAL) /* image or dataset: a LUT per slice */
-        rc = write_item_luts(io, m, err);
-    if (!rc && m->scope != HQ_SCOPE_GLOBAL && m->fbin)
+    if (m->scope != HQ_SCOPE_GLOBAL && m->fbin)
         rc = write_item_ranges(io, m, err);
     return rc;
 }

@@ -197,6 +197,31 @@ def test_refusals(tmp):
     assert complete_attr(out) == 1 and not os.path.exists(str(out) + ".journal")
 
 
+def test_luts_recorded_before_the_kill_are_kept_and_checked(tmp):
+    """Each image's LUT goes into OUT.part as it is built, and the journal keeps none: the ones of
+    images finished before the kill are read back from OUT.part's own LUT datasets, so a resume from
+    an OUT.part without them (one from an older build) is refused in one line, not finished with
+    LUTs missing."""
+    inp, want, out = tmp / "in.h5", tmp / "want.h5", tmp / "out.h5"
+    make_h5(inp)
+    opts = ["--block", "100K"]
+    run_ok(["--input", inp, "--output", want, "-q"] + opts)
+    r = run(["--input", inp, "--output", out, "-q"] + opts, None, env=dict(FLUSH_NOW, HQ_FAULT_KILL="0:6"))
+    assert r.rc != 0, str(r)
+    part = str(out) + ".part"
+    # Images finished before the kill already have their LUTs in OUT.part.
+    with h5py.File(want, "r") as fw, h5py.File(part, "r") as fp:
+        kept = [(name, s) for name in ("stack", "big", "rgb") for s in range(fw[name].shape[0] if name != "big" else 1)
+                if np.array_equal(fw[f"histeq_dist/lut/{name}"][s], fp[f"histeq_dist/lut/{name}"][s])]
+    assert ("big", 0) in kept, kept
+    with h5py.File(part, "r+") as f:
+        del f["histeq_dist/lut/stack"]
+    r = run(["--input", inp, "--output", out, "--resume"] + opts, None, env=FLUSH_NOW)
+    assert r.rc == 2 and len(r.err_lines) == 1, str(r)
+    assert part in r.err_lines[0] and "histeq_dist/lut/stack" in r.err_lines[0] and "--force" in r.err_lines[0], str(r)
+    assert not out.exists()
+
+
 def test_resume_when_there_is_nothing_to_resume(tmp):
     inp, out = tmp / "in.h5", tmp / "out.h5"
     make_h5(inp)
