@@ -45,7 +45,10 @@ static int decide(const hq_options *o, const hq_inventory *inv, hq_resume *res, 
     const int journal = hq_journal_exists(o->output);
     int rc = 0;
     res->action = HQ_RESUME_FRESH;
-    if (!o->resume) {
+    if (journal && hq_journal_in_use(o->output)) {
+        rc = hq_fail(err, HQ_EUSAGE, "%s: another run is still writing it (its journal %s.journal is in use): wait for "
+                     "that run to end, or stop it first", o->output, o->output);
+    } else if (!o->resume) {
         if (journal && !o->force)
             rc = hq_fail(err, HQ_EUSAGE, "%s: an interrupted run left its journal %s.journal: add --resume to "
                          "finish it, or --force to start over", o->output, o->output);

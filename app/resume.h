@@ -7,7 +7,10 @@
  *  - a journal: without --resume refused (unless --force, which starts over); with --resume the
  *    journal's id must match this run's options and input (else refused), and its records
  *    (blocks written, histograms completed) are given to every rank. A journal whose partial
- *    output is gone starts over; one whose output was already renamed into place is done.
+ *    output is gone starts over; one whose output was already renamed into place is done;
+ *  - a journal that a live process still holds (jobs/journal.h: each rank locks its log): refused,
+ *    with or without --resume or --force, so that no second run resumes or removes what the first
+ *    (or a killed job's last ranks) still writes.
  * Only outputs written piece by piece keep a journal: HDF5 files and PNG directories (a single
  * PNG is one image, written at the end). */
 #ifndef HQ_RESUME_H

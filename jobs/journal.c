@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -498,6 +499,35 @@ static void remove_tree(const char *dir)
     rmdir(dir);
 }
 
+/* Whether name is a rank's log ("rank-NNNNNN.log"). */
+static int is_log(const char *name)
+{
+    const size_t n = strlen(name);
+    return strncmp(name, "rank-", 5) == 0 && n > 9 && strcmp(name + n - 4, ".log") == 0;
+}
+
+int hq_journal_in_use(const char *out)
+{
+    char *dir = hq_journal_dir(out);
+    DIR *d = dir ? opendir(dir) : NULL;
+    int busy = 0;
+    for (struct dirent *e; d && !busy && (e = readdir(d)) != NULL;) {
+        if (!is_log(e->d_name))
+            continue;
+        char *p = join(dir, e->d_name);
+        const int fd = p ? open(p, O_RDONLY | O_CLOEXEC) : -1;
+        /* Any other failure (a filesystem without flock) tells nothing: not in use, as before. */
+        busy = fd >= 0 && flock(fd, LOCK_EX | LOCK_NB) != 0 && errno == EWOULDBLOCK;
+        if (fd >= 0)
+            close(fd);
+        free(p);
+    }
+    if (d)
+        closedir(d);
+    free(dir);
+    return busy;
+}
+
 void hq_journal_remove(const char *out)
 {
     char *dir = hq_journal_dir(out);
@@ -562,9 +592,15 @@ int hq_journal_open(const char *out, int rank, hq_journal_sync_fn sync, void *ct
             free(j);
         return hq_fail(err, HQ_EMEM, "%s: out of memory", out);
     }
-    j->fd = open(j->path, O_WRONLY | O_CREAT | O_APPEND, 0666);
-    if (j->fd < 0) {
-        int rc = write_failed(err, j->path, errno);
+    j->fd = open(j->path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0666);
+    int rc = j->fd < 0 ? write_failed(err, j->path, errno) : 0;
+    /* Held until the process ends (a kill included): hq_journal_in_use. A filesystem without flock
+     * only loses that check. */
+    if (!rc && flock(j->fd, LOCK_EX | LOCK_NB) != 0 && errno == EWOULDBLOCK)
+        rc = hq_fail(err, HQ_EUSAGE, "%s: in use by another run", j->path);
+    if (rc) {
+        if (j->fd >= 0)
+            close(j->fd);
         free(j->path);
         free(j);
         return rc;

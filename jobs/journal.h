@@ -79,7 +79,8 @@ int hq_journal_create(const char *out, const char *id, hq_err *err);
  * (from whichever thread notes the record that triggers it). */
 typedef int (*hq_journal_sync_fn)(void *ctx, hq_err *err);
 
-/* Every rank: opens its own log for appending. sync: see above (NULL: none); flush_s: seconds
+/* Every rank: opens its own log for appending, and holds an exclusive flock on it until the log is
+ * closed or the process ends, however it ends. sync: see above (NULL: none); flush_s: seconds
  * between flushes (0: at every record). */
 int hq_journal_open(const char *out, int rank, hq_journal_sync_fn sync, void *ctx, double flush_s, hq_journal **j,
                     hq_err *err);
@@ -96,6 +97,11 @@ int hq_journal_flush(hq_journal *j, hq_err *err);
 
 /* Closes the log (without flushing: a failed run's records are of no use). NULL is fine. */
 void hq_journal_close(hq_journal *j);
+
+/* Rank 0: 1 when a process still holds one of OUT.journal's logs (a run still going, or the ranks
+ * of a killed job that have not noticed yet): a second run must neither resume nor remove what
+ * the first is still writing. */
+int hq_journal_in_use(const char *out);
 
 /* Rank 0: removes OUT.journal/ and what it holds. */
 void hq_journal_remove(const char *out);

@@ -202,6 +202,23 @@ static void test_other_id_is_refused(void **state)
     assert_non_null(strstr(err.msg, "another version"));
 }
 
+/* A log open in a live process marks the journal in use (flock), for another process or another
+ * open of it alike; closed, it no longer does. */
+static void test_open_log_marks_it_in_use(void **state)
+{
+    (void)state;
+    hq_err err;
+    assert_int_equal(hq_journal_create(out, ID, &err), 0);
+    assert_false(hq_journal_in_use(out));
+    hq_journal *a, *again;
+    assert_int_equal(hq_journal_open(out, 3, NULL, NULL, 1e9, &a, &err), 0);
+    assert_true(hq_journal_in_use(out));
+    assert_int_equal(hq_journal_open(out, 3, NULL, NULL, 1e9, &again, &err), HQ_EUSAGE);
+    assert_non_null(strstr(err.msg, "in use by another run"));
+    hq_journal_close(a);
+    assert_false(hq_journal_in_use(out));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -209,6 +226,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_torn_record_ends_the_log, setup, teardown),
         cmocka_unit_test_setup_teardown(test_big_record_written_at_once, setup, teardown),
         cmocka_unit_test_setup_teardown(test_other_id_is_refused, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_open_log_marks_it_in_use, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
