@@ -139,7 +139,7 @@ int hdf5_luts_create(hq_io *io, const hq_run_meta *m, hq_err *err)
                    H5Pset_fill_time(dcpl, H5D_FILL_TIME_NEVER) >= 0;
     if (!rc && !ok)
         rc = hq_fail(err, HQ_EIO, "%s:%s: cannot prepare the LUT datasets", io->out_path, OWN_LUTS);
-    /* Every rank makes every dataset, in the same order, to the end: metadata is collective. */
+    /* Every rank makes every dataset, in the same order: metadata is collective. */
     for (size_t i = 0; !rc && i < io->inv.n; i++) {
         const hq_item *it = &io->inv.items[i];
         if (it->bad)
