@@ -1,11 +1,20 @@
 /* sample.h — signed integer samples (int8, int16) in the offset form the engines equalize:
  * u = v + 2^(n-1), which in two's complement is the sign bit flipped, exact and its own inverse.
  * The driver flips a block after reading it and flips it back before writing it, so the integer
- * rule (core/lut.h) applies unchanged, in the offset domain, and the output keeps its dtype. */
+ * rule (core/lut.h) applies unchanged, in the offset domain, and the output keeps its dtype.
+ * And the host's byte order, for the formats that store samples in a fixed one. */
 #ifndef HQ_SAMPLE_H
 #define HQ_SAMPLE_H
 
 #include <stdint.h>
+
+/* 1 when this host stores the low byte of a sample first (PNG and the HDF5 record are big- and
+ * little-endian on disk whatever the host). */
+static inline int hq_host_little_endian(void)
+{
+    const uint16_t one = 1;
+    return *(const unsigned char *)&one == 1;
+}
 
 /* Flips the sign bit of n samples of `bytes` (1 or 2) bytes each, in place. */
 static inline void hq_sample_flip(void *data, uint64_t n, uint32_t bytes)

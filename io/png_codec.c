@@ -16,6 +16,8 @@
 #include <png.h>
 #include <zlib.h>
 
+#include "../core/sample.h"
+
 /* Large enough for gigapixel-wide rows; PNG itself caps dimensions at 2^31-1. */
 #define HQ_PNG_MAX_DIM 0x7fffffffu
 /* libpng's cap on one chunk's allocation. Only a second line: libpng reports a chunk over it as a
@@ -213,19 +215,13 @@ static int stage_read_info(codec *c, hq_png_info *out)
     return 0;
 }
 
-static int host_is_little_endian(void)
-{
-    const uint16_t one = 1;
-    return *(const unsigned char *)&one == 1;
-}
-
 /* Transforms to our sample layout. Palette images are read as one index byte per pixel and
  * expanded here (expand_palette), which also gives us the indices for writing back. */
 static int stage_set_transforms(codec *c, const hq_png_info *in, size_t row_bytes, int *passes)
 {
     if (setjmp(png_jmpbuf(c->png)))
         return -1;
-    if (in->bit_depth == 16 && host_is_little_endian())
+    if (in->bit_depth == 16 && hq_host_little_endian())
         png_set_swap(c->png);
     if (in->bit_depth < 8)
         png_set_packing(c->png);
@@ -513,7 +509,7 @@ static int stage_write(codec *c, const hq_png_info *in, const void *pixels, cons
         png_set_tRNS(png, c->info, NULL, 0, &tc);
     }
     png_write_info(png, c->info);
-    if (in->bit_depth == 16 && host_is_little_endian())
+    if (in->bit_depth == 16 && hq_host_little_endian())
         png_set_swap(png);
     if (in->bit_depth < 8)
         png_set_packing(png);

@@ -13,6 +13,7 @@
 #include <png.h>
 #include <zlib.h>
 
+#include "../core/sample.h"
 #include "zfast.h"
 
 #ifndef HQ_PNG_FAST_LEVEL
@@ -46,12 +47,6 @@ static void wr32(unsigned char *p, uint32_t v)
     p[1] = (unsigned char)(v >> 16);
     p[2] = (unsigned char)(v >> 8);
     p[3] = (unsigned char)v;
-}
-
-static int host_is_little_endian(void)
-{
-    const uint16_t one = 1;
-    return *(const unsigned char *)&one == 1;
 }
 
 static int channels_of(int color_type)
@@ -297,7 +292,7 @@ static void swap16(uint8_t *p, size_t n)
 static int unfilter_image(const fast_scan *s, const uint8_t *raw, uint8_t *dst)
 {
     const size_t rb = s->row_bytes, bpp = (size_t)s->info.channels * s->info.sample_bytes;
-    const int swap = s->info.bit_depth == 16 && host_is_little_endian();
+    const int swap = s->info.bit_depth == 16 && hq_host_little_endian();
     uint8_t *zero = calloc(rb, 1);
     if (!zero)
         return 0;
@@ -358,7 +353,7 @@ int hq_png_fast_can_encode(const hq_png_info *info, const hq_png_zopts *z)
  * is zeros, as NONE) into raw, from native samples to big-endian PNG bytes. */
 static int filter_image(const hq_png_info *in, const uint8_t *px, size_t rb, uint8_t *raw)
 {
-    const int swap = in->bit_depth == 16 && host_is_little_endian();
+    const int swap = in->bit_depth == 16 && hq_host_little_endian();
     uint8_t *rows = swap ? malloc(2 * rb) : NULL;
     if (swap && !rows)
         return 0;

@@ -16,6 +16,8 @@
 #include <unistd.h>
 
 #define REC_MAGIC 0x524a5148u /* "HQJR" */
+/* The id's first line, the format's version: a journal of another one is refused, never misread. */
+#define ID_LINE "histeq_dist journal 2\n"
 enum { REC_BLOCK = 1, REC_HIST = 2, REC_LUT = 3 };
 
 typedef struct rec_head {
@@ -162,7 +164,7 @@ void hq_journal_make_id(const hq_inventory *inv, const char *options, char *buf,
         h = fnv(h, it->name, strlen(it->name) + 1);
         h = fnv(h, facts, sizeof facts);
     }
-    snprintf(buf, len, "histeq_dist journal 2\noptions %s\ninput %s items %zu fingerprint %016llx\n", options,
+    snprintf(buf, len, ID_LINE "options %s\ninput %s items %zu fingerprint %016llx\n", options,
              inv->root, inv->n, (unsigned long long)h);
 }
 
@@ -205,7 +207,7 @@ static int read_file(const char *path, unsigned char **out, size_t *len)
 /* The first line that differs, for the refusal message. */
 static const char *what_differs(const char *old, const char *now)
 {
-    if (strncmp(old, "histeq_dist journal 2\n", 22) != 0)
+    if (strncmp(old, ID_LINE, strlen(ID_LINE)) != 0)
         return "it was written by another version of histeq_dist";
     const char *o = strstr(old, "\noptions "), *n = strstr(now, "\noptions ");
     const char *oe = o ? strchr(o + 1, '\n') : NULL, *ne = n ? strchr(n + 1, '\n') : NULL;
@@ -632,7 +634,7 @@ static int flush_locked(hq_journal *j, hq_err *err)
 }
 
 /* Records this large go to the log at once rather than through the buffer: a copy less, and no
- * buffer grown to hold a second's worth of 16-bit CLAHE LUTs. They claim nothing (only block
+ * buffer grown to hold a second's worth of 16-bit histograms (32 MiB of CLAHE tile counters). They claim nothing (only block
  * records do, after the sync that flush_locked makes first), so landing ahead of buffered records
  * is harmless: a LUT or histogram whose block was never claimed is made again on resume. */
 #define DIRECT_RECORD (1u << 20)

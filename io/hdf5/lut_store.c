@@ -30,6 +30,7 @@
 #include <string.h>
 
 #include "hdf5_internal.h"
+#include "../../core/sample.h"
 
 /* Why a stage: each write of OUT.part waits for the background reservation's fallocate of the
  * moment (reserve_bg.c), on the thread that gives the LUT, which drives the engine. Written one by
@@ -202,12 +203,6 @@ int hdf5_luts_reopen(hq_io *io, const hq_run_meta *m, hq_err *err)
     return rc ? rc : open_descriptor(io, err);
 }
 
-static int little_endian(void)
-{
-    const uint16_t one = 1;
-    return *(const unsigned char *)&one == 1;
-}
-
 static int put(hq_io *io, const void *p, uint64_t n, uint64_t off, hq_err *err)
 {
     if (hdf5_out_put(io, p, n, off) == 0)
@@ -253,7 +248,7 @@ int hdf5_write_lut(hq_io *io, uint64_t item, uint64_t slice, const uint16_t *lut
     const uint64_t n = io->lut_bytes[item];
     const unsigned char *src = (const unsigned char *)lut;
     unsigned char *le = NULL;
-    if (!little_endian()) {
+    if (!hq_host_little_endian()) {
         if (!(le = malloc(n)))
             return hq_fail(err, HQ_EMEM, "%s: out of memory", io->out_path);
         memcpy(le, lut, n);

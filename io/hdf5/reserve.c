@@ -16,8 +16,9 @@
  *    (hdf5_reserve_wait: the direct path's pwrites with their exact extent, anything else, stores
  *    through the mapping, compressed writes and the metadata written at close, for all of it). If
  *    the disk fills meanwhile, the waiting write fails before writing a byte, with the same error
- *    as a reservation failing at create, and the ranks agree on it as on any failed write. Off where a rank's share of the cores is
- *    one (the thread would only take it from the workers) or the ranks span nodes;
+ *    as a reservation failing at create, and the ranks agree on it as on any failed write. Off
+ *    where a rank's share of the cores is one (the thread would only take it from the workers) or
+ *    the ranks span nodes;
  *    HQ_RESERVE=background|sync overrides the core count. */
 #define _GNU_SOURCE /* fallocate */
 #include <errno.h>
