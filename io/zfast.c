@@ -1,3 +1,4 @@
+#define _DEFAULT_SOURCE /* MAP_ANONYMOUS */
 /* zfast.c — see zfast.h. Why igzip's level 2: on 4096^2 uint8 slices of noisy and of smooth images,
  * one core of the 2-core build VM, it deflated 194 and 224 MB/s against libdeflate's level 1 at 96
  * and 102 MB/s and zlib's at 41, with streams 5% larger than zlib's level 1 (0.620 and 0.658 of the
@@ -12,10 +13,85 @@
 
 #ifdef HQ_HAVE_ISAL
 #include <isa-l/igzip_lib.h>
+#include <pthread.h>
+#include <sys/mman.h>
 
+#ifndef MAP_FIXED_NOREPLACE
+#define MAP_FIXED_NOREPLACE 0x100000 /* Linux 4.17; older kernels take the address as a hint */
+#endif
+
+/* Where a state lives, and why it matters. ISA-L's level-2 body (igzip_icf_body_h1_gr_bt.asm,
+ * .write_first_byte, 2.30 and upstream as of 2026) hashes rcx where it means the input's third
+ * byte, and rcx still holds the address of the isal_zstream. So one early hash-table entry goes
+ * to the bucket of bits 16-47 of that address: the stream's bytes (never what they inflate to)
+ * depended on which thread's stack the struct sat on, and PNGs written by different threads or
+ * ranks differed by one match now and then. Each state is therefore a mapping whose 64 KiB
+ * window hashes to HQ_ZFAST_WINDOW_HASH, with the stream struct first: every caller then hashes
+ * the same bucket, and the output is a function of the input alone. */
 struct hq_zfast {
+    struct isal_zstream s; /* first: its address is what igzip hashes */
     unsigned char level_buf[ISAL_DEF_LVL2_DEFAULT];
 };
+
+#define STATE_BYTES ((sizeof(hq_zfast) + 4095) & ~(size_t)4095)
+
+static uint32_t crc32c_table[256];
+static pthread_once_t crc_once = PTHREAD_ONCE_INIT;
+static pthread_key_t spare_key; /* one unmapped-on-exit state per thread, reused across calls */
+
+static void unmap_state(void *st)
+{
+    if (st)
+        munmap(st, STATE_BYTES);
+}
+
+static void init_once(void)
+{
+    for (uint32_t i = 0; i < 256; i++) {
+        uint32_t c = i;
+        for (int k = 0; k < 8; k++)
+            c = (c >> 1) ^ (0x82F63B78u & (0u - (c & 1u)));
+        crc32c_table[i] = c;
+    }
+    if (pthread_key_create(&spare_key, unmap_state) != 0)
+        spare_key = (pthread_key_t)-1;
+}
+
+/* zfast.h: igzip's compute_hash is the SSE4.2 crc32 of a 32-bit word from 0, which is CRC-32C
+ * without the final inversion. */
+uint32_t hq_zfast_window_hash(uintptr_t addr)
+{
+    pthread_once(&crc_once, init_once);
+    uint32_t c = 0, w = (uint32_t)(addr >> 16);
+    for (int b = 0; b < 4; b++, w >>= 8)
+        c = (c >> 8) ^ crc32c_table[(c ^ w) & 0xff];
+    return c & 0xffff;
+}
+
+/* A fresh state at a window of the right hash: one in 65,536 windows qualifies, so the search
+ * walks down from where the kernel would place the mapping (mmap's free space grows downward)
+ * and takes the first qualifying window that is free. */
+static hq_zfast *map_state(void)
+{
+    void *probe = mmap(NULL, STATE_BYTES, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (probe == MAP_FAILED)
+        return NULL;
+    munmap(probe, STATE_BYTES);
+    int tries = 0;
+    for (uintptr_t w = (uintptr_t)probe >> 16; w > 256 && tries < 256; w--) {
+        if (hq_zfast_window_hash(w << 16) != HQ_ZFAST_WINDOW_HASH)
+            continue;
+        tries++;
+        void *want = (void *)(w << 16);
+        void *got = mmap(want, STATE_BYTES, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE,
+                         -1, 0);
+        if (got == want)
+            return got;
+        if (got != MAP_FAILED)
+            munmap(got, STATE_BYTES);
+    }
+    return NULL;
+}
 
 int hq_zfast_on(void)
 {
@@ -37,26 +113,40 @@ size_t hq_zfast_bound(size_t n)
 
 size_t hq_zfast_compress(hq_zfast **state, const void *in, size_t n, void *out, size_t cap)
 {
-    if (!hq_zfast_on() || n > UINT32_MAX || (!*state && !(*state = malloc(sizeof **state))))
+    if (!hq_zfast_on() || n > UINT32_MAX)
         return 0;
-    struct isal_zstream s;
-    isal_deflate_stateless_init(&s);
-    s.level = 2;
-    s.level_buf = (*state)->level_buf;
-    s.level_buf_size = sizeof (*state)->level_buf;
-    s.gzip_flag = IGZIP_ZLIB;
-    s.end_of_stream = 1;
-    s.flush = NO_FLUSH;
-    s.next_in = (uint8_t *)in;
-    s.avail_in = (uint32_t)n;
-    s.next_out = out;
-    s.avail_out = cap > UINT32_MAX ? UINT32_MAX : (uint32_t)cap;
-    return isal_deflate_stateless(&s) == COMP_OK ? (size_t)s.total_out : 0;
+    if (!*state) {
+        pthread_once(&crc_once, init_once);
+        if (spare_key != (pthread_key_t)-1 && (*state = pthread_getspecific(spare_key)) != NULL)
+            pthread_setspecific(spare_key, NULL);
+        else if (!(*state = map_state()))
+            return 0;
+    }
+    struct isal_zstream *s = &(*state)->s;
+    isal_deflate_stateless_init(s);
+    s->hist_bits = 0; /* the default window; stateless_init leaves this field as it was */
+    s->level = 2;
+    s->level_buf = (*state)->level_buf;
+    s->level_buf_size = sizeof (*state)->level_buf;
+    s->gzip_flag = IGZIP_ZLIB;
+    s->end_of_stream = 1;
+    s->flush = NO_FLUSH;
+    s->next_in = (uint8_t *)in;
+    s->avail_in = (uint32_t)n;
+    s->next_out = out;
+    s->avail_out = cap > UINT32_MAX ? UINT32_MAX : (uint32_t)cap;
+    return isal_deflate_stateless(s) == COMP_OK ? (size_t)s->total_out : 0;
 }
 
 void hq_zfast_free(hq_zfast *state)
 {
-    free(state);
+    if (!state)
+        return;
+    pthread_once(&crc_once, init_once);
+    if (spare_key != (pthread_key_t)-1 && !pthread_getspecific(spare_key) &&
+        pthread_setspecific(spare_key, state) == 0)
+        return;
+    unmap_state(state);
 }
 
 #else /* without ISA-L: always declined */
@@ -80,6 +170,12 @@ size_t hq_zfast_compress(hq_zfast **state, const void *in, size_t n, void *out, 
 void hq_zfast_free(hq_zfast *state)
 {
     (void)state;
+}
+
+uint32_t hq_zfast_window_hash(uintptr_t addr)
+{
+    (void)addr;
+    return 0;
 }
 
 #endif

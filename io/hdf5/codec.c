@@ -33,7 +33,7 @@ struct hdf5_codec {
 #else
     int unused;
 #endif
-    hq_zfast *fast; /* level 1's igzip tables (../zfast.h), made on first use */
+    hq_zfast *fast; /* level 1's igzip state (../zfast.h), made on first use */
 };
 
 hdf5_codec *hdf5_codec_new(void)
