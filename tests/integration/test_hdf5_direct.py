@@ -313,6 +313,23 @@ def test_level_one_deflate_by_igzip(tmp):
         assert f["gz"].compression_opts == 1
 
 
+def test_compressed_chunks_same_bytes_for_any_thread_count(tmp):
+    """One rank deflates chunks on its workers (igzip at level 1, libdeflate otherwise): each chunk's
+    stored bytes are the same whichever worker, and however many, deflated it. igzip once let the
+    address of its state pick a hash-table bucket (io/zfast.c; tests/unit/test_zfast.c)."""
+    inp = tmp / "packed.h5"
+    packed_file(inp, big_endian=True)
+    runs = {}
+    for threads in (1, 2, 3):
+        out = tmp / f"t{threads}.h5"
+        equalize_as(inp, out, 1, threads, True)
+        runs[threads] = {name: [(c[0], c[1], c[3]) for c in chunks] for name, chunks in stored_bytes(out).items()}
+    for threads in (2, 3):
+        assert sorted(runs[threads]) == sorted(runs[1])
+        for name in runs[1]:
+            assert runs[threads][name] == runs[1][name], f"{name}: chunks stored differently with {threads} threads"
+
+
 def test_corrupt_chunk_reads_the_same_on_either_path(tmp):
     """A chunk that does not inflate: the direct path hands the block back to HDF5, whose message
     the user sees, as before."""
