@@ -115,12 +115,17 @@ size_t hq_zfast_compress(hq_zfast **state, const void *in, size_t n, void *out, 
 {
     if (!hq_zfast_on() || n > UINT32_MAX)
         return 0;
+    /* A process where no window could be mapped declines from then on, rather than search again
+     * for every call (the callers then deflate their own way). */
+    static int unmappable;
     if (!*state) {
         pthread_once(&crc_once, init_once);
-        if (spare_key != (pthread_key_t)-1 && (*state = pthread_getspecific(spare_key)) != NULL)
+        if (spare_key != (pthread_key_t)-1 && (*state = pthread_getspecific(spare_key)) != NULL) {
             pthread_setspecific(spare_key, NULL);
-        else if (!(*state = map_state()))
+        } else if (__atomic_load_n(&unmappable, __ATOMIC_RELAXED) || !(*state = map_state())) {
+            __atomic_store_n(&unmappable, 1, __ATOMIC_RELAXED);
             return 0;
+        }
     }
     struct isal_zstream *s = &(*state)->s;
     isal_deflate_stateless_init(s);
