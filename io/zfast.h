@@ -6,9 +6,9 @@
  *  - hq_zfast_on: built with ISA-L (HQ_HAVE_ISAL) and not turned off by HQ_ISAL=0.
  *  - hq_zfast_compress writes one whole stream of in into out and returns its length, or 0 (off,
  *    cap too small: hq_zfast_bound is always enough, or no state could be mapped, after which the
- *    process declines every call): the caller then deflates its own way. *state is the caller's igzip state, made on first use (or taken over from one its
- *    thread freed before); one per thread at a time, handed back with hq_zfast_free. Inputs past
- *    4 GiB are declined.
+ *    process declines every call): the caller then deflates its own way. *state is the caller's
+ *    igzip state, made on first use (or taken over from one its thread freed before); one per
+ *    thread at a time, handed back with hq_zfast_free. Inputs past 4 GiB are declined.
  *  - The output is a function of the input alone: no thread, rank, address or earlier call
  *    changes a byte (zfast.c says what in igzip would, and how every state avoids it).
  *  - hq_zfast_window_hash: the bucket igzip's level 2 derives from a stream struct's address;

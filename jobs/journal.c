@@ -634,9 +634,10 @@ static int flush_locked(hq_journal *j, hq_err *err)
 }
 
 /* Records this large go to the log at once rather than through the buffer: a copy less, and no
- * buffer grown to hold a second's worth of 16-bit histograms (32 MiB of CLAHE tile counters). They claim nothing (only block
- * records do, after the sync that flush_locked makes first), so landing ahead of buffered records
- * is harmless: a LUT or histogram whose block was never claimed is made again on resume. */
+ * buffer grown to hold a second's worth of 16-bit histograms (32 MiB of CLAHE tile counters).
+ * They claim nothing (only block records do, after the sync that flush_locked makes first), so
+ * landing ahead of buffered records is harmless: a LUT or histogram whose block was never claimed
+ * is made again on resume. */
 #define DIRECT_RECORD (1u << 20)
 
 static int append(hq_journal *j, uint32_t type, const void *a, size_t na, const void *b, size_t nb, int may_flush,

@@ -488,7 +488,7 @@ int hq_report_needs_tiles(const hq_report *r, uint64_t image)
 }
 
 /* A sampled image's section plots its histogram and LUT, under CLAHE some of its tile LUTs. */
-static int sampled_wants(hq_report *r, uint64_t image, int *lut, int *hist)
+int hq_report_journal_wants(hq_report *r, uint64_t image, int *lut, int *hist)
 {
     *lut = *hist = 0;
     if (!r || r->cfg.scope == HQ_SCOPE_GLOBAL || first_owner(r->cfg.plan, image) != r->cfg.c->rank)
@@ -500,15 +500,10 @@ static int sampled_wants(hq_report *r, uint64_t image, int *lut, int *hist)
 
 int hq_report_wants(hq_report *r, uint64_t image, int *lut, int *hist)
 {
-    sampled_wants(r, image, lut, hist);
+    hq_report_journal_wants(r, image, lut, hist);
     if (r && r->provenance && first_owner(r->cfg.plan, image) == r->cfg.c->rank)
         *lut = 1;
     return *lut || *hist;
-}
-
-int hq_report_journal_wants(hq_report *r, uint64_t image, int *lut, int *hist)
-{
-    return sampled_wants(r, image, lut, hist);
 }
 
 int hq_report_lut(hq_report *r, uint64_t image, const uint64_t *hist, const uint16_t *lut, hq_err *err)
