@@ -40,13 +40,13 @@ __device__ __forceinline__ I rows_in_flight(const T *d, uint64_t cols, const Uni
     return most;
 }
 
-/* f(sample) for every sample of unit un that thread (tx, ty) of an L x BY block takes: rows ty, ty +
- * BY, ... and in each the 16-byte vectors tx, tx + L, ... between scalar heads and tails (rows
- * need not start on a boundary). U rows at a time, their vectors loaded before any is counted, so
- * that each thread keeps several loads in flight. */
-template <uint32_t U, typename T, typename F>
+/* For unit un, what thread (tx, ty) of an L x BY block takes: rows ty, ty + BY, ... and in each the
+ * 16-byte vectors tx, tx + L, ... (fv(samples), V of them) between scalar heads and tails (fs(sample);
+ * rows need not start on a boundary). U rows at a time, their vectors loaded before any is counted,
+ * so that each thread keeps several loads in flight. */
+template <uint32_t U, typename T, typename FV, typename FS>
 __device__ __forceinline__ void unit_each(const T *d, uint64_t cols, const Unit &un, uint32_t tx, uint32_t L,
-                                          uint32_t ty, uint32_t BY, F f)
+                                          uint32_t ty, uint32_t BY, FV fv, FS fs)
 {
     constexpr uint32_t V = 16 / sizeof(T);
     union Vec {
@@ -66,11 +66,8 @@ __device__ __forceinline__ void unit_each(const T *d, uint64_t cols, const Unit 
                     a[u].u = __ldg(reinterpret_cast<const uint4 *>(p[u] + head[u]) + k);
 #pragma unroll
             for (uint32_t u = 0; u < U; u++)
-                if (k < nvec[u]) {
-#pragma unroll
-                    for (uint32_t e = 0; e < V; e++)
-                        f(a[u].t[e]);
-                }
+                if (k < nvec[u])
+                    fv(a[u].t);
         }
 #pragma unroll
         for (uint32_t u = 0; u < U; u++) {
@@ -78,7 +75,7 @@ __device__ __forceinline__ void unit_each(const T *d, uint64_t cols, const Unit 
                 break;
             const uint64_t tail = head[u] + nvec[u] * V;
             for (uint64_t q = tx; q < head[u] + (n - tail); q += L)
-                f(p[u][q < head[u] ? q : tail + (q - head[u])]);
+                fs(p[u][q < head[u] ? q : tail + (q - head[u])]);
         }
     }
 }
@@ -209,8 +206,8 @@ __global__ void __launch_bounds__(kLaneThreads)
  * KiB for 65,536 bins, where u32 counters would not fit). A unit holds fewer than 65,536 pixels;
  * before one could overflow a half, the block reads the largest count among the levels it has met
  * (their range) and folds into the tile's u64 counters only when that count plus the next unit
- * could reach 65,536, or at a change of tile. A warp whose active lanes all hold one level (flat
- * backgrounds) adds once. */
+ * could reach 65,536, or at a change of tile. A warp whose active lanes' 16-byte vectors all hold
+ * one level (flat backgrounds) adds once. */
 template <typename T>
 __global__ void __launch_bounds__(kPackedThreads)
     k_clahe_hist_packed(const T *__restrict__ d, uint64_t cols, const Unit *__restrict__ units, uint32_t nunits,
@@ -235,20 +232,39 @@ __global__ void __launch_bounds__(kPackedThreads)
     for (uint32_t u = u0; u < u1; u++) {
         const Unit un = units[u];
         const uint64_t n = un.c_hi - un.c_lo;
-        unit_each<2>(d, cols, un, threadIdx.x, L, threadIdx.y, BY, [&](uint32_t x) {
+        /* A warp whose active lanes all hold one level adds once: checked a vector at a time (all
+         * V samples of every lane), each sample then counted on its own when not. */
+        const auto fv = [&](const T *t) {
+            constexpr uint32_t V = 16 / sizeof(T);
+            uint32_t k[V];
+            bool same = true;
+#pragma unroll
+            for (uint32_t e = 0; e < V; e++) {
+                const uint32_t x = t[e];
+                k[e] = hq_clahe_key(&x, 1, HQ_COLOR_LUMA, 0, maxv);
+                vlo = k[e] < vlo ? k[e] : vlo;
+                vhi = k[e] > vhi ? k[e] : vhi;
+                same &= k[e] == k[0];
+            }
+            const unsigned mask = __activemask();
+            const int first = __ffs(mask) - 1;
+            const uint32_t k0 = __shfl_sync(mask, k[0], first);
+            if (__all_sync(mask, same && k[0] == k0)) {
+                if ((int)(threadIdx.x & 31) == first)
+                    atomicAdd(&sh[k0 >> 1], (uint32_t)__popc(mask) * V << ((k0 & 1) * 16));
+            } else {
+#pragma unroll
+                for (uint32_t e = 0; e < V; e++)
+                    atomicAdd(&sh[k[e] >> 1], 1u << ((k[e] & 1) * 16));
+            }
+        };
+        const auto fs = [&](uint32_t x) {
             const uint32_t v = hq_clahe_key(&x, 1, HQ_COLOR_LUMA, 0, maxv);
             vlo = v < vlo ? v : vlo;
             vhi = v > vhi ? v : vhi;
-            const unsigned mask = __activemask();
-            const int first = __ffs(mask) - 1;
-            const uint32_t v0 = __shfl_sync(mask, v, first);
-            if (__all_sync(mask, v == v0)) {
-                if ((int)(threadIdx.x & 31) == first)
-                    atomicAdd(&sh[v >> 1], (uint32_t)__popc(mask) << ((v & 1) * 16));
-            } else {
-                atomicAdd(&sh[v >> 1], 1u << ((v & 1) * 16));
-            }
-        });
+            atomicAdd(&sh[v >> 1], 1u << ((v & 1) * 16));
+        };
+        unit_each<2>(d, cols, un, threadIdx.x, L, threadIdx.y, BY, fv, fs);
         acc += (uint32_t)((un.r_hi - un.r_lo) * n);
         const bool last = u + 1 == u1 || units[u + 1].tile != un.tile;
         const uint32_t next = last ? 0 : (uint32_t)((units[u + 1].r_hi - units[u + 1].r_lo) *

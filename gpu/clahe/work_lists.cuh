@@ -307,9 +307,9 @@ inline void launch_gray(const GrayLaunch &o, void *d, uint64_t r0, uint64_t rows
                                                                       tx0, ntx, bins);
         return;
     }
-    const uint64_t n = (uint64_t)o.npy * o.npx * bins, nb = (n + 255) / 256;
-    k_clahe_cells<<<(unsigned)(nb < 65535 * 16 ? nb : 65535 * 16), 256, 0, st>>>(
-        lut, ty0, tx0, ntx, g->tiles_y, g->tiles_x, o.py0, o.npy, o.px0, o.npx, bins, cells);
+    /* Pairs of pairs: at most kCellBytes / 8 / bins (plan_gray), within grid x's 2^31 - 1. */
+    k_clahe_cells<<<dim3(o.npy * o.npx, (bins + kThreads - 1) / kThreads), kThreads, 0, st>>>(
+        lut, ty0, tx0, ntx, g->tiles_y, g->tiles_x, o.py0, o.px0, o.npx, bins, cells);
     for (uint32_t k0 = 0; k0 < ngroups; k0 += 65535) {
         const uint32_t ng = ngroups - k0 < 65535 ? ngroups - k0 : 65535;
         k_clahe_remap16<<<dim3(o.strips, ng), block, 0, st>>>(static_cast<uint16_t *>(d), cols, r0, c0, inv_h, inv_w,
