@@ -132,7 +132,8 @@ static int run_case(hq_engine *cpu, hq_engine *gpu, const hq_mode *m, uint64_t n
     uint8_t *mk = masked ? malloc(nseg * sp > 0 ? nseg * sp : 1) : NULL;
     if (mk)
         fill_mask(mk, nseg, sp);
-    hq_block_data ba = {a, nseg, sp, 0, mk, NULL}, bb = {b, nseg, sp, 0, mk, NULL}, bo = {other, nseg, sp, 0, mk, NULL};
+    hq_block_data ba = {a, nseg, sp, 0, mk, NULL, NULL}, bb = {b, nseg, sp, 0, mk, NULL, NULL},
+                  bo = {other, nseg, sp, 0, mk, NULL, NULL};
 
     if (cpu->ops->histogram(cpu, &ba, m, pc, &err)) {
         snprintf(why, whylen, "cpu histogram: %s", err.msg);
@@ -436,7 +437,7 @@ static int run_float_case(hq_engine *cpu, hq_engine *gpu, uint32_t sb, uint32_t 
     uint8_t *mk = masked ? malloc(n > 0 ? n : 1) : NULL;
     if (mk)
         fill_mask(mk, nseg, sp);
-    hq_block_data ba = {a, nseg, sp, 0, mk, NULL}, bb = {b, nseg, sp, 0, mk, NULL};
+    hq_block_data ba = {a, nseg, sp, 0, mk, NULL, NULL}, bb = {b, nseg, sp, 0, mk, NULL, NULL};
     for (uint64_t s = 0; s < nseg; s++)
         mc[s] = mg[s] = hq_frange_empty();
     if (cpu->ops->minmax(cpu, &ba, &m, mc, &ec) || gpu->ops->minmax(gpu, &bb, &m, mg, &eg)) {

@@ -257,7 +257,7 @@ static void check_shape_mask(const hq_mode *m, uint64_t nseg, uint64_t seg_pixel
 
     for (int t = 0; t < 3; t++) {
         hq_err err = {{0}};
-        hq_block_data b = {orig, nseg, seg_pixels, 0, mk, NULL};
+        hq_block_data b = {orig, nseg, seg_pixels, 0, mk, NULL, NULL};
         memset(got_h, 0, nseg * hlen * sizeof *got_h);
         if (engines[t]->ops->histogram(engines[t], &b, m, (uint64_t *const *)hp, &err) != 0)
             fail_msg("%s threads=%d: histogram failed: %s", what, t + 1, err.msg);
@@ -268,7 +268,7 @@ static void check_shape_mask(const hq_mode *m, uint64_t nseg, uint64_t seg_pixel
                              t + 1, (unsigned long long)nseg, (unsigned long long)seg_pixels, (unsigned long long)s,
                              v, (unsigned long long)got_h[s * hlen + v], (unsigned long long)want_h[s * hlen + v]);
         memcpy(got_d, orig, bytes);
-        hq_block_data rb = {got_d, nseg, seg_pixels, 0, mk, NULL};
+        hq_block_data rb = {got_d, nseg, seg_pixels, 0, mk, NULL, NULL};
         if (engines[t]->ops->remap(engines[t], &rb, m, lp, &err) != 0)
             fail_msg("%s threads=%d: remap failed: %s", what, t + 1, err.msg);
         if (memcmp(got_d, want_d, bytes) != 0) {
@@ -357,7 +357,7 @@ static void test_segments_have_own_histograms(void **state)
         memset(h, 0, sizeof h);
         uint64_t *hp[3] = {h[0], h[1], h[2]};
         hq_mode m = {1, 1, 8, HQ_COLOR_LUMA, 0};
-        hq_block_data b = {d, 3, np, 0, NULL, NULL};
+        hq_block_data b = {d, 3, np, 0, NULL, NULL, NULL};
         hq_err err = {{0}};
         for (int t = 0; t < 3; t++) {
             memset(h, 0, sizeof h);
@@ -402,7 +402,7 @@ static void test_alpha_untouched(void **state)
         uint16_t d[16];
         memcpy(d, px, sizeof d);
         hq_mode m = {4, 2, 12, (hq_color)c, 0};
-        hq_block_data b = {d, 1, 4, 0, NULL, NULL};
+        hq_block_data b = {d, 1, 4, 0, NULL, NULL, NULL};
         hq_err err = {{0}};
         const uint16_t *lp3[1] = {NULL};
         uint16_t lut3[3 * 4096];
@@ -419,7 +419,7 @@ static void test_alpha_untouched(void **state)
         l8[v] = (uint16_t)(v + 1 > 255 ? 255 : v + 1);
     const uint16_t *lp8[1] = {l8};
     hq_mode m = {2, 1, 8, HQ_COLOR_LUMA, 0};
-    hq_block_data b = {ga, 1, 3, 0, NULL, NULL};
+    hq_block_data b = {ga, 1, 3, 0, NULL, NULL, NULL};
     hq_err err = {{0}};
     assert_int_equal(engines[2]->ops->remap(engines[2], &b, &m, lp8, &err), 0);
     const uint8_t want[6] = {11, 250, 21, 251, 31, 252};

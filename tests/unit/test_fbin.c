@@ -159,7 +159,7 @@ static void engine_case(int threads, uint32_t bins, int f32, uint64_t *hist_out,
             ((double *)data)[i] = x[i];
     }
     hq_mode m = {1, f32 ? 4 : 8, 0, HQ_COLOR_LUMA, bins};
-    hq_block_data b = {data, NSEG, SP, 0, NULL, NULL};
+    hq_block_data b = {data, NSEG, SP, 0, NULL, NULL, NULL};
     hq_frange mm[NSEG];
     for (int s = 0; s < NSEG; s++)
         mm[s] = hq_frange_empty();
@@ -265,7 +265,7 @@ static void test_engine_refuses_infinity(void **state)
     assert_int_equal(hq_cpu_engine_create(&cfg, &e, &err), 0);
     float d[5] = {1, 2, INFINITY, NAN, -INFINITY};
     hq_mode m = {1, 4, 0, HQ_COLOR_LUMA, 16};
-    hq_block_data b = {d, 1, 5, 0, NULL, NULL};
+    hq_block_data b = {d, 1, 5, 0, NULL, NULL, NULL};
     hq_frange mm = hq_frange_empty();
     assert_int_equal(e->ops->minmax(e, &b, &m, &mm, &err), 0);
     assert_true(mm.lo == 1 && mm.hi == 2);
