@@ -98,7 +98,8 @@ typedef struct hq_io_ops {
      * made: nhist * bins entries of the item's mode (bins = 2^(bits or the item's depth)), under
      * CLAHE tiles_y * tiles_x of those, tile-major. It may wait in memory until the next flush
      * (or close), which makes it durable like a block; a LUT given again replaces the first. Any
-     * thread, beside read_block and write_block; makes no MPI call. Each image's LUT is given by one rank (the report's: report/report.h). */
+     * thread, beside read_block and write_block; makes no MPI call. Each image's LUT is given by
+     * one rank (the report's: report/report.h). */
     int (*write_lut)(hq_io *io, uint64_t item, uint64_t slice, const uint16_t *lut, hq_err *err);
     /* Makes what was written so far survive a kill (HDF5: the LUTs write_lut was given, and its
      * metadata, such as the chunk indexes of compressed datasets, flushed to the file); the journal

@@ -1,9 +1,9 @@
-#define _DEFAULT_SOURCE /* MAP_ANONYMOUS */
 /* zfast.c — see zfast.h. Why igzip's level 2: on 4096^2 uint8 slices of noisy and of smooth images,
  * one core of the 2-core build VM, it deflated 194 and 224 MB/s against libdeflate's level 1 at 96
  * and 102 MB/s and zlib's at 41, with streams 5% larger than zlib's level 1 (0.620 and 0.658 of the
  * data against 0.590 and 0.624; libdeflate 0.603 and 0.635); its level 1 was 2% slower and 15%
  * faster on the two, and 7-13% larger (bench/results/e2e_2core_isal.txt). */
+#define _DEFAULT_SOURCE /* MAP_ANONYMOUS */
 #include "zfast.h"
 #include "io.h"
 
@@ -57,20 +57,25 @@ static void init_once(void)
         spare_key = (pthread_key_t)-1;
 }
 
-/* zfast.h: igzip's compute_hash is the SSE4.2 crc32 of a 32-bit word from 0, which is CRC-32C
- * without the final inversion. */
-uint32_t hq_zfast_window_hash(uintptr_t addr)
+/* igzip's compute_hash is the SSE4.2 crc32 of a 32-bit word from 0, which is CRC-32C without the
+ * final inversion. The table must be made (init_once). */
+static uint32_t window_hash(uintptr_t addr)
 {
-    pthread_once(&crc_once, init_once);
     uint32_t c = 0, w = (uint32_t)(addr >> 16);
     for (int b = 0; b < 4; b++, w >>= 8)
         c = (c >> 8) ^ crc32c_table[(c ^ w) & 0xff];
     return c & 0xffff;
 }
 
+uint32_t hq_zfast_window_hash(uintptr_t addr)
+{
+    pthread_once(&crc_once, init_once);
+    return window_hash(addr);
+}
+
 /* A fresh state at a window of the right hash: one in 65,536 windows qualifies, so the search
  * walks down from where the kernel would place the mapping (mmap's free space grows downward)
- * and takes the first qualifying window that is free. */
+ * and takes the first qualifying window that is free. After init_once. */
 static hq_zfast *map_state(void)
 {
     void *probe = mmap(NULL, STATE_BYTES, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
@@ -79,7 +84,7 @@ static hq_zfast *map_state(void)
     munmap(probe, STATE_BYTES);
     int tries = 0;
     for (uintptr_t w = (uintptr_t)probe >> 16; w > 256 && tries < 256; w--) {
-        if (hq_zfast_window_hash(w << 16) != HQ_ZFAST_WINDOW_HASH)
+        if (window_hash(w << 16) != HQ_ZFAST_WINDOW_HASH)
             continue;
         tries++;
         void *want = (void *)(w << 16);
