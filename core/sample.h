@@ -2,10 +2,12 @@
  * u = v + 2^(n-1), which in two's complement is the sign bit flipped, exact and its own inverse.
  * The driver flips a block after reading it and flips it back before writing it, so the integer
  * rule (core/lut.h) applies unchanged, in the offset domain, and the output keeps its dtype.
- * And the host's byte order, for the formats that store samples in a fixed one. */
+ * And the host's byte order, and the swap of 16-bit samples, for the formats that store samples
+ * in a fixed one. */
 #ifndef HQ_SAMPLE_H
 #define HQ_SAMPLE_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 /* 1 when this host stores the low byte of a sample first (PNG and the HDF5 record are big- and
@@ -14,6 +16,18 @@ static inline int hq_host_little_endian(void)
 {
     const uint16_t one = 1;
     return *(const unsigned char *)&one == 1;
+}
+
+/* Swaps the two bytes of each 16-bit sample in n bytes (a trailing odd byte stays): between the
+ * host's order and a file's other one. */
+static inline void hq_swap16(void *data, size_t n)
+{
+    unsigned char *p = (unsigned char *)data;
+    for (size_t i = 0; i + 1 < n; i += 2) {
+        const unsigned char t = p[i];
+        p[i] = p[i + 1];
+        p[i + 1] = t;
+    }
 }
 
 /* Flips the sign bit of n samples of `bytes` (1 or 2) bytes each, in place. */

@@ -278,15 +278,6 @@ static int unfilter_row(uint8_t *restrict out, const uint8_t *restrict in, const
     }
 }
 
-static void swap16(uint8_t *p, size_t n)
-{
-    for (size_t i = 0; i + 1 < n; i += 2) {
-        const uint8_t t = p[i];
-        p[i] = p[i + 1];
-        p[i + 1] = t;
-    }
-}
-
 /* Unfilters every row into dst. Rows stay big-endian until the next row has used them as its
  * prior, then become native. */
 static int unfilter_image(const fast_scan *s, const uint8_t *raw, uint8_t *dst)
@@ -302,10 +293,10 @@ static int unfilter_image(const fast_scan *s, const uint8_t *raw, uint8_t *dst)
         uint8_t *out = dst + r * rb;
         ok = unfilter_row(out, in + 1, r ? out - rb : zero, rb, bpp, in[0]);
         if (ok && swap && r)
-            swap16(out - rb, rb);
+            hq_swap16(out - rb, rb);
     }
     if (ok && swap)
-        swap16(dst + (s->info.height - 1) * rb, rb);
+        hq_swap16(dst + (s->info.height - 1) * rb, rb);
     free(zero);
     return ok;
 }
@@ -364,7 +355,7 @@ static int filter_image(const hq_png_info *in, const uint8_t *px, size_t rb, uin
         if (swap) {
             uint8_t *be = rows + (r & 1) * rb;
             memcpy(be, cur, rb);
-            swap16(be, rb);
+            hq_swap16(be, rb);
             cur = be;
         }
         out[0] = prev ? 2 : 0;

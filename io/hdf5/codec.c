@@ -136,12 +136,3 @@ void hdf5_unshuffle(unsigned char *dst, const unsigned char *src, size_t n, size
             dst[i * elem + j] = src[j * count + i];
     memcpy(dst + count * elem, src + count * elem, n - count * elem);
 }
-
-void hdf5_swap16(unsigned char *p, size_t n)
-{
-    for (size_t i = 0; i + 1 < n; i += 2) {
-        const unsigned char t = p[i];
-        p[i] = p[i + 1];
-        p[i + 1] = t;
-    }
-}

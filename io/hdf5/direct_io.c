@@ -22,6 +22,7 @@
 #include "../box.h"
 #include "hdf5_internal.h"
 #include "../../core/fdio.h"
+#include "../../core/sample.h"
 
 /* The largest run of bytes one task moves: big enough that a pread costs little besides the
  * copy, small enough that a block is cut in pieces for every worker. */
@@ -247,7 +248,7 @@ static int do_runs(xfer *x, const task *t, int worker)
             if (hq_pread_full(x->fd, p, t->file_len, off))
                 return -1;
             if (x->side->swap)
-                hdf5_swap16(p, t->file_len);
+                hq_swap16(p, t->file_len);
             continue;
         }
         if (x->side->swap) { /* the caller's block stays as it is */
@@ -255,7 +256,7 @@ static int do_runs(xfer *x, const task *t, int worker)
             if (!s)
                 return -1;
             memcpy(s, p, t->file_len);
-            hdf5_swap16(s, t->file_len);
+            hq_swap16(s, t->file_len);
             p = s;
         }
         if (hdf5_out_put(x->io, p, t->file_len, off))
@@ -404,7 +405,7 @@ static int do_chunk(xfer *x, task *t, int worker)
         if (chunk == in_block)
             return 0;
         if (x->side->swap)
-            hdf5_swap16(chunk, x->chunk_bytes);
+            hq_swap16(chunk, x->chunk_bytes);
         hq_box_copy(block_side(x, t), (hq_box_side){chunk, x->cd, zero}, t->n, x->k, x->elem);
         return 0;
     }
@@ -417,7 +418,7 @@ static int do_chunk(xfer *x, task *t, int worker)
         memset(chunk, 0, x->chunk_bytes);
     hq_box_copy((hq_box_side){chunk, x->cd, zero}, block_side(x, t), t->n, x->k, x->elem);
     if (x->side->swap)
-        hdf5_swap16(chunk, x->chunk_bytes);
+        hq_swap16(chunk, x->chunk_bytes);
     if (x->side->kind == DIRECT_FILTERED)
         return encode(x, t, worker, chunk);
     return hdf5_out_put(x->io, chunk, x->chunk_bytes, t->file_off);

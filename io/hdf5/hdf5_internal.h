@@ -274,7 +274,6 @@ size_t hdf5_deflate_bound(hdf5_codec *c, int level, size_t n);
 size_t hdf5_deflate(hdf5_codec *c, int level, const void *in, size_t n, void *out, size_t cap);
 void hdf5_shuffle(unsigned char *dst, const unsigned char *src, size_t n, size_t elem);
 void hdf5_unshuffle(unsigned char *dst, const unsigned char *src, size_t n, size_t elem);
-void hdf5_swap16(unsigned char *p, size_t n);
 
 /* direct.c */
 void hdf5_direct_init(hq_io *io);

@@ -252,7 +252,7 @@ int hdf5_write_lut(hq_io *io, uint64_t item, uint64_t slice, const uint16_t *lut
         if (!(le = malloc(n)))
             return hq_fail(err, HQ_EMEM, "%s: out of memory", io->out_path);
         memcpy(le, lut, n);
-        hdf5_swap16(le, n);
+        hq_swap16(le, n);
         src = le;
     }
     pthread_mutex_lock(&io->lut_lock);

@@ -12,6 +12,7 @@
 #include <cmocka.h>
 #include <zlib.h>
 
+#include "../../core/sample.h"
 #include "../../io/hdf5/hdf5_internal.h"
 
 static unsigned char *sample(size_t n, unsigned seed)
@@ -48,7 +49,7 @@ static void test_swap16(void **state)
 {
     (void)state;
     unsigned char p[6] = {1, 2, 3, 4, 5, 6};
-    hdf5_swap16(p, sizeof p);
+    hq_swap16(p, sizeof p);
     const unsigned char want[6] = {2, 1, 4, 3, 6, 5};
     assert_memory_equal(p, want, sizeof p);
 }
