@@ -49,8 +49,10 @@ constexpr uint32_t kLutWarps = 4, kLutWarpPer = 8;
  * row by kRemapBY rows; 16-bit over at most kRemapRows rows of one tile-row pair (8-bit: slabs). */
 constexpr int kRemapBX = 32, kRemapBY = 8;
 constexpr uint64_t kRemapRows = 64;
-/* 8-bit: the cells of a strip's column pairs (2 KiB each) in shared memory up to this many pairs. */
+/* 8-bit: the cells of a strip's column pairs (2 KiB each) in shared memory up to this many pairs;
+ * replicated (Remap8Rep, 32 KiB each) up to kRepPairs8, which keeps 2 blocks an SM. */
 constexpr uint32_t kCellPairs8 = 24;
+constexpr uint32_t kRepPairs8 = 3;
 /* 16-bit: device cells ({l11, l12, l21, l22}, 8 bytes a level and pair of pairs) up to this size. */
 constexpr uint64_t kCellBytes = (uint64_t)256 << 20;
 

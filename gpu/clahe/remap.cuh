@@ -1,12 +1,12 @@
 /* clahe/remap.cuh — the remap in place: each pixel the bilinear blend of its four tile LUTs, every
  * per-pixel result core/clahe.h's. Gray, rows on 16-byte boundaries (k_clahe_remap8,
  * k_clahe_remap16): a thread keeps its columns' weights over its rows; 8-bit reads a pixel's four
- * LUT entries as one 8-byte cell staged in shared memory, 16-bit as one 8-byte gather from cells
- * built on the device (k_clahe_cells: {l11, l12, l21, l22} per level and pair of tile pairs). Other
- * gray pieces (k_clahe_remap_gray): one CUDA block per group of rows blending the same two tile
- * rows, 16-byte vectors with scalar heads and tails (8-bit LUTs as bytes in shared memory). Other
- * modes (k_clahe_remap): one pixel a thread through the read-only cache. Which gray kernel runs is
- * plan_gray's choice (work_lists.cuh), which also needs pair_of. */
+ * LUT entries as one cell staged in shared memory (Remap8Rep or Remap8Half), 16-bit as one 8-byte
+ * gather from cells built on the device (k_clahe_cells: {l11, l12, l21, l22} per level and pair of
+ * tile pairs). Other gray pieces (k_clahe_remap_gray): one CUDA block per group of rows blending
+ * the same two tile rows, 16-byte vectors with scalar heads and tails (8-bit LUTs as bytes in
+ * shared memory). Other modes (k_clahe_remap): one pixel a thread through the read-only cache.
+ * Which gray kernel runs is plan_gray's choice (work_lists.cuh), which also needs pair_of. */
 #ifndef HQ_GPU_CLAHE_REMAP_CUH
 #define HQ_GPU_CLAHE_REMAP_CUH
 
@@ -185,16 +185,42 @@ __device__ __forceinline__ uint2 cell8_of(const uint16_t *l1, const uint16_t *l2
     return make_uint2(h11 | h12 << 16, h21 | h22 << 16);
 }
 
-/* Byte K of word w as the byte offset of its level's cell (8 bytes a level) from off. */
-template <uint32_t K> __device__ __forceinline__ uint32_t cell_at(uint32_t w, uint32_t off)
+/* The same cell as four floats (exact), for the replicated layout. */
+__device__ __forceinline__ float4 cellf_of(const uint16_t *l1, const uint16_t *l2, uint32_t p, uint32_t v, uint32_t tx0,
+                                          uint64_t tiles_x, uint32_t bins)
 {
-    return (K ? w >> (8 * K - 3) : w << 3) & 0x7f8u | off;
+    const uint64_t a = (uint64_t)(pair_lo(p) - tx0) * bins + v, b = (uint64_t)(pair_hi(p, tiles_x) - tx0) * bins + v;
+    return make_float4((float)l1[a], (float)l1[b], (float)l2[a], (float)l2[b]);
 }
 
-/* 16 pixels (one 16-byte vector) of a row of weight wy through the cells, each entry's float by a
- * half-to-float conversion: the blend of hq_clahe_blend_f, not clamped (every entry is at most
- * maxv, and so is the blend, each pair of weights summing to 1 within a few ulps), packed back as
- * bytes. */
+/* k_clahe_remap8's two layouts of a strip's cells in shared memory, chosen by plan_gray. A pixel's
+ * level is a gather, and the lanes of one shared load meet several levels a bank group: one 8-byte
+ * cell of halves a level (Remap8Half) took 5.3 wavefronts a load on the bench image, one 16-byte
+ * cell of floats 9.6. Eight copies of each 16-byte cell, lane l reading copy l % 8 (Remap8Rep),
+ * make every load conflict-free (a wavefront serves 8 lanes, each in banks of its own) and take
+ * the four half-to-float conversions off each pixel: remap 0.033 ms against 0.036 on the H100
+ * bench, at 32 KiB a column pair instead of 2, so only strips of up to kRepPairs8 pairs take it
+ * (bench/results/clahe_gpu_bench.txt, item 8). */
+struct Remap8Half {
+    typedef uint2 Cell;
+    static constexpr uint32_t kCopies = 1, kLevelShift = 3; /* 8 bytes a level */
+};
+struct Remap8Rep {
+    typedef float4 Cell;
+    static constexpr uint32_t kCopies = 8, kLevelShift = 7; /* 8 copies of 16 bytes a level */
+};
+
+/* Byte K of word w as the byte offset of its level's cell from off (S bytes a level). */
+template <uint32_t K, uint32_t S> __device__ __forceinline__ uint32_t cell_at(uint32_t w, uint32_t off)
+{
+    return (K ? w >> (8 * K - S) : w << S) & (0xffu << S) | off;
+}
+
+/* 16 pixels (one 16-byte vector) of a row of weight wy through the cells (L's layout; halves: each
+ * entry's float by a half-to-float conversion): the blend of hq_clahe_blend_f, not clamped (every
+ * entry is at most maxv, and so is the blend, each pair of weights summing to 1 within a few ulps),
+ * packed back as bytes. */
+template <typename L>
 __device__ __forceinline__ uint4 blend16(uint4 px, const char *cells, const uint32_t *off, const float *w1,
                                          const float *w2, hq_clahe_w wy)
 {
@@ -206,18 +232,25 @@ __device__ __forceinline__ uint4 blend16(uint4 px, const char *cells, const uint
 #pragma unroll
         for (uint32_t k = 0; k < 4; k++) {
             const uint32_t e = 4 * q + k;
+            constexpr uint32_t S = L::kLevelShift;
             uint32_t at;
             switch (k) {
-            case 0: at = cell_at<0>(in[q], off[e]); break;
-            case 1: at = cell_at<1>(in[q], off[e]); break;
-            case 2: at = cell_at<2>(in[q], off[e]); break;
-            default: at = cell_at<3>(in[q], off[e]); break;
+            case 0: at = cell_at<0, S>(in[q], off[e]); break;
+            case 1: at = cell_at<1, S>(in[q], off[e]); break;
+            case 2: at = cell_at<2, S>(in[q], off[e]); break;
+            default: at = cell_at<3, S>(in[q], off[e]); break;
             }
-            const uint2 c = *reinterpret_cast<const uint2 *>(cells + at);
-            const float f11 = __half2float(__ushort_as_half((unsigned short)(c.x & 0xffffu)));
-            const float f12 = __half2float(__ushort_as_half((unsigned short)(c.x >> 16)));
-            const float f21 = __half2float(__ushort_as_half((unsigned short)(c.y & 0xffffu)));
-            const float f22 = __half2float(__ushort_as_half((unsigned short)(c.y >> 16)));
+            float f11, f12, f21, f22;
+            if (L::kCopies > 1) {
+                const float4 c = *reinterpret_cast<const float4 *>(cells + at);
+                f11 = c.x, f12 = c.y, f21 = c.z, f22 = c.w;
+            } else {
+                const uint2 c = *reinterpret_cast<const uint2 *>(cells + at);
+                f11 = __half2float(__ushort_as_half((unsigned short)(c.x & 0xffffu)));
+                f12 = __half2float(__ushort_as_half((unsigned short)(c.x >> 16)));
+                f21 = __half2float(__ushort_as_half((unsigned short)(c.y & 0xffffu)));
+                f22 = __half2float(__ushort_as_half((unsigned short)(c.y >> 16)));
+            }
             hq_clahe_w wx;
             wx.w1 = w1[e];
             wx.w2 = w2[e];
@@ -235,15 +268,19 @@ __device__ __forceinline__ uint4 blend16(uint4 px, const char *cells, const uint
  * threads of 16 columns (one vector) by kRemapBY; a thread's columns keep their weights over all its
  * rows. The slab in runs of rows that blend one pair of tile rows: for each, the strip's cells (every
  * column pair p0 .. of the strip, every level 0..255; levels above maxv take maxv's, hq_bin's clamp
- * folded into the table) in shared memory, one load a pixel; a thread's next kRemapU rows load while
- * it blends the ones before. */
+ * folded into the table) in shared memory in L's layout, one load a pixel; a thread's next kRemapU
+ * rows load while it blends the ones before. */
+template <typename L>
 __global__ void __launch_bounds__(kRemapBX *kRemapBY, 2)
     k_clahe_remap8(uint8_t *d, uint64_t rows, uint64_t cols, uint64_t r0, uint64_t c0, float inv_h, float inv_w,
                    uint64_t tiles_y, uint64_t tiles_x, const uint16_t *__restrict__ lut, uint32_t ty0, uint32_t tx0,
                    uint32_t ntx, uint32_t bins)
 {
-    extern __shared__ uint2 cell[];
-    constexpr uint32_t NT = kRemapBX * kRemapBY, U = kRemapU, BY = kRemapBY;
+    typedef typename L::Cell Cell;
+    extern __shared__ __align__(16) char cells_raw[];
+    Cell *cell = reinterpret_cast<Cell *>(cells_raw);
+    constexpr uint32_t NT = kRemapBX * kRemapBY, U = kRemapU, BY = kRemapBY, C = L::kCopies;
+    static_assert(kRemapBX % 8 == 0, "threadIdx.x % 8 must be the lane's place in its quarter warp");
     const uint64_t x0 = (uint64_t)blockIdx.x * kRemapBX * 16, x1 = x0 + kRemapBX * 16 < cols ? x0 + kRemapBX * 16 : cols;
     const uint32_t p0 = pair_of(hq_clahe_weight(c0 + x0, inv_w, tiles_x), tiles_x);
     const uint32_t ncell = (pair_of(hq_clahe_weight(c0 + x1 - 1, inv_w, tiles_x), tiles_x) - p0 + 1) * 256;
@@ -251,8 +288,11 @@ __global__ void __launch_bounds__(kRemapBX *kRemapBY, 2)
     const uint64_t j = x0 + threadIdx.x * 16;
     float w1[16], w2[16];
     uint32_t off[16];
-    column_weights<16>(j, c0, inv_w, tiles_x, p0, 256 * sizeof(uint2), w1, w2, off);
-    const char *cells = reinterpret_cast<const char *>(cell);
+    column_weights<16>(j, c0, inv_w, tiles_x, p0, 256 * C * sizeof(Cell), w1, w2, off);
+#pragma unroll
+    for (uint32_t e = 0; e < 16; e++)
+        off[e] += threadIdx.x % C * (uint32_t)sizeof(Cell); /* the lane's copy */
+    const char *cells = cells_raw;
     const uint64_t a = rows * blockIdx.y / gridDim.y, b = rows * (blockIdx.y + 1) / gridDim.y;
     for (uint64_t lo = a, hi; lo < b; lo = hi) {
         /* The run's first rows load while its end is found and its cells staged (a row past the
@@ -266,8 +306,20 @@ __global__ void __launch_bounds__(kRemapBX *kRemapBY, 2)
         const hq_clahe_w wg = hq_clahe_weight(r0 + lo, inv_h, tiles_y);
         const uint16_t *l1 = lut + (uint64_t)(wg.t1 - ty0) * ntx * bins, *l2 = lut + (uint64_t)(wg.t2 - ty0) * ntx * bins;
         __syncthreads(); /* the previous run's cells are no longer read */
-        for (uint32_t k = tid; k < ncell; k += NT)
-            cell[k] = cell8_of(l1, l2, p0 + k / 256, k % 256 < maxv ? k % 256 : maxv, tx0, tiles_x, bins);
+        for (uint32_t k = tid; k < ncell; k += NT) {
+            const uint32_t p = p0 + k / 256, v = k % 256 < maxv ? k % 256 : maxv;
+            if (C > 1)
+                reinterpret_cast<float4 *>(cell)[k * C] = cellf_of(l1, l2, p, v, tx0, tiles_x, bins);
+            else
+                reinterpret_cast<uint2 *>(cell)[k] = cell8_of(l1, l2, p, v, tx0, tiles_x, bins);
+        }
+        if (C > 1) {
+            /* Copied rather than built C times: consecutive threads, consecutive 16 bytes. */
+            __syncthreads();
+            for (uint32_t k = tid; k < ncell * C; k += NT)
+                if (k % C)
+                    cell[k] = cell[k - k % C];
+        }
         __syncthreads();
         if (j >= x1)
             continue;
@@ -281,7 +333,7 @@ __global__ void __launch_bounds__(kRemapBX *kRemapBY, 2)
             for (uint32_t u = 0; u < U; u++)
                 if (i + u * BY < hi)
                     *reinterpret_cast<uint4 *>(d + (i + u * BY) * cols + j) =
-                        blend16(cur[u], cells, off, w1, w2, hq_clahe_weight(r0 + i + u * BY, inv_h, tiles_y));
+                        blend16<L>(cur[u], cells, off, w1, w2, hq_clahe_weight(r0 + i + u * BY, inv_h, tiles_y));
 #pragma unroll
             for (uint32_t u = 0; u < U; u++)
                 cur[u] = nxt[u];

@@ -238,6 +238,7 @@ struct GrayLaunch {
     uint32_t strips;             /* grid x */
     uint32_t slabs;              /* kind 8: grid y */
     size_t shm;                  /* kind 8: the most cells a strip stages */
+    bool rep;                    /* kind 8: in Remap8Rep's layout (else Remap8Half's) */
     uint32_t py0, npy, px0, npx; /* kind 16: the pairs the cells cover */
     uint64_t cell_bytes;         /* kind 16 */
     uint64_t group_rows;         /* kinds 16 and 0: rows a row group at most */
@@ -265,15 +266,20 @@ inline cudaError_t plan_gray(uint32_t sample_bytes, uint32_t bins, uint64_t r0, 
             return cudaSuccess;
         o->kind = 8;
         o->strips = (uint32_t)((cols + sw - 1) / sw);
-        o->shm = (size_t)most * 256 * sizeof(uint2);
+        o->rep = most <= kRepPairs8;
+        const size_t level = o->rep ? Remap8Rep::kCopies * sizeof(Remap8Rep::Cell) : sizeof(Remap8Half::Cell);
+        o->shm = (size_t)most * 256 * level;
         /* One block a strip and slab, all resident at once: every thread keeps its columns' weights
          * over a slab, and no block waits for a second wave. */
         int dev = 0, sms = 1, per = 1;
         cudaError_t e = cudaGetDevice(&dev);
         if (e == cudaSuccess)
             e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
+        const void *k = o->rep ? (const void *)k_clahe_remap8<Remap8Rep> : (const void *)k_clahe_remap8<Remap8Half>;
+        if (e == cudaSuccess && o->shm > 48 * 1024) /* past the default limit: allowed explicitly */
+            e = cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)o->shm);
         if (e == cudaSuccess)
-            e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per, k_clahe_remap8, kRemapBX * kRemapBY, o->shm);
+            e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per, k, kRemapBX * kRemapBY, o->shm);
         const uint64_t fit = (uint64_t)sms * (per > 0 ? per : 1) / o->strips, slabs = fit < rows ? fit : rows;
         o->slabs = (uint32_t)(slabs < 1 ? 1 : slabs < 65535 ? slabs : 65535);
         return e;
@@ -302,9 +308,14 @@ inline void launch_gray(const GrayLaunch &o, void *d, uint64_t r0, uint64_t rows
     const float inv_h = hq_clahe_inv(g->tile_h), inv_w = hq_clahe_inv(g->tile_w);
     const dim3 block(kRemapBX, kRemapBY);
     if (o.kind == 8) {
-        k_clahe_remap8<<<dim3(o.strips, o.slabs), block, o.shm, st>>>(static_cast<uint8_t *>(d), rows, cols, r0, c0,
-                                                                      inv_h, inv_w, g->tiles_y, g->tiles_x, lut, ty0,
-                                                                      tx0, ntx, bins);
+        const dim3 grid(o.strips, o.slabs);
+        uint8_t *p = static_cast<uint8_t *>(d);
+        if (o.rep)
+            k_clahe_remap8<Remap8Rep><<<grid, block, o.shm, st>>>(p, rows, cols, r0, c0, inv_h, inv_w, g->tiles_y,
+                                                                  g->tiles_x, lut, ty0, tx0, ntx, bins);
+        else
+            k_clahe_remap8<Remap8Half><<<grid, block, o.shm, st>>>(p, rows, cols, r0, c0, inv_h, inv_w, g->tiles_y,
+                                                                   g->tiles_x, lut, ty0, tx0, ntx, bins);
         return;
     }
     /* Pairs of pairs: at most kCellBytes / 8 / bins (plan_gray), within grid x's 2^31 - 1. */
