@@ -3,7 +3,7 @@
  *
  *   nvcc -O3 -std=c++17 -arch=sm_90 -I. -Xcompiler -fopenmp -o build/bench/clahe_gpu_bench \
  *        bench/clahe_gpu_bench.cu build/core/clahe.o build/core/error.o $(pkg-config --cflags --libs opencv4)
- *   build/bench/clahe_gpu_bench [--runs N] [--threads 16]
+ *   build/bench/clahe_gpu_bench [--runs N] [--threads 16] [--parts]
  *
  * The image (the smooth field with noise of bench/clahe_bench.cpp, 8-bit and 16-bit gray, grid 8x8,
  * clip 40 and 2) stays on the device. Per run, timed with CUDA events (median of --runs, default
@@ -160,11 +160,15 @@ void release(Case &c)
     cudaFree(c.d_l);
 }
 
-/* The engine's launches (gpu/gpu_clahe.cu) for a whole gray image. */
-template <typename T> void launch_hist(const Case &c, const T *d)
+/* The engine's launches (gpu/gpu_clahe.cu) for a whole gray image: the tile histograms zeroed,
+ * then counted. */
+void zero_hist(const Case &c)
+{
+    CK(cudaMemsetAsync(c.d_h, 0, hq_clahe_ntiles(&c.g) * hq_mode_bins(&c.m) * 8));
+}
+template <typename T> void count_hist(const Case &c, const T *d)
 {
     const uint32_t bins = hq_mode_bins(&c.m);
-    CK(cudaMemsetAsync(c.d_h, 0, hq_clahe_ntiles(&c.g) * bins * 8));
     launch_own(c.own, d, sizeof(T), W, c.d_u, c.d_s, (uint32_t)c.units.size(), bins, c.d_h);
     const uint32_t nb = (uint32_t)c.items.size();
     if (!nb) {
@@ -177,6 +181,11 @@ template <typename T> void launch_hist(const Case &c, const T *d)
             d, W, 1, c.d_r, c.d_c, c.d_i, 0, 0, bins, 1, 0, bins - 1, c.d_h);
     }
     CK(cudaGetLastError());
+}
+template <typename T> void launch_hist(const Case &c, const T *d)
+{
+    zero_hist(c);
+    count_hist<T>(c, d);
 }
 
 /* The tile LUTs from the device histograms, on the device. */
@@ -214,7 +223,7 @@ void host_luts(const Case &c, std::vector<uint64_t> &h, std::vector<uint16_t> &l
 }
 
 template <typename T>
-int run_case(const cv::Mat &src, double clip, int runs, int threads, double roof)
+int run_case(const cv::Mat &src, double clip, int runs, int threads, double roof, bool parts)
 {
     Case c;
     c.m = {1, (uint32_t)sizeof(T), (uint32_t)(8 * sizeof(T)), HQ_COLOR_LUMA, 0};
@@ -281,6 +290,22 @@ int run_case(const cv::Mat &src, double clip, int runs, int threads, double roof
             tr.push_back(sr);
         }
     }
+    /* --parts: the histogram's two launches timed each on its own (a copy ahead of each, as above). */
+    std::vector<double> tz, tk;
+    for (int r = 0; parts && r < runs + 3; r++) {
+        CK(cudaMemcpyAsync(d_src2, d_src, bytes, cudaMemcpyDeviceToDevice));
+        CK(cudaEventRecord(e0));
+        zero_hist(c);
+        CK(cudaEventRecord(e1));
+        CK(cudaMemcpyAsync(d_src2, d_src, bytes, cudaMemcpyDeviceToDevice));
+        CK(cudaEventRecord(e2));
+        count_hist<T>(c, d);
+        CK(cudaEventRecord(e3));
+        if (r >= 3) {
+            tz.push_back(seconds(e0, e1));
+            tk.push_back(seconds(e2, e3));
+        }
+    }
     for (int r = 0; r < std::max(5, runs / 5) + 2; r++) {
         const double l0 = now();
         host_luts(c, h, lut, threads);
@@ -293,6 +318,9 @@ int run_case(const cv::Mat &src, double clip, int runs, int threads, double roof
            sizeof(T) == 1 ? "8-bit" : "16-bit", clip, hs * 1e3, rm * 1e3, k * 1e3, gbs, 100.0 * gbs / roof, lt * 1e3,
            (k + lt) * 1e3, 100.0 * 3.0 * bytes / (k + lt) / 1e9 / roof, cvt * 1e3, cvt / k, cvt / (k + lt), hlt * 1e3,
            eq ? "yes" : "NO", lut_eq ? "yes" : "NO");
+    if (parts)
+        printf("  (parts: zeroing the tile histograms %.4f ms, counting %.4f ms, each timed alone)\n", median(tz) * 1e3,
+               median(tk) * 1e3);
     cudaFree(d_src);
     cudaFree(d_src2);
     cudaFree(d);
@@ -305,8 +333,11 @@ int run_case(const cv::Mat &src, double clip, int runs, int threads, double roof
 int main(int argc, char **argv)
 {
     int runs = 51, threads = 16;
+    bool parts = false;
     for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--runs") && i + 1 < argc)
+        if (!strcmp(argv[i], "--parts"))
+            parts = true;
+        else if (!strcmp(argv[i], "--runs") && i + 1 < argc)
             runs = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--threads") && i + 1 < argc)
             threads = atoi(argv[++i]);
@@ -324,8 +355,8 @@ int main(int argc, char **argv)
     int bad = 0;
     const cv::Mat s8 = make_image<uint8_t>(CV_8UC1, 255), s16 = make_image<uint16_t>(CV_16UC1, 65535);
     for (double clip : {40.0, 2.0}) {
-        bad += run_case<uint8_t>(s8, clip, runs, threads, roof);
-        bad += run_case<uint16_t>(s16, clip, runs, threads, roof);
+        bad += run_case<uint8_t>(s8, clip, runs, threads, roof, parts);
+        bad += run_case<uint16_t>(s16, clip, runs, threads, roof, parts);
     }
     printf("kern: histogram + remap kernels on the resident image (16-bit remap: cells + blend); lut: tile LUTs built "
            "on the device; total: kern + lut (its roof: 3 bytes a pixel over total); vs cv: OpenCV's time over kern, "
