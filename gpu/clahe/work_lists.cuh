@@ -266,15 +266,18 @@ inline cudaError_t plan_gray(uint32_t sample_bytes, uint32_t bins, uint64_t r0, 
             return cudaSuccess;
         o->kind = 8;
         o->strips = (uint32_t)((cols + sw - 1) / sw);
-        o->rep = most <= kRepPairs8;
-        const size_t level = o->rep ? Remap8Rep::kCopies * sizeof(Remap8Rep::Cell) : sizeof(Remap8Half::Cell);
-        o->shm = (size_t)most * 256 * level;
-        /* One block a strip and slab, all resident at once: every thread keeps its columns' weights
-         * over a slab, and no block waits for a second wave. */
-        int dev = 0, sms = 1, per = 1;
+        int dev = 0, sms = 1, per = 1, optin = 48 * 1024;
         cudaError_t e = cudaGetDevice(&dev);
         if (e == cudaSuccess)
             e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
+        if (e == cudaSuccess)
+            e = cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev);
+        /* The copies where the device gives a block that much shared memory (96 KiB for 3 pairs). */
+        const size_t rep_shm = (size_t)most * 256 * Remap8Rep::kCopies * sizeof(Remap8Rep::Cell);
+        o->rep = most <= kRepPairs8 && rep_shm <= (size_t)optin;
+        o->shm = o->rep ? rep_shm : (size_t)most * 256 * sizeof(Remap8Half::Cell);
+        /* One block a strip and slab, all resident at once: every thread keeps its columns' weights
+         * over a slab, and no block waits for a second wave. */
         const void *k = o->rep ? (const void *)k_clahe_remap8<Remap8Rep> : (const void *)k_clahe_remap8<Remap8Half>;
         if (e == cudaSuccess && o->shm > 48 * 1024) /* past the default limit: allowed explicitly */
             e = cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)o->shm);
