@@ -174,23 +174,13 @@ __device__ __forceinline__ uint64_t pair_run_end(uint64_t lo, uint64_t b, uint64
     return e0;
 }
 
-/* The cell of level v of column pair p for one pair of tile rows (l1, l2: their LUTs): the four
- * entries as halves (exact: entries <= 255), {l11 | l12 << 16, l21 | l22 << 16}. */
-__device__ __forceinline__ uint2 cell8_of(const uint16_t *l1, const uint16_t *l2, uint32_t p, uint32_t v, uint32_t tx0,
-                                          uint64_t tiles_x, uint32_t bins)
+/* The four LUT entries a pixel of level v in column pair p blends, for one pair of tile rows (l1,
+ * l2: their LUTs, lut as k_clahe_remap's): {l11, l12, l21, l22}. */
+__device__ __forceinline__ ushort4 cell_entries(const uint16_t *l1, const uint16_t *l2, uint32_t p, uint32_t v,
+                                                uint32_t tx0, uint64_t tiles_x, uint32_t bins)
 {
     const uint64_t a = (uint64_t)(pair_lo(p) - tx0) * bins + v, b = (uint64_t)(pair_hi(p, tiles_x) - tx0) * bins + v;
-    const uint32_t h11 = __half_as_ushort(__ushort2half_rn(l1[a])), h12 = __half_as_ushort(__ushort2half_rn(l1[b]));
-    const uint32_t h21 = __half_as_ushort(__ushort2half_rn(l2[a])), h22 = __half_as_ushort(__ushort2half_rn(l2[b]));
-    return make_uint2(h11 | h12 << 16, h21 | h22 << 16);
-}
-
-/* The same cell as four floats (exact), for the replicated layout. */
-__device__ __forceinline__ float4 cellf_of(const uint16_t *l1, const uint16_t *l2, uint32_t p, uint32_t v, uint32_t tx0,
-                                          uint64_t tiles_x, uint32_t bins)
-{
-    const uint64_t a = (uint64_t)(pair_lo(p) - tx0) * bins + v, b = (uint64_t)(pair_hi(p, tiles_x) - tx0) * bins + v;
-    return make_float4((float)l1[a], (float)l1[b], (float)l2[a], (float)l2[b]);
+    return make_ushort4(l1[a], l1[b], l2[a], l2[b]);
 }
 
 /* k_clahe_remap8's two layouts of a strip's cells in shared memory, chosen by plan_gray. A pixel's
@@ -204,10 +194,34 @@ __device__ __forceinline__ float4 cellf_of(const uint16_t *l1, const uint16_t *l
 struct Remap8Half {
     typedef uint2 Cell;
     static constexpr uint32_t kCopies = 1, kLevelShift = 3; /* 8 bytes a level */
+    /* The entries as halves (exact: entries <= 255), {l11 | l12 << 16, l21 | l22 << 16}. */
+    static __device__ __forceinline__ Cell make(ushort4 e)
+    {
+        const uint32_t h11 = __half_as_ushort(__ushort2half_rn(e.x)), h12 = __half_as_ushort(__ushort2half_rn(e.y));
+        const uint32_t h21 = __half_as_ushort(__ushort2half_rn(e.z)), h22 = __half_as_ushort(__ushort2half_rn(e.w));
+        return make_uint2(h11 | h12 << 16, h21 | h22 << 16);
+    }
+    /* The entries of the cell at c, as floats: a half-to-float conversion each. */
+    static __device__ __forceinline__ float4 read(const char *c)
+    {
+        const uint2 h = *reinterpret_cast<const uint2 *>(c);
+        return make_float4(__half2float(__ushort_as_half((unsigned short)(h.x & 0xffffu))),
+                           __half2float(__ushort_as_half((unsigned short)(h.x >> 16))),
+                           __half2float(__ushort_as_half((unsigned short)(h.y & 0xffffu))),
+                           __half2float(__ushort_as_half((unsigned short)(h.y >> 16))));
+    }
 };
 struct Remap8Rep {
     typedef float4 Cell;
     static constexpr uint32_t kCopies = 8, kLevelShift = 7; /* 8 copies of 16 bytes a level */
+    static __device__ __forceinline__ Cell make(ushort4 e)
+    {
+        return make_float4((float)e.x, (float)e.y, (float)e.z, (float)e.w);
+    }
+    static __device__ __forceinline__ float4 read(const char *c)
+    {
+        return *reinterpret_cast<const float4 *>(c);
+    }
 };
 
 /* Byte K of word w as the byte offset of its level's cell from off (S bytes a level). */
@@ -216,10 +230,9 @@ template <uint32_t K, uint32_t S> __device__ __forceinline__ uint32_t cell_at(ui
     return (K ? w >> (8 * K - S) : w << S) & (0xffu << S) | off;
 }
 
-/* 16 pixels (one 16-byte vector) of a row of weight wy through the cells (L's layout; halves: each
- * entry's float by a half-to-float conversion): the blend of hq_clahe_blend_f, not clamped (every
- * entry is at most maxv, and so is the blend, each pair of weights summing to 1 within a few ulps),
- * packed back as bytes. */
+/* 16 pixels (one 16-byte vector) of a row of weight wy through the cells (L's layout): the blend of
+ * hq_clahe_blend_f, not clamped (every entry is at most maxv, and so is the blend, each pair of
+ * weights summing to 1 within a few ulps), packed back as bytes. */
 template <typename L>
 __device__ __forceinline__ uint4 blend16(uint4 px, const char *cells, const uint32_t *off, const float *w1,
                                          const float *w2, hq_clahe_w wy)
@@ -240,23 +253,13 @@ __device__ __forceinline__ uint4 blend16(uint4 px, const char *cells, const uint
             case 2: at = cell_at<2, S>(in[q], off[e]); break;
             default: at = cell_at<3, S>(in[q], off[e]); break;
             }
-            float f11, f12, f21, f22;
-            if (L::kCopies > 1) {
-                const float4 c = *reinterpret_cast<const float4 *>(cells + at);
-                f11 = c.x, f12 = c.y, f21 = c.z, f22 = c.w;
-            } else {
-                const uint2 c = *reinterpret_cast<const uint2 *>(cells + at);
-                f11 = __half2float(__ushort_as_half((unsigned short)(c.x & 0xffffu)));
-                f12 = __half2float(__ushort_as_half((unsigned short)(c.x >> 16)));
-                f21 = __half2float(__ushort_as_half((unsigned short)(c.y & 0xffffu)));
-                f22 = __half2float(__ushort_as_half((unsigned short)(c.y >> 16)));
-            }
+            const float4 f = L::read(cells + at);
             hq_clahe_w wx;
             wx.w1 = w1[e];
             wx.w2 = w2[e];
             /* hq_clahe_round_small took 2^23's bits off: adding them back keeps the low byte (the
              * pixel) and lets the compiler drop both. */
-            o[k] = hq_clahe_blend_f(f11, f12, f21, f22, wx, wy, UINT32_MAX) + 0x4B000000u;
+            o[k] = hq_clahe_blend_f(f.x, f.y, f.z, f.w, wx, wy, UINT32_MAX) + 0x4B000000u;
         }
         out[q] = (o[0] & 0xffu) | (o[1] & 0xffu) << 8 | (o[2] & 0xffu) << 16 | o[3] << 24;
     }
@@ -307,11 +310,8 @@ __global__ void __launch_bounds__(kRemapBX *kRemapBY, 2)
         const uint16_t *l1 = lut + (uint64_t)(wg.t1 - ty0) * ntx * bins, *l2 = lut + (uint64_t)(wg.t2 - ty0) * ntx * bins;
         __syncthreads(); /* the previous run's cells are no longer read */
         for (uint32_t k = tid; k < ncell; k += NT) {
-            const uint32_t p = p0 + k / 256, v = k % 256 < maxv ? k % 256 : maxv;
-            if (C > 1)
-                reinterpret_cast<float4 *>(cell)[k * C] = cellf_of(l1, l2, p, v, tx0, tiles_x, bins);
-            else
-                reinterpret_cast<uint2 *>(cell)[k] = cell8_of(l1, l2, p, v, tx0, tiles_x, bins);
+            const uint32_t v = k % 256 < maxv ? k % 256 : maxv;
+            cell[k * C] = L::make(cell_entries(l1, l2, p0 + k / 256, v, tx0, tiles_x, bins));
         }
         if (C > 1) {
             /* Copied rather than built C times: consecutive threads, consecutive 16 bytes. */
@@ -357,9 +357,9 @@ __global__ void __launch_bounds__(kThreads)
     const uint32_t py = py0 + q / npx, px = px0 + q % npx;
     const uint16_t *l1 = lut + (uint64_t)(pair_lo(py) - ty0) * ntx * bins;
     const uint16_t *l2 = lut + (uint64_t)(pair_hi(py, tiles_y) - ty0) * ntx * bins;
-    const uint64_t a = (uint64_t)(pair_lo(px) - tx0) * bins + v, b = (uint64_t)(pair_hi(px, tiles_x) - tx0) * bins + v;
+    const ushort4 e = cell_entries(l1, l2, px, v, tx0, tiles_x, bins);
     cells[(uint64_t)q * bins + v] =
-        make_uint2((uint32_t)l1[a] | (uint32_t)l1[b] << 16, (uint32_t)l2[a] | (uint32_t)l2[b] << 16);
+        make_uint2((uint32_t)e.x | (uint32_t)e.y << 16, (uint32_t)e.z | (uint32_t)e.w << 16);
 }
 
 /* 16-bit gray, rows 16-byte aligned: a block of kRemapBX vectors of 8 columns by kRemapBY rows over
