@@ -82,14 +82,11 @@ static int writer(int mode, const char *path, int own, uint64_t off, uint64_t by
                 return perror("madvise(MADV_POPULATE_WRITE)"), 1;
             munmap(m, WINDOW);
         }
-    } else if (direct) {
-        for (uint64_t done = 0; done < bytes; done += DIRECT_PIECE)
-            if (pwrite(fd, src + done % WINDOW, DIRECT_PIECE, (off_t)(off + done)) != (ssize_t)DIRECT_PIECE)
-                return perror("pwrite (O_DIRECT)"), 1;
-    } else if (mode == PWRITE || mode == OWN_FILE) {
-        for (uint64_t done = 0; done < bytes; done += PIECE)
-            if (pwrite(fd, src + done % WINDOW, PIECE, (off_t)(off + done)) != (ssize_t)PIECE)
-                return perror("pwrite"), 1;
+    } else if (direct || mode == PWRITE || mode == OWN_FILE) {
+        const size_t piece = direct ? DIRECT_PIECE : PIECE;
+        for (uint64_t done = 0; done < bytes; done += piece)
+            if (pwrite(fd, src + done % WINDOW, piece, (off_t)(off + done)) != (ssize_t)piece)
+                return perror(direct ? "pwrite (O_DIRECT)" : "pwrite"), 1;
     } else {
         for (uint64_t w = 0; w < bytes; w += WINDOW) {
             const size_t len = bytes - w < WINDOW ? bytes - w : WINDOW;
