@@ -170,8 +170,9 @@ static int report_summary(const run *r, double wall, uint64_t skipped, hq_err *e
     int used = snprintf(peak, sizeof peak, "peak RSS %.1f MiB", (double)most[0] / (1 << 20));
     if (most[1] && used > 0 && (size_t)used < sizeof peak)
         snprintf(peak + used, sizeof peak - (size_t)used, ", device %.1f MiB", (double)(most[1] - 1) / (1 << 20));
-    fprintf(stderr, "histeq_dist: equalized %llu image%s (%.1f Mpixel, %.1f MiB) in %.3f s, %.1f MiB/s, "
-            "%d rank%s, scope %s; %s (max over ranks)\n", (unsigned long long)r->plan.nimages,
+    fprintf(stderr, "histeq_dist: %s %llu image%s (%.1f Mpixel, %.1f MiB) in %.3f s, %.1f MiB/s, "
+            "%d rank%s, scope %s; %s (max over ranks)\n", r->o->device == HQ_DEV_COPY ? "copied" : "equalized",
+            (unsigned long long)r->plan.nimages,
             r->plan.nimages == 1 ? "" : "s", (double)tot[0] / 1e6, mib, wall, wall > 0 ? mib / wall : 0.0, r->c->size,
             r->c->size == 1 ? "" : "s", hq_scope_name(r->scope), peak);
     if (r->o->verbose) {
