@@ -372,6 +372,34 @@ static void clahe_cases(hq_engine *cpu, hq_engine *gpu, int small, tally *t)
         }
 }
 
+/* 16-bit gray (12 and 16 bits), whole images whose rows start on 16-byte boundaries and whose tiles
+ * are wider than a remap strip (the cells and k_clahe_remap16), on every pattern: a block's levels
+ * few (a constant), local (smooth data) or spread over the whole range (noise), strips inside one
+ * column pair and across two, one tile and several. */
+static void clahe_stage_cases(hq_engine *cpu, hq_engine *gpu, tally *t)
+{
+    static const uint64_t geo[][4] = {{70, 4096, 2, 3}, {129, 4000, 2, 2}, {300, 2048, 3, 4}, {64, 8192, 1, 1}};
+    static const uint32_t bitsv[] = {12, 16};
+    static const double clips[] = {0.0, 2.0, 40.0};
+    int caseno = 0;
+    for (int bi = 0; bi < 2; bi++)
+        for (int gi = 0; gi < 4; gi++)
+            for (int pat = 0; pat < NPAT; pat++) {
+                hq_mode m = {1, 2, bitsv[bi], HQ_COLOR_LUMA, 0};
+                const double clip = clips[caseno++ % 3];
+                char why[1200] = "";
+                if (clahe_case(cpu, gpu, &m, geo[gi][0], geo[gi][1], geo[gi][2], geo[gi][3], clip, 0, pat, why,
+                               sizeof why)) {
+                    t->passed++;
+                } else {
+                    t->failed++;
+                    printf("FAIL clahe 16-bit wide tiles bits=%u %llux%llu grid %llux%llu clip %g data=%s: %s\n", bitsv[bi],
+                           (unsigned long long)geo[gi][0], (unsigned long long)geo[gi][1],
+                           (unsigned long long)geo[gi][2], (unsigned long long)geo[gi][3], clip, pat_name[pat], why);
+                }
+            }
+}
+
 /* ---- float data ---- */
 
 enum { FPAT_NOISE, FPAT_EDGES, FPAT_CONST, FPAT_HUGE, FPAT_RANGE, FPAT_INF, NFPAT };
@@ -678,6 +706,8 @@ int main(int argc, char **argv)
     }
     const int before = t.failed;
     clahe_cases(cpu, gpu, small, &t);
+    if (!small)
+        clahe_stage_cases(cpu, gpu, &t);
     printf("clahe: %s\n", t.failed == before ? "GPU = CPU on every case" : "differences (above)");
     hq_engine_destroy(cpu);
     hq_engine_destroy(gpu);
