@@ -47,7 +47,7 @@ CUDA_HOME ?= $(patsubst %/bin/nvcc,%,$(NVCC))
 CUDA_ARCH ?= -arch=sm_90
 NVCCFLAGS ?= -O3 -std=c++17 $(CUDA_ARCH) -lineinfo -Xcompiler -Wall,-Wextra,-fPIC,-fopenmp
 
-HOST_SRC  := $(wildcard core/*.c engine/*.c io/*.c io/hdf5/*.c jobs/*.c mpi/*.c app/*.c app/run/*.c report/*.c)
+HOST_SRC  := $(wildcard core/*.c engine/*.c io/*.c io/hdf5/*.c io/png/*.c jobs/*.c mpi/*.c app/*.c app/run/*.c report/*.c)
 ifeq ($(CUDA),1)
 GPU_SRC   := $(wildcard gpu/*.cu)
 GPU_OBJ   := $(GPU_SRC:%.cu=$(BUILD)/%.o)
@@ -167,7 +167,7 @@ $(BUILD)/bench/clahe_bench: bench/clahe_bench.cpp bench/clahe_image.h $(BUILD)/c
                             $(BUILD)/engine/cpu_float.o $(BUILD)/engine/block_pool.o
 	@mkdir -p $(dir $@)
 	g++ -O2 -std=c++17 -fopenmp -I. -o $@ $(filter-out %.h,$^) $(OPENCV)
-$(BUILD)/bench/png_bench: bench/png_bench.cpp $(BUILD)/io/png_codec.o $(BUILD)/io/png_fast.o $(BUILD)/io/zfast.o $(BUILD)/core/error.o
+$(BUILD)/bench/png_bench: bench/png_bench.cpp $(BUILD)/io/png/codec.o $(BUILD)/io/png/fast.o $(BUILD)/io/png/format.o $(BUILD)/io/zfast.o $(BUILD)/core/error.o
 	@mkdir -p $(dir $@)
 	g++ -O2 -std=c++17 -I. -o $@ $^ $(OPENCV) $$(pkg-config --cflags --libs libpng zlib) $(DEFLATE_LIBS)
 bench: $(BUILD)/bench/cpu_bench $(BUILD)/bench/png_bench $(BUILD)/bench/clahe_bench
@@ -186,7 +186,7 @@ FUZZ_PYTHON  ?= /usr/bin/python3
 FUZZ_CC      ?= clang-14
 FUZZ_BUILD   := build-fuzz
 FUZZ_TARGETS := png hdf5
-FUZZ_LIB_SRC := $(wildcard io/*.c io/hdf5/*.c) core/error.c core/clahe.c core/fdio.c jobs/plan.c
+FUZZ_LIB_SRC := $(wildcard io/*.c io/hdf5/*.c io/png/*.c) core/error.c core/clahe.c core/fdio.c jobs/plan.c
 FUZZ_OBJ     := $(FUZZ_LIB_SRC:%.c=$(FUZZ_BUILD)/obj/%.o) $(FUZZ_BUILD)/obj/fuzz/harness.o
 FUZZ_CFLAGS  := -O1 -g -std=c11 -Wall -Wextra -D_POSIX_C_SOURCE=200809L -DHQ_VERSION=\"$(VERSION)\" \
                 -fno-omit-frame-pointer -fsanitize=fuzzer-no-link,address,undefined \

@@ -1,4 +1,4 @@
-/* png_bench.cpp — our PNG codec (io/png_codec.c) against OpenCV's cv::imencode/cv::imdecode defaults,
+/* png_bench.cpp — our PNG codec (io/png/codec.c) against OpenCV's cv::imencode/cv::imdecode defaults,
  * single thread, on natural-looking synthetic 7680x4320 8-bit images: gray, RGB (smooth gradients,
  * shapes, blur and sensor-like noise; neither constant nor pure noise) and a gray object on a flat
  * black background (where Huffman-only coding, fast elsewhere, falls behind run-length matching).
@@ -11,7 +11,7 @@
  *
  * Build and run (from the repository root): `make build/bench/png_bench`, or by hand after `make`:
  *
- *   g++ -O2 -std=c++17 -I. bench/png_bench.cpp build/io/png_codec.o build/io/png_fast.o build/io/zfast.o \
+ *   g++ -O2 -std=c++17 -I. bench/png_bench.cpp build/io/png/codec.o build/io/png/fast.o build/io/png/format.o build/io/zfast.o \
  *       build/core/error.o $(pkg-config --cflags --libs opencv4 libpng zlib) -lisal -ldeflate -o build/png_bench
  *   build/png_bench [runs]      # runs: timed repetitions per measurement, default 5
  *   HQ_ISAL=0 build/png_bench [runs]   # the default encoder with libdeflate instead of igzip
@@ -34,7 +34,7 @@
 #include <string>
 #include <vector>
 
-#include "io/png_codec.h"
+#include "io/png/codec.h"
 
 namespace {
 

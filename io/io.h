@@ -1,5 +1,5 @@
 /* io.h — one small interface for every file format; one file per format implements it
- * (hdf5/, png_io.c). The driver never knows which one it holds.
+ * (hdf5/, png/). The driver never knows which one it holds.
  *
  * Scanning (hq_io_scan) runs on rank 0 alone, without MPI. Everything else is called by every
  * rank of the communicator in the same order. read/write take a block that this rank owns, or

@@ -1,6 +1,6 @@
 /* zfast.h — zlib streams (RFC 1950) deflated by ISA-L's igzip at its level 2, for the callers'
  * fastest setting: HDF5 chunks of deflate level 1 (hdf5/codec.c) and PNG's default encoding
- * (png_fast.c). Any inflater reads them; their bytes differ from zlib's, never what they decode to.
+ * (png/fast.c). Any inflater reads them; their bytes differ from zlib's, never what they decode to.
  *
  * Contract:
  *  - hq_zfast_on: built with ISA-L (HQ_HAVE_ISAL) and not turned off by HQ_ISAL=0.

@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../io/png_codec.h"
+#include "../io/png/codec.h"
 
 hq_thumb_geom hq_thumb_geometry(uint64_t img_w, uint64_t img_h, uint32_t channels, uint32_t max_side)
 {

@@ -1,10 +1,10 @@
-/* png_fast.c — whole-image PNG decode and encode through libdeflate for the common kinds (see
- * png_fast.h). libpng inflates and deflates through zlib a row at a time; libdeflate works on the
+/* fast.c — whole-image PNG decode and encode through libdeflate for the common kinds (see
+ * fast.h). libpng inflates and deflates through zlib a row at a time; libdeflate works on the
  * whole stream at once and is 2-3x faster at both, which is most of a PNG's cost.
  *
  * Every size is computed in 64 bits with overflow checks; a size that does not fit makes the
  * decoder decline (libpng then says what is wrong) and the encoder report out of memory. */
-#include "png_fast.h"
+#include "fast.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -13,8 +13,8 @@
 #include <png.h>
 #include <zlib.h>
 
-#include "../core/sample.h"
-#include "zfast.h"
+#include "../../core/sample.h"
+#include "../zfast.h"
 
 #ifndef HQ_PNG_FAST_LEVEL
 /* libdeflate level 1 on UP-filtered rows: faster than zlib level 1 with Z_RLE and no larger on
@@ -24,7 +24,7 @@
 /* IDAT chunks of at most this many bytes: any size up to 2^31-1 is valid; this keeps each write
  * moderate and matches what common decoders expect to see. */
 #define HQ_PNG_FAST_IDAT ((size_t)1 << 20)
-/* libpng (png_codec.c's HQ_PNG_CHUNK_MAX) refuses a non-IDAT chunk longer than this. */
+/* libpng (codec.c's HQ_PNG_CHUNK_MAX) refuses a non-IDAT chunk longer than this. */
 #define HQ_PNG_FAST_CHUNK_MAX ((uint32_t)256 << 20)
 
 #ifdef HQ_HAVE_LIBDEFLATE
@@ -146,8 +146,7 @@ static uint64_t idat_limit(const fast_scan *s)
 /* Walks the chunks from the signature to IEND, checking every CRC. 1: a file we decode. */
 static int scan_chunks(const unsigned char *buf, size_t len, fast_scan *s)
 {
-    static const unsigned char sig[8] = {137, 80, 78, 71, 13, 10, 26, 10};
-    if (len < 8 || memcmp(buf, sig, 8) != 0)
+    if (!hq_png_has_signature(buf, len))
         return 0;
     memset(s, 0, sizeof *s);
     size_t pos = 8;
@@ -185,7 +184,7 @@ static int scan_chunks(const unsigned char *buf, size_t len, fast_scan *s)
             return 0;
         }
         /* Other ancillary chunks (gAMA, sBIT, pHYs, text, ...) change nothing the libpng path
-         * gives: it applies no transform from them and png_codec.h records none of them. */
+         * gives: it applies no transform from them and format.h records none of them. */
         if (is_idat == 0 && idat_state == 1)
             idat_state = 2;
         pos += (size_t)n + 12;
@@ -441,7 +440,6 @@ static uint32_t trns_payload(const hq_png_info *in, unsigned char *d)
 
 static int put_file(fast_out *o, const hq_png_info *in, const unsigned char *z, size_t zn)
 {
-    static const unsigned char sig[8] = {137, 80, 78, 71, 13, 10, 26, 10};
     unsigned char ihdr[13], trns[6];
     wr32(ihdr, in->width);
     wr32(ihdr + 4, in->height);
@@ -449,7 +447,7 @@ static int put_file(fast_out *o, const hq_png_info *in, const unsigned char *z, 
     ihdr[9] = (unsigned char)in->color_type;
     ihdr[10] = ihdr[11] = ihdr[12] = 0;
     const uint32_t ntrns = trns_payload(in, trns);
-    if (!put(o, sig, 8) || !put_chunk(o, "IHDR", ihdr, 13) || (ntrns && !put_chunk(o, "tRNS", trns, ntrns)))
+    if (!put(o, hq_png_signature, 8) || !put_chunk(o, "IHDR", ihdr, 13) || (ntrns && !put_chunk(o, "tRNS", trns, ntrns)))
         return 0;
     for (size_t at = 0; at < zn; at += HQ_PNG_FAST_IDAT) {
         const size_t n = zn - at < HQ_PNG_FAST_IDAT ? zn - at : HQ_PNG_FAST_IDAT;

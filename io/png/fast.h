@@ -1,6 +1,6 @@
-/* png_fast.h — a libdeflate fast path under png_codec.c for the common PNGs: non-interlaced 8- and
- * 16-bit gray, gray+alpha, RGB and RGBA. Only png_codec.c calls it; png_codec.h's interface is the
- * one the rest of the program sees.
+/* fast.h — a libdeflate fast path under codec.c for the common PNGs: non-interlaced 8- and
+ * 16-bit gray, gray+alpha, RGB and RGBA. Only codec.c calls it; codec.h's interface is the one the
+ * rest of the program sees.
  *
  * Contract: the decoder never reports an error. It either decodes (returns 1, same samples and
  * hq_png_info as the libpng path) or declines (returns 0, dst contents unspecified), and the
@@ -23,7 +23,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "png_codec.h"
+#include "../../core/error.h"
+#include "format.h"
 
 /* 1 when the fast path may be used (built with libdeflate and HQ_PNG_FAST is not "0"). */
 int hq_png_fast_enabled(void);

@@ -1,11 +1,11 @@
-/* png_codec.c — libpng behind the small whole-image interface of png_codec.h.
+/* codec.c — libpng behind the small whole-image interface of codec.h.
  *
  * libpng reports errors by longjmp. Each libpng call sequence that may fail runs in its own small
  * "stage" function that calls setjmp first and touches no local it set before the setjmp, so no
  * local needs to be volatile; every allocation is owned by the codec struct or by the caller and
  * freed on one path, whether the stage failed or not. */
-#include "png_codec.h"
-#include "png_fast.h"
+#include "codec.h"
+#include "fast.h"
 
 #include <errno.h>
 #include <setjmp.h>
@@ -16,15 +16,13 @@
 #include <png.h>
 #include <zlib.h>
 
-#include "../core/sample.h"
+#include "../../core/sample.h"
 
 /* Large enough for gigapixel-wide rows; PNG itself caps dimensions at 2^31-1. */
 #define HQ_PNG_MAX_DIM 0x7fffffffu
 /* libpng's cap on one chunk's allocation. Only a second line: libpng reports a chunk over it as a
  * benign error, which reading turns into a warning by default, and then allocates anyway. */
 #define HQ_PNG_CHUNK_MAX ((png_alloc_size_t)256 << 20)
-
-static const unsigned char png_signature[8] = {137, 80, 78, 71, 13, 10, 26, 10};
 
 /* One decode or encode. `head` holds the first bytes, read before libpng to tell "not a PNG" and
  * "zero-sized" from other damage; the read callback serves them first. */
@@ -98,7 +96,7 @@ static int check_head(codec *c, hq_err *err)
     c->head_len = source_read(c, c->head, sizeof c->head);
     if (c->io_errno)
         return hq_fail(err, HQ_EIO, "%s: cannot read (%s)", name, strerror(c->io_errno));
-    if (c->head_len < 8 || memcmp(c->head, png_signature, 8) != 0)
+    if (!hq_png_has_signature(c->head, c->head_len))
         return hq_fail(err, HQ_EINPUT, "%s: not a PNG file", name);
     if (c->head_len == sizeof c->head && memcmp(c->head + 12, "IHDR", 4) == 0 &&
         (be32(c->head + 16) == 0 || be32(c->head + 20) == 0))
@@ -264,22 +262,6 @@ static void expand_palette(const hq_png_info *in, const uint8_t *idx, uint8_t *d
     }
 }
 
-int hq_png_has_signature(const void *buf, size_t len)
-{
-    return len >= 8 && memcmp(buf, png_signature, 8) == 0;
-}
-
-/* Saturates rather than wraps: 2^31 x 2^31 RGBA16 is 2^65 bytes, and a wrapped size could match
- * a small buffer that hq_png_decode would then overrun. */
-uint64_t hq_png_image_bytes(const hq_png_info *info)
-{
-    uint64_t n = 0;
-    if (__builtin_mul_overflow((uint64_t)info->height, (uint64_t)info->width, &n) ||
-        __builtin_mul_overflow(n, (uint64_t)info->channels * info->sample_bytes, &n))
-        return UINT64_MAX;
-    return n;
-}
-
 int hq_png_read_info(const hq_png_source *src, hq_png_info *info, hq_err *err)
 {
     codec c;
@@ -334,7 +316,7 @@ static int slurp(const hq_png_source *src, unsigned char **buf, size_t *len, hq_
 static int decode_libpng(const hq_png_source *src, hq_png_info *info, void *dst, uint64_t dst_bytes,
                          uint8_t **indices, hq_err *err);
 
-/* The libdeflate fast path first (png_fast.h) on the file's bytes in memory; whatever it declines,
+/* The libdeflate fast path first (fast.h) on the file's bytes in memory; whatever it declines,
  * libpng decodes from those same bytes, so messages read as they always did. */
 int hq_png_decode(const hq_png_source *src, hq_png_info *info, void *dst, uint64_t dst_bytes,
                   uint8_t **indices, hq_err *err)
@@ -455,23 +437,6 @@ static void write_callback(png_structp png, png_bytep data, size_t n)
 static void flush_callback(png_structp png)
 {
     (void)png;
-}
-
-hq_png_zopts hq_png_zopts_for_level(int png_level)
-{
-    /* An explicit level behaves like libpng's own defaults at that level: adaptive filters with
-     * the Z_FILTERED strategy (on filtered image data it beats Z_DEFAULT_STRATEGY by ~8%). */
-    hq_png_zopts z = {.level = png_level, .strategy = Z_FILTERED, .filters = PNG_ALL_FILTERS,
-                      .mem_level = 8, .zbuf = 256 << 10};
-    if (png_level < 0 || png_level > 9) {
-        /* OpenCV's choice (level 1, run-length matching) with the UP filter and a larger IDAT
-         * buffer, which measured a little faster and smaller (bench/results/png_bench.txt).
-         * Run-length matching, unlike Huffman-only, still shrinks flat backgrounds to nothing. */
-        z.level = 1;
-        z.strategy = Z_RLE;
-        z.filters = PNG_FILTER_UP;
-    }
-    return z;
 }
 
 static int stage_write(codec *c, const hq_png_info *in, const void *pixels, const uint8_t *indices,

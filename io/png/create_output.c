@@ -1,0 +1,183 @@
+/* create_output.c — the PNG output prepared on rank 0 before any write: a directory or a single file,
+ * never one of the inputs, checked writable; the ranks agree on the result. */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#include <unistd.h>
+
+#include "png_internal.h"
+
+static int make_dirs(const char *path, hq_err *err)
+{
+    char *p = strdup(path);
+    if (!p)
+        return hq_fail(err, HQ_EMEM, "%s: out of memory", path);
+    int rc = 0;
+    for (char *s = p + 1;; s++) {
+        if (*s != '/' && *s != '\0')
+            continue;
+        const char saved = *s;
+        *s = '\0';
+        struct stat st;
+        if (mkdir(p, 0777) != 0 && !(errno == EEXIST && stat(p, &st) == 0 && S_ISDIR(st.st_mode))) {
+            rc = hq_fail(err, HQ_EIO, "%s: cannot create directory (%s)", path, strerror(errno));
+            break;
+        }
+        *s = saved;
+        if (saved == '\0')
+            break;
+    }
+    free(p);
+    return rc;
+}
+
+static int dir_is_empty(const char *path, int *empty, hq_err *err)
+{
+    DIR *d = opendir(path);
+    if (!d)
+        return hq_fail(err, HQ_EIO, "%s: cannot open directory (%s)", path, strerror(errno));
+    struct dirent *e;
+    *empty = 1;
+    while ((e = readdir(d)) != NULL)
+        if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0) {
+            *empty = 0;
+            break;
+        }
+    closedir(d);
+    return 0;
+}
+
+/* Writability, proven by creating (and removing) the temporary file that `final` would use. */
+static int check_writable(const char *dir, const char *shown, const char *final, hq_err *err)
+{
+    if (access(dir, W_OK | X_OK) != 0)
+        return hq_fail(err, HQ_EIO, "%s: cannot write (%s)", shown, strerror(errno));
+    char *tmp = png_temp_path(final);
+    if (!tmp)
+        return hq_fail(err, HQ_EMEM, "%s: out of memory", shown);
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL, 0666);
+    int rc = 0;
+    if (fd < 0)
+        rc = hq_fail(err, HQ_EIO, "%s: cannot write (%s)", shown, strerror(errno));
+    else {
+        close(fd);
+        unlink(tmp);
+    }
+    free(tmp);
+    return rc;
+}
+
+/* With --force an existing output directory is written into: no output may land on an input. */
+static int check_no_input_replaced(const hq_inventory *inv, const char *out, hq_err *err)
+{
+    for (size_t i = 0; i < inv->n; i++) {
+        const hq_item *it = &inv->items[i];
+        if (it->bad)
+            continue;
+        char *dst = png_join_path(out, it->name);
+        if (!dst)
+            return hq_fail(err, HQ_EMEM, "%s: out of memory", out);
+        struct stat so, si;
+        int clash = stat(dst, &so) == 0 && stat(it->src, &si) == 0 && png_same_file(&so, &si);
+        int rc = clash ? hq_fail(err, HQ_EUSAGE, "%s: output is the input", dst) : 0;
+        free(dst);
+        if (rc)
+            return rc;
+    }
+    return 0;
+}
+
+static int prepare_output_dir(const hq_inventory *inv, const hq_out_opts *o, int *created, hq_err *err)
+{
+    const char *out = o->path;
+    struct stat so, si;
+    *created = 0;
+    if (stat(out, &so) == 0) {
+        if (!S_ISDIR(so.st_mode))
+            return hq_fail(err, HQ_EUSAGE, "%s: exists and is not a directory", out);
+        if (stat(inv->root, &si) == 0 && png_same_file(&so, &si))
+            return hq_fail(err, HQ_EUSAGE, "%s: output is the input", out);
+        int empty = 0, rc = dir_is_empty(out, &empty, err);
+        if (rc)
+            return rc;
+        if (!empty && !o->force && !o->resume)
+            return hq_fail(err, HQ_EUSAGE, "%s: output exists (use --force to replace)", out);
+        if ((rc = check_no_input_replaced(inv, out, err)))
+            return rc;
+        /* An old run's mark must not stand for this run until it has finished. */
+        char *mark = png_join_path(out, COMPLETE_NAME);
+        if (!mark)
+            return hq_fail(err, HQ_EMEM, "%s: out of memory", out);
+        int gone = unlink(mark) == 0 || errno == ENOENT;
+        free(mark);
+        if (!gone)
+            return hq_fail(err, HQ_EIO, "%s: cannot remove its old %s (%s)", out, COMPLETE_NAME, strerror(errno));
+    } else {
+        int rc = make_dirs(out, err);
+        if (rc)
+            return rc;
+        *created = 1;
+    }
+    char *probe = png_join_path(out, "histeq_dist-probe.png");
+    int rc = probe ? check_writable(out, out, probe, err) : hq_fail(err, HQ_EMEM, "%s: out of memory", out);
+    free(probe);
+    if (rc && *created) {
+        rmdir(out); /* only the last component: its parents may have existed or be shared */
+        *created = 0;
+    }
+    return rc;
+}
+
+static int prepare_output_file(const hq_inventory *inv, const hq_out_opts *o, hq_err *err)
+{
+    const char *out = o->path;
+    struct stat so, si;
+    if (stat(out, &so) == 0) {
+        if (S_ISDIR(so.st_mode))
+            return hq_fail(err, HQ_EUSAGE, "%s: is a directory (the input is one PNG file)", out);
+        if (stat(inv->root, &si) == 0 && png_same_file(&so, &si))
+            return hq_fail(err, HQ_EUSAGE, "%s: output is the input", out);
+        if (!o->force)
+            return hq_fail(err, HQ_EUSAGE, "%s: output exists (use --force to replace)", out);
+    }
+    char *dir = png_dir_name(out);
+    if (!dir)
+        return hq_fail(err, HQ_EMEM, "%s: out of memory", out);
+    int rc = check_writable(dir, out, out, err);
+    free(dir);
+    return rc;
+}
+
+int png_create_output(hq_io *io, const hq_out_opts *o, MPI_Comm comm, hq_err *err)
+{
+    hq_err e0 = {{0}};
+    int rc = 0, created = 0;
+    if (io->rank == 0) {
+        if (!o->path || !o->path[0])
+            rc = hq_fail(&e0, HQ_EUSAGE, "%s: no output path given", io->inv->root);
+        else if (io->inv->root_is_dir)
+            rc = prepare_output_dir(io->inv, o, &created, &e0);
+        else
+            rc = prepare_output_file(io->inv, o, &e0);
+    }
+    /* Every rank returns rank 0's verdict, and none writes before the directory exists. */
+    MPI_Bcast(&rc, 1, MPI_INT, 0, comm);
+    if (rc) {
+        MPI_Bcast(e0.msg, (int)sizeof e0.msg, MPI_CHAR, 0, comm);
+        e0.msg[sizeof e0.msg - 1] = '\0';
+        return hq_fail(err, rc, "%s", e0.msg);
+    }
+    if (!(io->out_path = strdup(o->path)))
+        return hq_fail(err, HQ_EMEM, "%s: out of memory", o->path);
+    io->out_is_dir = io->inv->root_is_dir;
+    io->created_dir = created;
+    io->zopts = hq_png_zopts_for_level(o->png_level);
+    io->per_pixel = o->per_pixel;
+    io->have_output = 1;
+    return 0;
+}

@@ -1,0 +1,73 @@
+/* paths.c — the pieces of paths the PNG backend cuts and joins: a directory and a name, the last
+ * component, the directory part, the .png suffix, one file under two names, and the temporary name
+ * an output takes until it is whole. */
+#define _GNU_SOURCE /* strndup */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <unistd.h>
+
+#include "png_internal.h"
+
+char *png_join_path(const char *dir, const char *name)
+{
+    size_t dl = strlen(dir), nl = strlen(name);
+    size_t slash = dl > 0 && dir[dl - 1] != '/' ? 1 : 0;
+    char *p = malloc(dl + slash + nl + 1);
+    if (!p)
+        return NULL;
+    memcpy(p, dir, dl);
+    if (slash)
+        p[dl] = '/';
+    memcpy(p + dl + slash, name, nl + 1);
+    return p;
+}
+
+/* The last component of a path (pointer into it); "" for a path ending in '/'. */
+const char *png_base_name(const char *path)
+{
+    const char *s = strrchr(path, '/');
+    return s ? s + 1 : path;
+}
+
+/* The directory part of a path as a new string: "." when there is none. */
+char *png_dir_name(const char *path)
+{
+    const char *s = strrchr(path, '/');
+    if (!s)
+        return strdup(".");
+    if (s == path)
+        return strdup("/");
+    return strndup(path, (size_t)(s - path));
+}
+
+int png_has_suffix(const char *name)
+{
+    size_t n = strlen(name);
+    return n > 4 && strcasecmp(name + n - 4, ".png") == 0;
+}
+
+int png_same_file(const struct stat *a, const struct stat *b)
+{
+    return a->st_dev == b->st_dev && a->st_ino == b->st_ino;
+}
+
+/* "DIR/.NAME.part-PID": the temporary name an output takes until it is complete. */
+char *png_temp_path(const char *final)
+{
+    char *dir = png_dir_name(final);
+    if (!dir)
+        return NULL;
+    const char *name = png_base_name(final);
+    size_t n = strlen(name) + 48;
+    char *tmpname = malloc(n);
+    char *p = NULL;
+    if (tmpname) {
+        snprintf(tmpname, n, ".%s.part-%ld", name, (long)getpid());
+        p = png_join_path(dir, tmpname);
+    }
+    free(tmpname);
+    free(dir);
+    return p;
+}

@@ -1,0 +1,190 @@
+/* write.c — an item encoded under its temporary name and renamed into place; the run closed (a
+ * directory's completion record written last) or undone (this run's files removed); the state a
+ * --resume finds. */
+#include <errno.h>
+#include <png.h> /* PNG_COLOR_TYPE_*: a palette image written as RGB(A) */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "png_internal.h"
+
+/* Encodes into tmp and closes it; on failure tmp is removed. */
+static int write_temp(const char *tmp, const char *shown, const hq_png_info *info, const void *pixels,
+                      const uint8_t *indices, const hq_png_zopts *z, hq_err *err)
+{
+    FILE *fp = fopen(tmp, "wb");
+    if (!fp)
+        return hq_fail(err, HQ_EIO, "%s: cannot write (%s)", shown, strerror(errno));
+    setvbuf(fp, NULL, _IOFBF, STDIO_BUF_BYTES);
+    hq_png_sink s = {.name = shown, .fp = fp};
+    int rc = hq_png_encode(&s, info, pixels, indices, z, err);
+    if (!rc && fflush(fp) != 0)
+        rc = hq_fail(err, HQ_EIO, "%s: cannot write (%s)", shown, strerror(errno));
+    if (fclose(fp) != 0 && !rc)
+        rc = hq_fail(err, HQ_EIO, "%s: cannot write (%s)", shown, strerror(errno));
+    if (rc)
+        unlink(tmp);
+    return rc;
+}
+
+int png_write_block(hq_io *io, uint64_t item, const hq_block *b, int collective, const void *src, hq_err *err)
+{
+    (void)collective;
+    if (!b)
+        return 0;
+    const hq_item *it = NULL;
+    int rc = png_usable_item(io, item, b, &it, err);
+    if (rc)
+        return rc;
+    if (!io->have_output || !src)
+        return hq_fail(err, HQ_EIO, "%s: %s", it->src, src ? "no output was created" : "no pixels to write");
+    char *final = io->out_is_dir ? png_join_path(io->out_path, it->name) : strdup(io->out_path);
+    char *tmp = final ? png_temp_path(final) : NULL;
+    if (!tmp) {
+        free(final);
+        return hq_fail(err, HQ_EMEM, "%s: out of memory", io->out_path);
+    }
+    hq_png_info info;
+    uint8_t *indices = NULL;
+    rc = png_item_for_write(io, item, it, &info, &indices, err);
+    if (!rc && indices && io->per_pixel) {
+        /* One palette entry per index cannot hold what a per-pixel remap made of it: 8-bit RGB(A),
+         * the decoded samples as they are (tRNS alpha became the fourth channel). */
+        free(indices);
+        indices = NULL;
+        info.color_type = info.channels == 4 ? PNG_COLOR_TYPE_RGB_ALPHA : PNG_COLOR_TYPE_RGB;
+        info.bit_depth = 8;
+        info.npalette = 0;
+        info.ntrans = 0;
+    }
+    if (!rc && indices)
+        hq_png_repalette(&info, indices, src);
+    if (!rc)
+        rc = write_temp(tmp, final, &info, src, indices, &io->zopts, err);
+    free(indices);
+    if (!rc && io->out_is_dir && rename(tmp, final) != 0) {
+        rc = hq_fail(err, HQ_EIO, "%s: cannot write (%s)", final, strerror(errno));
+        unlink(tmp);
+    }
+    if (!rc && io->out_is_dir) {
+        /* Remembered so that a run that fails later takes it back: a directory holding some of
+         * its outputs must not pass for a finished one. */
+        pthread_mutex_lock(&io->mu);
+        if (io->nwritten == io->cap_written) {
+            size_t cap = io->cap_written ? io->cap_written * 2 : 64;
+            char **w = realloc(io->written, cap * sizeof *w);
+            if (!w) {
+                pthread_mutex_unlock(&io->mu);
+                unlink(final);
+                free(tmp);
+                free(final);
+                return hq_fail(err, HQ_EMEM, "%s: out of memory", io->out_path);
+            }
+            io->written = w;
+            io->cap_written = cap;
+        }
+        io->written[io->nwritten++] = final;
+        pthread_mutex_unlock(&io->mu);
+        final = NULL;
+    }
+    if (!rc && !io->out_is_dir) {
+        pthread_mutex_lock(&io->mu);
+        free(io->pending.tmp);
+        free(io->pending.final);
+        io->pending.tmp = tmp;
+        io->pending.final = final;
+        pthread_mutex_unlock(&io->mu);
+        return 0;
+    }
+    free(tmp);
+    free(final);
+    return rc;
+}
+
+/* Rank 0, once every rank has renamed its files: the directory's completion record. */
+static int mark_dir_complete(const char *dir, uint64_t nimages, hq_err *err)
+{
+    char *mark = png_join_path(dir, COMPLETE_NAME);
+    char *tmp = mark ? png_temp_path(mark) : NULL;
+    int rc = 0;
+    FILE *f = tmp ? fopen(tmp, "w") : NULL;
+    if (!tmp)
+        rc = hq_fail(err, HQ_EMEM, "%s: out of memory", dir);
+    else if (!f || fprintf(f, "histeq_dist %s: complete, %llu input files\n", HQ_VERSION, (unsigned long long)nimages) < 0 ||
+             fclose(f) != 0 || rename(tmp, mark) != 0) {
+        rc = hq_fail(err, HQ_EIO, "%s: cannot write (%s)", mark, strerror(errno));
+        unlink(tmp);
+    }
+    free(tmp);
+    free(mark);
+    return rc;
+}
+
+int png_close(hq_io *io, int commit, const hq_run_meta *meta, hq_err *err)
+{
+    (void)meta;
+    if (!io)
+        return 0;
+    int rc = 0;
+    if (io->pending.tmp) {
+        if (commit && rename(io->pending.tmp, io->pending.final) != 0) {
+            rc = hq_fail(err, HQ_EIO, "%s: cannot write (%s)", io->pending.final, strerror(errno));
+            commit = 0;
+        }
+        if (!commit)
+            unlink(io->pending.tmp);
+    }
+    for (size_t i = 0; i < io->nwritten; i++) {
+        if (!commit)
+            unlink(io->written[i]);
+        free(io->written[i]);
+    }
+    free(io->written);
+    /* A failed run leaves no new directory behind: once every rank has taken back its files, the
+     * directory this run created is empty again (rmdir refuses one that is not). */
+    if (io->have_output)
+        MPI_Barrier(io->comm);
+    if (!commit && io->created_dir)
+        rmdir(io->out_path);
+    if (commit && io->out_is_dir && io->rank == 0)
+        rc = mark_dir_complete(io->out_path, io->inv->n, err);
+    free(io->pending.tmp);
+    free(io->pending.final);
+    png_drop_held(io);
+    free(io->held);
+    pthread_mutex_destroy(&io->mu);
+    free(io->out_path);
+    free(io);
+    return rc;
+}
+
+/* Each file is renamed into place whole, so there is nothing to flush. */
+int png_flush(hq_io *io, int collective, hq_err *err)
+{
+    (void)io, (void)collective, (void)err;
+    return 0;
+}
+
+/* A directory output is unfinished until its completion record is there; a single PNG is written
+ * whole at the end, so there is nothing to resume. */
+int png_output_state(const hq_inventory *inv, const char *out, int *partial, int *finished)
+{
+    *partial = *finished = 0;
+    if (!inv->root_is_dir)
+        return 0;
+    struct stat st;
+    char *mark = png_join_path(out, COMPLETE_NAME);
+    *finished = mark && stat(mark, &st) == 0;
+    *partial = !*finished && stat(out, &st) == 0;
+    free(mark);
+    return 1;
+}
+
+const char *png_sync_path(const hq_io *io)
+{
+    (void)io;
+    return NULL;
+}
