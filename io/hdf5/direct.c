@@ -229,7 +229,6 @@ void hdf5_direct_close_output(hq_io *io)
 void hdf5_direct_free(hq_io *io)
 {
     hdf5_direct_close_output(io);
-    hdf5_view_unmap(io);
     for (size_t i = 0; io->dir && i < io->inv.n; i++)
         hdf5_chunk_table_free(io->dir[i].in_table);
     if (io->in_fd >= 0)

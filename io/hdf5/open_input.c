@@ -158,6 +158,7 @@ void hdf5_free_io(hq_io *io)
     hdf5_close_id(&io->in_file, H5Fclose);
     hdf5_close_id(&io->dxpl_coll, H5Pclose);
     hdf5_close_id(&io->dxpl_ind, H5Pclose);
+    hdf5_view_unmap(io); /* the input view stands on the direct path: it goes first */
     hdf5_direct_free(io);
     hdf5_luts_forget(io);
     free(io->in_dset);
