@@ -1,34 +1,13 @@
-/* clahe.c — CLAHE's glue (core/clahe.h): every tile's LUT built in parallel; a fused block's images
- * equalized whole, one after the other; a shared image's tile rows summed between the ranks that
+/* clahe.c — CLAHE's glue (core/clahe.h): a fused block's images equalized whole, one after the other
+ * (their tile LUTs built as every LUT is, by groups.c); a shared image's tile rows summed between the ranks that
  * count into them and sent to those that blend them (mpi/tile_rows.h), instead of an Allreduce of
  * every tile over every rank. */
-#include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "../../mpi/tile_rows.h"
 #include "run_internal.h"
-
-/* CLAHE: every tile's LUT, tiles in parallel (each is independent and exact). */
-int run_build_clahe_luts(const run *r, uint64_t item, const uint64_t *hist, uint16_t *lut)
-{
-    const hq_mode m = run_mode_of(r, item);
-    const hq_clahe_geom g = run_geom_of(r, item);
-    const uint32_t bins = hq_mode_bins(&m);
-    const uint64_t n = hq_clahe_ntiles(&g) * hq_mode_nhist(&m), area = hq_clahe_area(&g);
-    const int64_t limit = hq_clahe_clip_limit(r->o->clahe.clip, area, bins);
-    const int t = run_threads_per_rank(r), threads = t > 0 ? t : 1;
-    uint64_t *scratch = malloc((size_t)threads * bins * sizeof *scratch);
-    if (!scratch)
-        return -1;
-#pragma omp parallel for schedule(dynamic, 1) num_threads(threads)
-    for (int64_t k = 0; k < (int64_t)n; k++)
-        hq_clahe_tile_lut(hist + (uint64_t)k * bins, bins, area, limit, lut + (uint64_t)k * bins,
-                          scratch + (size_t)omp_get_thread_num() * bins);
-    free(scratch);
-    return 0;
-}
 
 /* One whole image's LUTs where the engine counted (engine.h, clahe_luts), copied to the host only
  * for the provenance, the report and the journal (hq_report_wants), which then see them as

@@ -1,6 +1,9 @@
 /* compute.c — one block through the engine. A fused block's histograms, LUTs and remap in one go;
  * a pending block added to its group's histogram in pass 1, and remapped with its group's LUT in
- * pass 2. Timed into the histogram and remap phases; the report sees the pixels before and after. */
+ * pass 2; float data's extremes of a block, for pass 0 (run_range_block) or, in a fused block, for
+ * its own binning (run_fused_ranges). Timed into the histogram and remap phases; the report sees the
+ * pixels before and after. */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -31,6 +34,63 @@ int run_name_float_failure(const run *r, uint64_t item, int rc, hq_err *err)
     hq_err e = *err;
     return hq_fail(err, rc, "%s:%s: %s; float data must be finite or NaN", r->inv.items[item].src,
                    r->inv.items[item].name, e.msg);
+}
+
+/* Adds a block's finite extremes into its groups' accumulators, its infinite samples to its item. */
+int run_range_block(run *r, const hq_block *b, void *data, hq_err *err)
+{
+    if (!r->eng->ops->minmax)
+        return 0; /* the copy engine: nothing is binned */
+    const hq_mode m = run_mode_of(r, b->item);
+    const hq_block_data d = run_block_view(r, b, data, r->scope == HQ_SCOPE_IMAGE, 0);
+    hq_frange one, *mm = d.nseg == 1 ? &one : malloc(d.nseg * sizeof *mm);
+    if (!mm)
+        return hq_fail(err, HQ_EMEM, "%s: out of memory for %llu ranges", r->inv.items[b->item].src,
+                       (unsigned long long)d.nseg);
+    for (uint64_t s = 0; s < d.nseg; s++)
+        mm[s] = hq_frange_empty();
+    const double t0 = hq_now();
+    int rc = r->eng->ops->minmax(r->eng, &d, &m, mm, err);
+    r->t[PH_HIST] += hq_now() - t0;
+    if (!rc) /* counted here, ticked by the thread that makes the I/O calls (MPI stays on one) */
+        __atomic_add_fetch(&r->bytes_histogrammed, run_block_bytes(r, b), __ATOMIC_RELAXED);
+    for (uint64_t s = 0; s < d.nseg && !rc; s++) {
+        hq_frange *g = &r->facc[d.nseg > 1 ? run_image_of(r, b, b->s0 + s) : run_group_of(r, b)];
+        g->lo = mm[s].lo < g->lo ? mm[s].lo : g->lo;
+        g->hi = mm[s].hi > g->hi ? mm[s].hi : g->hi;
+        r->finf[b->item] += mm[s].inf;
+    }
+    if (mm != &one)
+        free(mm);
+    return rc;
+}
+
+/* Float data, whole images in one block, no --range: pass 0 left their extremes to be found here,
+ * from the pixels in memory, by this rank alone (no other rank has any of them). */
+int run_fused_ranges(run *r, const hq_block *b, const hq_block_data *d, const hq_mode *m, hq_err *err)
+{
+    if (!m->fbins || r->o->range_set || !r->eng->ops->minmax)
+        return 0;
+    hq_frange *mm = malloc(d->nseg * sizeof *mm);
+    if (!mm)
+        return hq_fail(err, HQ_EMEM, "%s: out of memory for %llu ranges", r->inv.items[b->item].src,
+                       (unsigned long long)d->nseg);
+    for (uint64_t s = 0; s < d->nseg; s++)
+        mm[s] = hq_frange_empty();
+    int rc = r->eng->ops->minmax(r->eng, d, m, mm, err);
+    for (uint64_t s = 0; s < d->nseg && !rc; s++) {
+        const uint64_t g = run_image_of(r, b, b->s0 + s); /* the group: the image, or the dataset's first */
+        if (mm[s].inf)
+            rc = hq_fail(err, HQ_EINPUT, "%s:%s: %llu infinite sample%s (+inf or -inf); float data must be finite or "
+                         "NaN", r->inv.items[b->item].src, r->inv.items[b->item].name, (unsigned long long)mm[s].inf,
+                         mm[s].inf == 1 ? "" : "s");
+        else
+            r->fbin[g] = mm[s].lo <= mm[s].hi ? hq_fbin_make(mm[s].lo, mm[s].hi, r->o->fbins)
+                                              : hq_fbin_make(NAN, NAN, r->o->fbins);
+        r->fmine[g] = 1;
+    }
+    free(mm);
+    return rc;
 }
 
 /* Fused: every image of the block is complete here, so histogram, LUT and remap happen at once.

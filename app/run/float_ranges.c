@@ -1,41 +1,13 @@
 /* float_ranges.c — float data's binning (core/fbin.h), one per group. Pass 0 reads the float
  * blocks once for the extremes of their finite samples (or takes --range without reading) and
  * reduces them over ranks; whole images in one block are left to pass 1, which has their pixels
- * anyway (run_fused_ranges), and what it found is shared after the passes for the output's record.
- * Infinite samples are refused, naming the item. */
+ * anyway (compute.c's run_fused_ranges), and what it found is shared after the passes for the
+ * output's record. Infinite samples are refused, naming the item. A block's own extremes come from
+ * compute.c (run_range_block), as everything the engine does to one block. */
 #include <math.h>
 #include <stdlib.h>
 
 #include "run_internal.h"
-
-/* Adds a block's finite extremes into its groups' accumulators, its infinite samples to its item. */
-int run_range_block(run *r, const hq_block *b, void *data, hq_err *err)
-{
-    if (!r->eng->ops->minmax)
-        return 0; /* the copy engine: nothing is binned */
-    const hq_mode m = run_mode_of(r, b->item);
-    const hq_block_data d = run_block_view(r, b, data, r->scope == HQ_SCOPE_IMAGE, 0);
-    hq_frange one, *mm = d.nseg == 1 ? &one : malloc(d.nseg * sizeof *mm);
-    if (!mm)
-        return hq_fail(err, HQ_EMEM, "%s: out of memory for %llu ranges", r->inv.items[b->item].src,
-                       (unsigned long long)d.nseg);
-    for (uint64_t s = 0; s < d.nseg; s++)
-        mm[s] = hq_frange_empty();
-    const double t0 = hq_now();
-    int rc = r->eng->ops->minmax(r->eng, &d, &m, mm, err);
-    r->t[PH_HIST] += hq_now() - t0;
-    if (!rc) /* counted here, ticked by the thread that makes the I/O calls (MPI stays on one) */
-        __atomic_add_fetch(&r->bytes_histogrammed, run_block_bytes(r, b), __ATOMIC_RELAXED);
-    for (uint64_t s = 0; s < d.nseg && !rc; s++) {
-        hq_frange *g = &r->facc[d.nseg > 1 ? run_image_of(r, b, b->s0 + s) : run_group_of(r, b)];
-        g->lo = mm[s].lo < g->lo ? mm[s].lo : g->lo;
-        g->hi = mm[s].hi > g->hi ? mm[s].hi : g->hi;
-        r->finf[b->item] += mm[s].inf;
-    }
-    if (mm != &one)
-        free(mm);
-    return rc;
-}
 
 /* Whether pass 0 reads a block: a whole image in one block waits for pass 1 (run_fused_ranges),
  * unless an interrupted run wrote it already (its range is then still needed for the output's
@@ -125,34 +97,6 @@ int run_pass0_ranges(run *r, hq_err *err)
     r->facc = NULL;
     r->finf = NULL;
     return hq_comm_agree(r->c, rc, err);
-}
-
-/* Float data, whole images in one block, no --range: pass 0 left their extremes to be found here,
- * from the pixels in memory, by this rank alone (no other rank has any of them). */
-int run_fused_ranges(run *r, const hq_block *b, const hq_block_data *d, const hq_mode *m, hq_err *err)
-{
-    if (!m->fbins || r->o->range_set || !r->eng->ops->minmax)
-        return 0;
-    hq_frange *mm = malloc(d->nseg * sizeof *mm);
-    if (!mm)
-        return hq_fail(err, HQ_EMEM, "%s: out of memory for %llu ranges", r->inv.items[b->item].src,
-                       (unsigned long long)d->nseg);
-    for (uint64_t s = 0; s < d->nseg; s++)
-        mm[s] = hq_frange_empty();
-    int rc = r->eng->ops->minmax(r->eng, d, m, mm, err);
-    for (uint64_t s = 0; s < d->nseg && !rc; s++) {
-        const uint64_t g = run_image_of(r, b, b->s0 + s); /* the group: the image, or the dataset's first */
-        if (mm[s].inf)
-            rc = hq_fail(err, HQ_EINPUT, "%s:%s: %llu infinite sample%s (+inf or -inf); float data must be finite or "
-                         "NaN", r->inv.items[b->item].src, r->inv.items[b->item].name, (unsigned long long)mm[s].inf,
-                         mm[s].inf == 1 ? "" : "s");
-        else
-            r->fbin[g] = mm[s].lo <= mm[s].hi ? hq_fbin_make(mm[s].lo, mm[s].hi, r->o->fbins)
-                                              : hq_fbin_make(NAN, NAN, r->o->fbins);
-        r->fmine[g] = 1;
-    }
-    free(mm);
-    return rc;
 }
 
 /* Collective, after the passes: the binnings run_fused_ranges found, made known to every rank for the

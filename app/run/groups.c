@@ -1,7 +1,8 @@
 /* groups.c — the pending groups' histograms (one per image, per dataset, or the one global group)
- * and the LUTs built from complete histograms: --ignore's levels dropped, the method's rule, each
- * image's LUT recorded for the report. A group with nothing counted is left unchanged, and said so
+ * and the LUTs built from complete histograms: --ignore's levels dropped, the method's rule (CLAHE:
+ * every tile's, in parallel), each image's LUT recorded for the report. A group with nothing counted is left unchanged, and said so
  * once. */
+#include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -96,6 +97,26 @@ static void note_nothing_counted(const run *r, uint64_t group)
             "unchanged\n", it->src, hdf5 ? ":" : "", hdf5 ? it->name : "", slice);
 }
 
+/* CLAHE: every tile's LUT, tiles in parallel (each is independent and exact). */
+static int build_clahe_luts(const run *r, uint64_t item, const uint64_t *hist, uint16_t *lut)
+{
+    const hq_mode m = run_mode_of(r, item);
+    const hq_clahe_geom g = run_geom_of(r, item);
+    const uint32_t bins = hq_mode_bins(&m);
+    const uint64_t n = hq_clahe_ntiles(&g) * hq_mode_nhist(&m), area = hq_clahe_area(&g);
+    const int64_t limit = hq_clahe_clip_limit(r->o->clahe.clip, area, bins);
+    const int t = run_threads_per_rank(r), threads = t > 0 ? t : 1;
+    uint64_t *scratch = malloc((size_t)threads * bins * sizeof *scratch);
+    if (!scratch)
+        return -1;
+#pragma omp parallel for schedule(dynamic, 1) num_threads(threads)
+    for (int64_t k = 0; k < (int64_t)n; k++)
+        hq_clahe_tile_lut(hist + (uint64_t)k * bins, bins, area, limit, lut + (uint64_t)k * bins,
+                          scratch + (size_t)omp_get_thread_num() * bins);
+    free(scratch);
+    return 0;
+}
+
 /* The LUTs of one group from its complete histogram: --ignore's levels dropped first, then the
  * method's rule (match: onto r->target; clahe: every tile's, core/clahe.h, which takes neither
  * --ignore nor --mask: app/options.c refuses them). With --ignore and --mask-apply inside, ignored
@@ -108,7 +129,7 @@ int run_build_luts(const run *r, const hq_mode *m, uint64_t item, uint64_t group
     const uint32_t bins = hq_mode_bins(m), nh = hq_mode_nhist(m);
     *empty = 0;
     if (run_is_clahe(r)) {
-        if (run_build_clahe_luts(r, item, hist, lut))
+        if (build_clahe_luts(r, item, hist, lut))
             return hq_fail(err, HQ_EMEM, "%s: out of memory building CLAHE LUTs", r->inv.items[item].src);
     } else {
         run_ignore_bins(r, m, hist);

@@ -212,9 +212,10 @@ int run_name_float_failure(const run *r, uint64_t item, int rc, hq_err *err);
 int run_equalize_fused(run *r, const hq_block *b, void *data, void *out, hq_err *err);
 int run_histogram_pending(run *r, const hq_block *b, void *data, hq_err *err);
 int run_remap_pending(run *r, const hq_block *b, void *data, void *out, hq_err *err);
+int run_range_block(run *r, const hq_block *b, void *data, hq_err *err);
+int run_fused_ranges(run *r, const hq_block *b, const hq_block_data *d, const hq_mode *m, hq_err *err);
 
 /* clahe.c */
-int run_build_clahe_luts(const run *r, uint64_t item, const uint64_t *hist, uint16_t *lut);
 int run_clahe_fused(run *r, const hq_block *b, void *data, hq_err *err);
 int run_reduce_clahe_shared(run *r, hq_err *err); /* collective */
 
@@ -245,9 +246,7 @@ int run_pass1_own(run *r, hq_err *err);
 int run_pass2(run *r, hq_err *err); /* collective */
 
 /* float_ranges.c */
-int run_range_block(run *r, const hq_block *b, void *data, hq_err *err);
 int run_pass0_ranges(run *r, hq_err *err); /* collective, agreed */
-int run_fused_ranges(run *r, const hq_block *b, const hq_block_data *d, const hq_mode *m, hq_err *err);
 int run_share_fused_ranges(run *r, hq_err *err); /* collective */
 
 /* target.c */
