@@ -10,8 +10,9 @@
  *  - hdf5_view_block (from the thread that calls read_block, as it may ask HDF5 for the chunk
  *    index): a pointer to the block's first byte in the mapping, its pages populated (the reading
  *    happens here, as in a pread, not in the engine's loops), or NULL where the block is not one run
- *    of unfiltered native-order bytes (hdf5_direct_span), the direct path is off for the item, the
- *    file cannot be mapped or the pages cannot be populated (the read then reports why). The input
+ *    of unfiltered native-order bytes (hdf5_direct_span), its first byte is not aligned for its
+ *    samples, the direct path is off for the item, the file cannot be mapped or the pages cannot be
+ *    populated (the read then reports why). The input
  *    is mapped whole on the first call; a file is never opened for writing, and PROT_READ makes a
  *    stray store fault rather than change it.
  *  - hdf5_view_release (any thread): the view's whole pages leave this process's page tables
@@ -60,6 +61,11 @@ const void *hdf5_view_block(hq_io *io, uint64_t item, const hq_block *b)
         return NULL;
     if (off > io->imap_len || bytes > io->imap_len - off)
         return NULL; /* the file is shorter than HDF5 says: the library path reports it */
+    /* HDF5 places raw data at any byte: a 16-bit or float image at an odd address would be read
+     * through misaligned pointers by the engines (undefined behaviour in C, caught by UBSan). The
+     * mapping starts on a page, so the offset decides. */
+    if (off % io->inv.items[item].sample_bytes)
+        return NULL;
     /* Populated here, or not used: a page that cannot be read (a disk error, a file cut short under
      * us) then fails this call, and the read path reports it, rather than faulting in the engine.
      * A kernel without MADV_POPULATE_READ (before 5.14) keeps the read path too. */
