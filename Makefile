@@ -170,7 +170,8 @@ $(BUILD)/bench/clahe_bench: bench/clahe_bench.cpp bench/clahe_image.h $(BUILD)/c
                             $(BUILD)/engine/cpu_float.o $(BUILD)/engine/block_pool.o
 	@mkdir -p $(dir $@)
 	g++ -O2 -std=c++17 -fopenmp -I. -o $@ $(filter-out %.h,$^) $(OPENCV)
-$(BUILD)/bench/png_bench: bench/png_bench.cpp $(BUILD)/io/png/codec.o $(BUILD)/io/png/fast.o $(BUILD)/io/png/format.o $(BUILD)/io/zfast.o $(BUILD)/core/error.o
+$(BUILD)/bench/png_bench: bench/png_bench.cpp $(BUILD)/io/png/codec.o $(BUILD)/io/png/fast.o $(BUILD)/io/png/format.o \
+                           $(BUILD)/io/zfast.o $(BUILD)/core/error.o
 	@mkdir -p $(dir $@)
 	g++ -O2 -std=c++17 -I. -o $@ $^ $(OPENCV) $$(pkg-config --cflags --libs libpng zlib) $(DEFLATE_LIBS)
 bench: $(BUILD)/bench/cpu_bench $(BUILD)/bench/png_bench $(BUILD)/bench/clahe_bench

@@ -11,8 +11,8 @@
  *
  * Build and run (from the repository root): `make build/bench/png_bench`, or by hand after `make`:
  *
- *   g++ -O2 -std=c++17 -I. bench/png_bench.cpp build/io/png/codec.o build/io/png/fast.o build/io/png/format.o build/io/zfast.o \
- *       build/core/error.o $(pkg-config --cflags --libs opencv4 libpng zlib) -lisal -ldeflate -o build/png_bench
+ *   g++ -O2 -std=c++17 -I. bench/png_bench.cpp build/io/png/codec.o build/io/png/fast.o build/io/png/format.o \
+ *       build/io/zfast.o build/core/error.o $(pkg-config --cflags --libs opencv4 libpng zlib) -lisal -ldeflate -o build/png_bench
  *   build/png_bench [runs]      # runs: timed repetitions per measurement, default 5
  *   HQ_ISAL=0 build/png_bench [runs]   # the default encoder with libdeflate instead of igzip
  *

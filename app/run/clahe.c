@@ -1,7 +1,7 @@
 /* clahe.c — CLAHE's glue (core/clahe.h): a fused block's images equalized whole, one after the other
- * (their tile LUTs built as every LUT is, by groups.c); a shared image's tile rows summed between the ranks that
- * count into them and sent to those that blend them (mpi/tile_rows.h), instead of an Allreduce of
- * every tile over every rank. */
+ * (their tile LUTs built as every LUT is, by groups.c); a shared image's tile rows summed between the
+ * ranks that count into them and sent to those that blend them (mpi/tile_rows.h), instead of an
+ * Allreduce of every tile over every rank. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

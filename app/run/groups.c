@@ -1,7 +1,7 @@
 /* groups.c — the pending groups' histograms (one per image, per dataset, or the one global group)
  * and the LUTs built from complete histograms: --ignore's levels dropped, the method's rule (CLAHE:
- * every tile's, in parallel), each image's LUT recorded for the report. A group with nothing counted is left unchanged, and said so
- * once. */
+ * every tile's, in parallel), each image's LUT recorded for the report. A group with nothing
+ * counted is left unchanged, and said so once. */
 #include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>

@@ -447,7 +447,8 @@ static int put_file(fast_out *o, const hq_png_info *in, const unsigned char *z, 
     ihdr[9] = (unsigned char)in->color_type;
     ihdr[10] = ihdr[11] = ihdr[12] = 0;
     const uint32_t ntrns = trns_payload(in, trns);
-    if (!put(o, hq_png_signature, 8) || !put_chunk(o, "IHDR", ihdr, 13) || (ntrns && !put_chunk(o, "tRNS", trns, ntrns)))
+    if (!put(o, hq_png_signature, 8) || !put_chunk(o, "IHDR", ihdr, 13) ||
+        (ntrns && !put_chunk(o, "tRNS", trns, ntrns)))
         return 0;
     for (size_t at = 0; at < zn; at += HQ_PNG_FAST_IDAT) {
         const size_t n = zn - at < HQ_PNG_FAST_IDAT ? zn - at : HQ_PNG_FAST_IDAT;
