@@ -36,6 +36,19 @@ int run_name_float_failure(const run *r, uint64_t item, int rc, hq_err *err)
                    r->inv.items[item].name, e.msg);
 }
 
+/* The engine's extremes of each of d's segments, in *mm (malloc'd, also on failure; the caller frees). */
+static int segment_ranges(run *r, const hq_block *b, const hq_block_data *d, const hq_mode *m, hq_frange **mm,
+                          hq_err *err)
+{
+    *mm = malloc(d->nseg * sizeof **mm);
+    if (!*mm)
+        return hq_fail(err, HQ_EMEM, "%s: out of memory for %llu ranges", r->inv.items[b->item].src,
+                       (unsigned long long)d->nseg);
+    for (uint64_t s = 0; s < d->nseg; s++)
+        (*mm)[s] = hq_frange_empty();
+    return r->eng->ops->minmax(r->eng, d, m, *mm, err);
+}
+
 /* Adds a block's finite extremes into its groups' accumulators, its infinite samples to its item. */
 int run_range_block(run *r, const hq_block *b, void *data, hq_err *err)
 {
@@ -43,14 +56,9 @@ int run_range_block(run *r, const hq_block *b, void *data, hq_err *err)
         return 0; /* the copy engine: nothing is binned */
     const hq_mode m = run_mode_of(r, b->item);
     const hq_block_data d = run_block_view(r, b, data, r->scope == HQ_SCOPE_IMAGE, 0);
-    hq_frange one, *mm = d.nseg == 1 ? &one : malloc(d.nseg * sizeof *mm);
-    if (!mm)
-        return hq_fail(err, HQ_EMEM, "%s: out of memory for %llu ranges", r->inv.items[b->item].src,
-                       (unsigned long long)d.nseg);
-    for (uint64_t s = 0; s < d.nseg; s++)
-        mm[s] = hq_frange_empty();
+    hq_frange *mm = NULL;
     const double t0 = hq_now();
-    int rc = r->eng->ops->minmax(r->eng, &d, &m, mm, err);
+    int rc = segment_ranges(r, b, &d, &m, &mm, err);
     r->t[PH_HIST] += hq_now() - t0;
     if (!rc) /* counted here, ticked by the thread that makes the I/O calls (MPI stays on one) */
         __atomic_add_fetch(&r->bytes_histogrammed, run_block_bytes(r, b), __ATOMIC_RELAXED);
@@ -60,8 +68,7 @@ int run_range_block(run *r, const hq_block *b, void *data, hq_err *err)
         g->hi = mm[s].hi > g->hi ? mm[s].hi : g->hi;
         r->finf[b->item] += mm[s].inf;
     }
-    if (mm != &one)
-        free(mm);
+    free(mm);
     return rc;
 }
 
@@ -71,13 +78,8 @@ int run_fused_ranges(run *r, const hq_block *b, const hq_block_data *d, const hq
 {
     if (!m->fbins || r->o->range_set || !r->eng->ops->minmax)
         return 0;
-    hq_frange *mm = malloc(d->nseg * sizeof *mm);
-    if (!mm)
-        return hq_fail(err, HQ_EMEM, "%s: out of memory for %llu ranges", r->inv.items[b->item].src,
-                       (unsigned long long)d->nseg);
-    for (uint64_t s = 0; s < d->nseg; s++)
-        mm[s] = hq_frange_empty();
-    int rc = r->eng->ops->minmax(r->eng, d, m, mm, err);
+    hq_frange *mm = NULL;
+    int rc = segment_ranges(r, b, d, m, &mm, err);
     for (uint64_t s = 0; s < d->nseg && !rc; s++) {
         const uint64_t g = run_image_of(r, b, b->s0 + s); /* the group: the image, or the dataset's first */
         if (mm[s].inf)

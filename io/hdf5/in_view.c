@@ -12,9 +12,8 @@
  *    happens here, as in a pread, not in the engine's loops), or NULL where the block is not one run
  *    of unfiltered native-order bytes (hdf5_direct_span), its first byte is not aligned for its
  *    samples, the direct path is off for the item, the file cannot be mapped or the pages cannot be
- *    populated (the read then reports why). The input
- *    is mapped whole on the first call; a file is never opened for writing, and PROT_READ makes a
- *    stray store fault rather than change it.
+ *    populated (the read then reports why). The input is mapped whole on the first call; a file
+ *    is never opened for writing, and PROT_READ makes a stray store fault rather than change it.
  *  - hdf5_view_release (any thread): the view's whole pages leave this process's page tables
  *    (MADV_DONTNEED; the page cache keeps them), so a run's resident memory stays its buffers.
  *  - hdf5_view_unmap (close): the mapping removed. HQ_INPUT_VIEW=0 turns views off. */
