@@ -47,7 +47,8 @@ CUDA_HOME ?= $(patsubst %/bin/nvcc,%,$(NVCC))
 CUDA_ARCH ?= -arch=sm_90
 NVCCFLAGS ?= -O3 -std=c++17 $(CUDA_ARCH) -lineinfo -Xcompiler -Wall,-Wextra,-fPIC,-fopenmp
 
-HOST_SRC  := $(wildcard core/*.c engine/*.c io/*.c io/hdf5/*.c io/png/*.c jobs/*.c mpi/*.c app/*.c app/run/*.c report/*.c)
+HOST_SRC  := $(wildcard core/*.c engine/*.c engine/cpu/*.c io/*.c io/hdf5/*.c io/png/*.c jobs/*.c mpi/*.c \
+                       app/*.c app/run/*.c report/*.c)
 ifeq ($(CUDA),1)
 GPU_SRC   := $(wildcard gpu/*.cu)
 GPU_OBJ   := $(GPU_SRC:%.cu=$(BUILD)/%.o)
@@ -56,6 +57,9 @@ else
 HOST_SRC  += gpu/gpu_none.c
 endif
 HOST_OBJ  := $(HOST_SRC:%.c=$(BUILD)/%.o)
+# The CPU engine with what it stands on, for the harnesses and benchmarks that link it without the app.
+CPU_ENGINE_OBJ := $(addprefix $(BUILD)/,core/error.o core/lut.o core/clahe.o engine/block_pool.o) \
+                  $(patsubst %.c,$(BUILD)/%.o,$(wildcard engine/cpu/*.c))
 LIB_OBJ   := $(filter-out $(BUILD)/app/main.o,$(HOST_OBJ)) $(GPU_OBJ)
 BIN       := $(BUILD)/histeq_dist
 MAN       := $(BUILD)/histeq_dist.1
@@ -149,9 +153,7 @@ deps:
 	sh .ci/deps.sh
 
 # GPU engine against the CPU engine, every mode, on random data (needs a GPU).
-$(BUILD)/tests/gpu_equal: tests/gpu/gpu_equal.c $(BUILD)/core/error.o $(BUILD)/core/lut.o $(BUILD)/core/clahe.o \
-                          $(BUILD)/engine/cpu_engine.o $(BUILD)/engine/cpu_clahe.o $(BUILD)/engine/cpu_float.o \
-                          $(BUILD)/engine/block_pool.o $(GPU_OBJ)
+$(BUILD)/tests/gpu_equal: tests/gpu/gpu_equal.c $(CPU_ENGINE_OBJ) $(GPU_OBJ)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -o $@ $^ $(LDFLAGS) $(LDLIBS)
 gpu-check: $(BUILD)/tests/gpu_equal
@@ -160,14 +162,10 @@ gpu-check: $(BUILD)/tests/gpu_equal
 # Benchmarks (bench/README.md): CPU engine and PNG codec beside OpenCV here; the GPU ones run on a
 # GPU machine through bench/device_run.sh and bench/device_full.sh.
 OPENCV = $$(pkg-config --cflags --libs opencv4)
-$(BUILD)/bench/cpu_bench: bench/cpu_bench.cpp $(BUILD)/core/error.o $(BUILD)/core/lut.o $(BUILD)/core/clahe.o \
-                          $(BUILD)/engine/cpu_engine.o $(BUILD)/engine/cpu_clahe.o $(BUILD)/engine/cpu_float.o \
-                          $(BUILD)/engine/block_pool.o
+$(BUILD)/bench/cpu_bench: bench/cpu_bench.cpp $(CPU_ENGINE_OBJ)
 	@mkdir -p $(dir $@)
 	g++ -O2 -std=c++17 -fopenmp -I. -o $@ $^ $(OPENCV)
-$(BUILD)/bench/clahe_bench: bench/clahe_bench.cpp bench/clahe_image.h $(BUILD)/core/error.o $(BUILD)/core/lut.o \
-                            $(BUILD)/core/clahe.o $(BUILD)/engine/cpu_engine.o $(BUILD)/engine/cpu_clahe.o \
-                            $(BUILD)/engine/cpu_float.o $(BUILD)/engine/block_pool.o
+$(BUILD)/bench/clahe_bench: bench/clahe_bench.cpp bench/clahe_image.h $(CPU_ENGINE_OBJ)
 	@mkdir -p $(dir $@)
 	g++ -O2 -std=c++17 -fopenmp -I. -o $@ $(filter-out %.h,$^) $(OPENCV)
 $(BUILD)/bench/png_bench: bench/png_bench.cpp $(BUILD)/io/png/codec.o $(BUILD)/io/png/fast.o $(BUILD)/io/png/format.o \

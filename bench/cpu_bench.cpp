@@ -1,11 +1,7 @@
 /* cpu_bench.cpp — is the CPU engine at least as fast as OpenCV's cv::equalizeHist?
  *
  * Build and run (from the repository root):
- *   make build/core/lut.o build/core/error.o build/engine/cpu_engine.o
- *   mkdir -p build/bench
- *   g++ -std=c++17 -O3 -Wall -Wextra -fopenmp bench/cpu_bench.cpp \
- *       build/core/lut.o build/core/error.o build/engine/cpu_engine.o \
- *       $(pkg-config --cflags --libs opencv4) -o build/bench/cpu_bench
+ *   make build/bench/cpu_bench
  *   build/bench/cpu_bench                 # 21 timed runs per case, T = 1 and T = 2, all cases
  *   build/bench/cpu_bench --runs 31 --threads 1,2 --only gray8    # just the 8-bit gray bar
  *

@@ -222,7 +222,7 @@ def test_docs_have_commands():
     texts = [t for _, _, t in ALL]
     assert "sh .ci/deps.sh && make demo" in texts
     assert any(t.startswith("mpirun -np 8 histeq_dist --input dataset.h5") for t in texts)
-    assert any(t.startswith("g++ -std=c++17") and t.rstrip().endswith("-o build/bench/cpu_bench") for t in texts)
+    assert any(t.startswith("make build/bench/cpu_bench") for t in texts)
     ran = [t for _, lang, t in ALL if lang == "python" or plan(t)[0]]
     assert len(ran) >= 15, ran
 

@@ -1,4 +1,4 @@
-/* test_fbin.c — float binning (core/fbin.h) and the CPU engine's float path (engine/cpu_float.c).
+/* test_fbin.c — float binning (core/fbin.h) and the CPU engine's float path (engine/cpu/float_path.c).
  *
  * Bins are checked where the answer is known by hand (edges, exact quarters, clamps, a constant
  * group), for monotonicity over random samples, against long-double arithmetic away from bin

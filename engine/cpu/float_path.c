@@ -1,9 +1,9 @@
-/* cpu_float.c — float32/float64 samples: pass-0 extremes, binned histograms and the remap to
+/* float_path.c — float32/float64 samples: pass-0 extremes, binned histograms and the remap to
  * lut[bin] / (bins - 1), with core/fbin.h's arithmetic (built with -ffp-contract=off, as all host
  * code is). A mask plane (engine.h) is honoured as on the integer paths: pixels whose byte is 0 are
  * neither counted nor, when remap is handed the mask, changed. Every result is exact or per
  * sample, so neither the thread count nor the split into pieces can change it. */
-#include "cpu_float.h"
+#include "float_path.h"
 
 #include <math.h>
 #include <omp.h>

@@ -1,4 +1,4 @@
-/* cpu_clahe.h — the CPU engine's CLAHE (core/clahe.h's rule), OpenMP over `threads` threads.
+/* clahe.h — the CPU engine's CLAHE (core/clahe.h's rule), OpenMP over `threads` threads.
  *
  * Histogram: work items are (tile, run of rows) pairs, each counted into narrow per-thread counters
  * and added to the tile's 64-bit histogram atomically, so no thread holds a private copy of every
@@ -7,7 +7,7 @@
 #ifndef HQ_CPU_CLAHE_H
 #define HQ_CPU_CLAHE_H
 
-#include "engine.h"
+#include "../engine.h"
 
 int hq_cpu_clahe_histogram(int threads, const hq_clahe_piece *p, const hq_mode *m, const hq_clahe_geom *g,
                            uint64_t *hist, hq_err *err);

@@ -1,262 +1,16 @@
-/* cpu_engine.c — the validation reference, also built to be fast: OpenMP over pieces of each image
- * handed out dynamically, per-thread private histograms merged once, and integer-only pixel math
- * from core/pixel.h.
- * Thread count cannot change a result: histograms are integer sums, remaps are per pixel.
- *
- * The common layouts (8-bit gray, 16-bit gray, 8-bit RGB/RGBA in each colour mode) have loops of
- * their own: sub-histograms with narrow counters, and remaps through tables filled from the LUT by
- * the same pixel.h functions, so they agree with the generic loops bit for bit. A remap that would
- * change nothing is skipped. What each trick buys, measured: bench/README.md. */
-#include <omp.h>
-#include <stdio.h>
+/* remap.c — the CPU engine's remaps; contract in remap.h. */
+#include "remap.h"
+
 #include <stdlib.h>
 #include <string.h>
 
-#include "../core/pixel.h"
-#include "block_pool.h"
-#include "cpu_clahe.h"
-#include "cpu_float.h"
-#include "engine.h"
-
-typedef struct cpu_impl {
-    int threads;
-    hq_block_pool pool;
-} cpu_impl;
-
-/* Below this many pixels a segment is not worth splitting across threads; segments are then
- * spread over threads instead (collections of small slices). */
-#define SMALL_SEGMENT (1u << 18)
+#include "../../core/pixel.h"
+#include "work.h"
 
 /* A table that maps two 8-bit pixels per lookup (128 KiB) costs ~40-60 us to fill and saves
  * ~0.1 ns a pixel; it pays from about a million pixels. The value-mode table (64 KiB, 32,896 divisions) pays much sooner. */
 #define PAIR_TABLE_MIN (1u << 20)
 #define VALUE_TABLE_MIN (1u << 15)
-
-/* A big segment is handed to the threads in pieces of about 1/16 of a thread's share, at least
- * MIN_PIECE pixels: a thread slowed down by another process on its core then holds the others
- * back by one piece at most, not by its whole static share. */
-#define MIN_PIECE ((uint64_t)1 << 16)
-#define PIECES_PER_THREAD 16
-
-/* 8-bit sub-histograms laid 256 counters apart would put equal bins at addresses a multiple of
- * 4 KiB apart, which the CPU's store-to-load predictor takes for a dependency (4K aliasing); the
- * padding keeps them apart. Several sub-histograms break the chain of increments to one counter
- * when neighbouring pixels share a bin (flat backgrounds, constant images). */
-#define SUB_STRIDE (256 + 16)
-#define SUBS 8
-
-#define ALWAYS_INLINE static inline __attribute__((always_inline))
-
-/* ---------------------------------------------------------------- histogram accumulators */
-
-typedef uint32_t sub_hist[SUBS][SUB_STRIDE];
-
-/* One thread's histogram of one segment: 64-bit counters (the result), fed for gray data through
- * narrow 32-bit counters that are cheaper to increment and are folded in once at the end, or
- * before any of them could wrap. The RGB and generic loops count into wide directly. */
-typedef struct hist_acc {
-    uint64_t *wide;  /* hq_mode_nhist * bins counters */
-    sub_hist *sub8;  /* 8-bit gray: SUBS sub-histograms, zero when nothing is pending */
-    uint32_t *sub16; /* 16-bit gray: one counter per bin, or NULL to count into wide */
-    uint32_t maxv;
-    uint64_t pending; /* pixels in the narrow counters since the last fold */
-} hist_acc;
-
-/* Bin 256 of each 8-bit sub-histogram (inside the padding) takes the masked-out pixels of the
- * masked gray loop, so that it needs no branch; it is never folded, only cleared. */
-#define MASKED_OUT_BIN 256
-
-/* Adds the narrow counters into wide and zeroes them. */
-static void acc_fold(hist_acc *a)
-{
-    if (a->pending == 0)
-        return;
-    if (a->sub16) {
-        for (uint32_t v = 0; v <= a->maxv; v++) {
-            a->wide[v] += a->sub16[v];
-            a->sub16[v] = 0;
-        }
-    }
-    if (a->sub8) {
-        for (uint32_t v = 0; v < 256; v++) {
-            uint64_t sum = 0;
-            for (uint32_t k = 0; k < SUBS; k++) {
-                sum += (*a->sub8)[k][v];
-                (*a->sub8)[k][v] = 0;
-            }
-            if (sum)
-                a->wide[hq_bin(v, a->maxv)] += sum;
-        }
-        for (uint32_t k = 0; k < SUBS; k++)
-            (*a->sub8)[k][MASKED_OUT_BIN] = 0;
-    }
-    a->pending = 0;
-}
-
-/* Makes room for n more pixels (n < 2^32) in the narrow counters, none of which may pass 2^32 - 1. */
-static void acc_reserve(hist_acc *a, uint64_t n)
-{
-    if (a->pending + n > UINT32_MAX)
-        acc_fold(a);
-    a->pending += n;
-}
-
-/* Narrow counters take at most this many pixels per acc_reserve. */
-#define RESERVE_MAX ((uint64_t)1 << 30)
-
-/* ---------------------------------------------------------------- gray histograms */
-
-/* 8-bit gray, contiguous: 8 pixels per iteration, one per sub-histogram. */
-static void hist_gray8(const uint8_t *p, uint64_t n, hist_acc *a)
-{
-    sub_hist *sub = a->sub8;
-    for (uint64_t i = 0; i < n;) {
-        const uint64_t end = n - i > RESERVE_MAX ? i + RESERVE_MAX : n;
-        acc_reserve(a, end - i);
-        for (; i + 8 <= end; i += 8) {
-            uint8_t q[8];
-            memcpy(q, p + i, 8);
-            (*sub)[0][q[0]]++;
-            (*sub)[1][q[4]]++;
-            (*sub)[2][q[1]]++;
-            (*sub)[3][q[5]]++;
-            (*sub)[4][q[2]]++;
-            (*sub)[5][q[6]]++;
-            (*sub)[6][q[3]]++;
-            (*sub)[7][q[7]]++;
-        }
-        for (; i < end; i++)
-            (*sub)[i & 7][p[i]]++;
-    }
-}
-
-/* 8-bit gray with a mask plane: the same sub-histograms, masked-out pixels counted into the
- * unused bin 256. */
-static void hist_gray8_masked(const uint8_t *p, const uint8_t *mk, uint64_t n, hist_acc *a)
-{
-    sub_hist *sub = a->sub8;
-    for (uint64_t i = 0; i < n;) {
-        const uint64_t end = n - i > RESERVE_MAX ? i + RESERVE_MAX : n;
-        acc_reserve(a, end - i);
-        for (; i < end; i++)
-            (*sub)[i & 7][mk[i] ? p[i] : MASKED_OUT_BIN]++;
-    }
-}
-
-/* 8-bit gray+alpha: channel 0 of every stride-th byte. */
-static void hist_gray8_strided(const uint8_t *p, uint64_t n, uint32_t stride, hist_acc *a)
-{
-    sub_hist *sub = a->sub8;
-    for (uint64_t i = 0; i < n;) {
-        const uint64_t end = n - i > RESERVE_MAX ? i + RESERVE_MAX : n;
-        acc_reserve(a, end - i);
-        for (; i < end; i++)
-            (*sub)[i & 3][p[i * stride]]++;
-    }
-}
-
-/* 16-bit gray. 32-bit counters halve the histogram's cache footprint (256 KiB for 16 bits); a
- * single set is enough, as neighbouring 16-bit samples rarely share a bin. */
-static void hist_gray16(const uint16_t *p, uint64_t n, hist_acc *a)
-{
-    const uint32_t maxv = a->maxv;
-    if (!a->sub16) {
-        for (uint64_t i = 0; i < n; i++)
-            a->wide[hq_bin(p[i], maxv)]++;
-        return;
-    }
-    uint32_t *sub = a->sub16;
-    for (uint64_t i = 0; i < n;) {
-        const uint64_t end = n - i > RESERVE_MAX ? i + RESERVE_MAX : n;
-        acc_reserve(a, end - i);
-        if (maxv == 0xffff) {
-            for (; i + 4 <= end; i += 4) {
-                uint16_t q[4];
-                memcpy(q, p + i, 8);
-                sub[q[0]]++;
-                sub[q[1]]++;
-                sub[q[2]]++;
-                sub[q[3]]++;
-            }
-        }
-        for (; i < end; i++)
-            sub[hq_bin(p[i], maxv)]++;
-    }
-}
-
-/* ---------------------------------------------------------------- 8-bit RGB(A) histograms */
-
-/* Each RGB body below is inlined with a literal channel count (3 or 4) and, where it matters, a
- * literal maxv = 255 (8 significant bits: hq_bin does nothing), so every layout gets a loop with
- * constant strides. They count straight into the 64-bit histogram: with three samples to load per
- * pixel, sub-histograms (and tables in place of the luma products) measured slower here. */
-ALWAYS_INLINE void hist_rgb8_body(const uint8_t *p, uint64_t n, uint32_t ch, uint32_t maxv, hq_color color,
-                                  uint64_t *hist)
-{
-    const uint32_t bins = maxv + 1;
-    if (color == HQ_COLOR_CHANNELS) {
-        for (uint64_t i = 0; i < n; i++) {
-            const uint8_t *px = p + i * ch;
-            hist[hq_bin(px[0], maxv)]++;
-            hist[bins + hq_bin(px[1], maxv)]++;
-            hist[2 * bins + hq_bin(px[2], maxv)]++;
-        }
-    } else if (color == HQ_COLOR_VALUE) {
-        for (uint64_t i = 0; i < n; i++) {
-            const uint8_t *px = p + i * ch;
-            hist[hq_bin(hq_max3(px[0], px[1], px[2]), maxv)]++;
-        }
-    } else {
-        for (uint64_t i = 0; i < n; i++) {
-            const uint8_t *px = p + i * ch;
-            const uint32_t r = hq_bin(px[0], maxv), g = hq_bin(px[1], maxv), b = hq_bin(px[2], maxv);
-            hist[hq_luma_of_fx(hq_luma_fx(r, g, b))]++;
-        }
-    }
-}
-
-static void hist_rgb8(const uint8_t *p, uint64_t n, const hq_mode *m, uint64_t *hist)
-{
-    const uint32_t maxv = hq_mode_bins(m) - 1;
-    if (m->channels == 3 && maxv == 255)
-        hist_rgb8_body(p, n, 3, 255, m->color, hist);
-    else if (m->channels == 3)
-        hist_rgb8_body(p, n, 3, maxv, m->color, hist);
-    else if (maxv == 255)
-        hist_rgb8_body(p, n, 4, 255, m->color, hist);
-    else
-        hist_rgb8_body(p, n, 4, maxv, m->color, hist);
-}
-
-/* ---------------------------------------------------------------- generic histograms */
-
-/* The path for every other layout (16-bit RGB, 16-bit gray+alpha), written once for both widths. */
-#define DEFINE_HIST(NAME, T)                                                                                \
-    static void NAME(const T *p, uint64_t n, const hq_mode *m, uint64_t *hist)                              \
-    {                                                                                                       \
-        const uint32_t ch = m->channels, maxv = hq_mode_bins(m) - 1, bins = hq_mode_bins(m);                \
-        if (ch < 3) {                                                                                       \
-            for (uint64_t i = 0; i < n; i++)                                                                \
-                hist[hq_bin(p[i * ch], maxv)]++;                                                            \
-        } else if (m->color == HQ_COLOR_CHANNELS) {                                                         \
-            for (uint64_t i = 0; i < n; i++) {                                                              \
-                hist[hq_bin(p[i * ch], maxv)]++;                                                            \
-                hist[bins + hq_bin(p[i * ch + 1], maxv)]++;                                                 \
-                hist[2 * bins + hq_bin(p[i * ch + 2], maxv)]++;                                             \
-            }                                                                                               \
-        } else if (m->color == HQ_COLOR_VALUE) {                                                            \
-            for (uint64_t i = 0; i < n; i++)                                                                \
-                hist[hq_bin(hq_max3(p[i * ch], p[i * ch + 1], p[i * ch + 2]), maxv)]++;                     \
-        } else {                                                                                            \
-            for (uint64_t i = 0; i < n; i++) {                                                              \
-                uint32_t r = hq_bin(p[i * ch], maxv), g = hq_bin(p[i * ch + 1], maxv),                      \
-                         b = hq_bin(p[i * ch + 2], maxv);                                                   \
-                hist[hq_luma_of_fx(hq_luma_fx(r, g, b))]++;                                                 \
-            }                                                                                               \
-        }                                                                                                   \
-    }
-DEFINE_HIST(hist_u8, uint8_t)
-DEFINE_HIST(hist_u16, uint16_t)
 
 /* ---------------------------------------------------------------- remap tables */
 
@@ -268,11 +22,6 @@ typedef struct remap_tables {
     uint16_t *pairs;       /* 8-bit gray: two contiguous pixels per lookup, or NULL */
     uint8_t *value;        /* 8-bit value mode: value[V * 256 + c] = c', or NULL */
 } remap_tables;
-
-static int fast8(const hq_mode *m)
-{
-    return m->sample_bytes == 1 && m->bits <= 8;
-}
 
 /* pairs[u] for the 16-bit word u holding two pixels. Written on the word's numeric value, it maps
  * each byte to its own position whatever the machine's byte order. */
@@ -532,30 +281,6 @@ DEFINE_REMAP(remap_u16, uint16_t)
 /* A block with a mask plane (hq_block_data.mask) takes these plain per-pixel loops: the branch on
  * the mask byte would slow the fast paths above for every unmasked run, and masked pixels are
  * usually a background that costs nothing here. Same pixel.h arithmetic, so the same results. */
-#define DEFINE_HIST_MASKED(NAME, T)                                                                         \
-    static void NAME(const T *p, const uint8_t *mk, uint64_t n, const hq_mode *m, uint64_t *hist)           \
-    {                                                                                                       \
-        const uint32_t ch = m->channels, maxv = hq_mode_bins(m) - 1, bins = hq_mode_bins(m);                \
-        for (uint64_t i = 0; i < n; i++) {                                                                  \
-            if (!mk[i])                                                                                     \
-                continue;                                                                                   \
-            const T *px = p + i * ch;                                                                       \
-            if (ch < 3) {                                                                                   \
-                hist[hq_bin(px[0], maxv)]++;                                                                \
-            } else if (m->color == HQ_COLOR_CHANNELS) {                                                     \
-                hist[hq_bin(px[0], maxv)]++;                                                                \
-                hist[bins + hq_bin(px[1], maxv)]++;                                                         \
-                hist[2 * bins + hq_bin(px[2], maxv)]++;                                                     \
-            } else if (m->color == HQ_COLOR_VALUE) {                                                        \
-                hist[hq_bin(hq_max3(px[0], px[1], px[2]), maxv)]++;                                         \
-            } else {                                                                                        \
-                hist[hq_luma_of_fx(hq_luma_fx(hq_bin(px[0], maxv), hq_bin(px[1], maxv), hq_bin(px[2], maxv)))]++; \
-            }                                                                                               \
-        }                                                                                                   \
-    }
-DEFINE_HIST_MASKED(hist_u8_masked, uint8_t)
-DEFINE_HIST_MASKED(hist_u16_masked, uint16_t)
-
 #define DEFINE_REMAP_MASKED(NAME, T)                                                                        \
     static void NAME(T *p, const uint8_t *mk, uint64_t n, const hq_mode *m, const uint16_t *lut)            \
     {                                                                                                       \
@@ -600,37 +325,6 @@ static void remap_gray8_masked(uint8_t *p, const uint8_t *mk, uint64_t n, const 
 DEFINE_REMAP_MASKED(remap_u16_masked, uint16_t)
 
 /* ---------------------------------------------------------------- dispatch */
-
-static void hist_range(const hq_mode *m, const void *base, const uint8_t *mask, uint64_t p0, uint64_t n,
-                       hist_acc *a)
-{
-    if (mask) {
-        if (m->sample_bytes == 1 && m->channels == 1)
-            hist_gray8_masked((const uint8_t *)base + p0, mask + p0, n, a);
-        else if (m->sample_bytes == 1)
-            hist_u8_masked((const uint8_t *)base + p0 * m->channels, mask + p0, n, m, a->wide);
-        else
-            hist_u16_masked((const uint16_t *)base + p0 * m->channels, mask + p0, n, m, a->wide);
-        return;
-    }
-    if (m->sample_bytes == 1) {
-        const uint8_t *p = (const uint8_t *)base + p0 * m->channels;
-        if (m->channels == 1)
-            hist_gray8(p, n, a);
-        else if (m->channels == 2)
-            hist_gray8_strided(p, n, 2, a);
-        else if (fast8(m))
-            hist_rgb8(p, n, m, a->wide);
-        else
-            hist_u8(p, n, m, a->wide);
-    } else {
-        const uint16_t *p = (const uint16_t *)base + p0 * m->channels;
-        if (m->channels == 1)
-            hist_gray16(p, n, a);
-        else
-            hist_u16(p, n, m, a->wide);
-    }
-}
 
 static void remap_range(const hq_mode *m, void *base, const uint8_t *mask, uint64_t p0, uint64_t n,
                         const uint16_t *lut, const remap_tables *t)
@@ -694,83 +388,12 @@ static void remap_block_range(const hq_block_data *b, const hq_mode *m, uint64_t
         remap_range(m, b->data, b->mask, p0, n, lut, t);
 }
 
-/* Pieces of a big segment: see MIN_PIECE. */
-static uint64_t piece_pixels(uint64_t n, int threads)
-{
-    const uint64_t piece = n / ((uint64_t)threads * PIECES_PER_THREAD);
-    return piece < MIN_PIECE ? MIN_PIECE : piece;
-}
 
-/* Many small images: one segment per iteration, each written by exactly one thread. */
-static void histogram_small_segments(const cpu_impl *c, const hq_block_data *b, const hq_mode *m,
-                                     uint64_t *const *hist)
+int hq_cpu_remap(int threads, hq_block_data *b, const hq_mode *m, const uint16_t *const *lut, hq_err *err)
 {
-#pragma omp parallel for schedule(dynamic, 4) num_threads(c->threads)
-    for (int64_t s = 0; s < (int64_t)b->nseg; s++) {
-        sub_hist sub;
-        memset(sub, 0, sizeof sub);
-        hist_acc a = {hist[s], &sub, NULL, hq_mode_bins(m) - 1, 0};
-        hist_range(m, b->data, b->mask, (uint64_t)s * b->seg_pixels, b->seg_pixels, &a);
-        acc_fold(&a);
-    }
-}
-
-static int cpu_histogram(hq_engine *e, const hq_block_data *b, const hq_mode *m, uint64_t *const *hist, hq_err *err)
-{
-    cpu_impl *c = e->impl;
-    if (m->fbins)
-        return hq_cpu_float_histogram(c->threads, b, m, hist, err);
-    const uint32_t bins = hq_mode_bins(m);
-    const size_t hlen = (size_t)hq_mode_nhist(m) * bins;
+    (void)err; /* integer remaps allocate nothing that can fail: a table left out falls back to a loop */
     if (b->seg_pixels < SMALL_SEGMENT) {
-        histogram_small_segments(c, b, m, hist);
-        return 0;
-    }
-    uint64_t *priv = calloc((size_t)c->threads * hlen, sizeof *priv);
-    if (!priv)
-        return hq_fail(err, HQ_EMEM, "cpu engine: out of memory for %d private histograms", c->threads);
-    /* Without these the 16-bit loop counts into the 64-bit histogram: slower, same result. */
-    uint32_t *sub16 = m->sample_bytes == 2 && m->channels == 1 ? calloc((size_t)c->threads * bins, sizeof *sub16) : NULL;
-    for (uint64_t s = 0; s < b->nseg; s++) {
-        const uint64_t base = s * b->seg_pixels, n = b->seg_pixels, piece = piece_pixels(n, c->threads);
-        const int64_t npieces = (int64_t)((n + piece - 1) / piece);
-#pragma omp parallel num_threads(c->threads)
-        {
-            const int t = omp_get_thread_num(), nt = omp_get_num_threads();
-            sub_hist sub;
-            memset(sub, 0, sizeof sub);
-            hist_acc a = {priv + (size_t)t * hlen, &sub, sub16 ? sub16 + (size_t)t * bins : NULL, bins - 1, 0};
-            memset(a.wide, 0, hlen * sizeof *a.wide);
-#pragma omp for schedule(dynamic, 1)
-            for (int64_t k = 0; k < npieces; k++) {
-                const uint64_t lo = (uint64_t)k * piece, len = n - lo < piece ? n - lo : piece;
-                hist_range(m, b->data, b->mask, base + lo, len, &a);
-            }
-            acc_fold(&a);
-#pragma omp barrier
-#pragma omp for schedule(static)
-            for (int64_t v = 0; v < (int64_t)hlen; v++) {
-                uint64_t sum = 0;
-                for (int k = 0; k < nt; k++)
-                    sum += priv[(size_t)k * hlen + (size_t)v];
-                hist[s][v] += sum;
-            }
-        }
-    }
-    free(sub16);
-    free(priv);
-    return 0;
-}
-
-static int cpu_remap(hq_engine *e, hq_block_data *b, const hq_mode *m, const uint16_t *const *lut, hq_err *err)
-{
-    cpu_impl *c = e->impl;
-    if (m->fbins && b->out)
-        return hq_fail(err, HQ_EIO, "cpu engine: internal error: float data remapped out of place");
-    if (m->fbins)
-        return hq_cpu_float_remap(c->threads, b, m, lut, err);
-    if (b->seg_pixels < SMALL_SEGMENT) {
-#pragma omp parallel for schedule(dynamic, 4) num_threads(c->threads)
+#pragma omp parallel for schedule(dynamic, 4) num_threads(threads)
         for (int64_t s = 0; s < (int64_t)b->nseg; s++) {
             remap_tables t;
             remap_tables_build(m, lut[s], b->seg_pixels, &t);
@@ -780,80 +403,19 @@ static int cpu_remap(hq_engine *e, hq_block_data *b, const hq_mode *m, const uin
         return 0;
     }
     for (uint64_t s = 0; s < b->nseg; s++) {
-        const uint64_t base = s * b->seg_pixels, n = b->seg_pixels, piece = piece_pixels(n, c->threads);
+        const uint64_t base = s * b->seg_pixels, n = b->seg_pixels, piece = piece_pixels(n, threads);
         const int64_t npieces = (int64_t)((n + piece - 1) / piece);
         /* Built once per segment, before the threads start, and only read by them. */
         remap_tables t;
         remap_tables_build(m, lut[s], n, &t);
         if (t.identity && !b->out)
             continue; /* nothing was allocated */
-#pragma omp parallel for schedule(dynamic, 1) num_threads(c->threads)
+#pragma omp parallel for schedule(dynamic, 1) num_threads(threads)
         for (int64_t k = 0; k < npieces; k++) {
             const uint64_t lo = (uint64_t)k * piece, len = n - lo < piece ? n - lo : piece;
             remap_block_range(b, m, base + lo, len, lut[s], &t);
         }
         remap_tables_free(&t);
     }
-    return 0;
-}
-
-static void cpu_destroy(hq_engine *e)
-{
-    hq_pool_destroy(&((cpu_impl *)e->impl)->pool);
-    free(e->impl);
-    free(e);
-}
-
-static void cpu_describe(hq_engine *e, char *buf, size_t len)
-{
-    cpu_impl *c = e->impl;
-    snprintf(buf, len, "cpu, %d thread%s", c->threads, c->threads == 1 ? "" : "s");
-}
-
-static void *cpu_block_alloc(hq_engine *e, size_t bytes)
-{
-    return hq_pool_alloc(&((cpu_impl *)e->impl)->pool, bytes);
-}
-
-static void cpu_block_free(hq_engine *e, void *p)
-{
-    hq_pool_free(&((cpu_impl *)e->impl)->pool, p);
-}
-
-static int cpu_clahe_histogram(hq_engine *e, const hq_clahe_piece *p, const hq_mode *m, const hq_clahe_geom *g,
-                               uint64_t *hist, hq_err *err)
-{
-    return hq_cpu_clahe_histogram(((cpu_impl *)e->impl)->threads, p, m, g, hist, err);
-}
-
-static int cpu_clahe_remap(hq_engine *e, hq_clahe_piece *p, const hq_mode *m, const hq_clahe_geom *g,
-                           const uint16_t *lut, hq_err *err)
-{
-    return hq_cpu_clahe_remap(((cpu_impl *)e->impl)->threads, p, m, g, lut, err);
-}
-
-static int cpu_minmax(hq_engine *e, const hq_block_data *b, const hq_mode *m, hq_frange *mm, hq_err *err)
-{
-    return hq_cpu_float_minmax(((cpu_impl *)e->impl)->threads, b, m, mm, err);
-}
-
-static const hq_engine_ops cpu_ops = {"cpu", cpu_histogram, cpu_remap, cpu_destroy, cpu_describe, cpu_block_alloc,
-                                      cpu_block_free, NULL, cpu_clahe_histogram, cpu_clahe_remap, cpu_minmax, 1, NULL,
-                                      NULL};
-
-int hq_cpu_engine_create(const hq_engine_cfg *cfg, hq_engine **out, hq_err *err)
-{
-    hq_engine *e = calloc(1, sizeof *e);
-    cpu_impl *c = calloc(1, sizeof *c);
-    if (!e || !c) {
-        free(e);
-        free(c);
-        return hq_fail(err, HQ_EMEM, "cpu engine: out of memory");
-    }
-    hq_pool_init(&c->pool);
-    c->threads = cfg->threads > 0 ? cfg->threads : omp_get_num_procs();
-    e->ops = &cpu_ops;
-    e->impl = c;
-    *out = e;
     return 0;
 }

@@ -1,6 +1,6 @@
-/* cpu_clahe.c — CLAHE on the CPU: per-tile histograms of a piece (with the padding's reflections)
+/* clahe.c — CLAHE on the CPU: per-tile histograms of a piece (with the padding's reflections)
  * and the bilinear remap, both from core/clahe.h. */
-#include "cpu_clahe.h"
+#include "clahe.h"
 
 #include <omp.h>
 #ifdef __SSE2__
@@ -9,8 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../core/clahe.h"
-#include "../core/pixel.h"
+#include "../../core/clahe.h"
+#include "../../core/pixel.h"
 
 /* Work items of the histogram hold at least this many pixels, so that folding their narrow
  * counters (up to 65,536 bins) into the tile's histogram stays a small part of the work. */
