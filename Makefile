@@ -52,7 +52,8 @@ HOST_SRC  := $(wildcard core/*.c engine/*.c engine/cpu/*.c io/*.c io/hdf5/*.c io
 ifeq ($(CUDA),1)
 GPU_SRC   := $(wildcard gpu/*.cu)
 GPU_OBJ   := $(GPU_SRC:%.cu=$(BUILD)/%.o)
-LDLIBS    += -L$(CUDA_HOME)/lib64 -L$(CUDA_HOME)/targets/x86_64-linux/lib -lcudart_static -ldl -lrt -lpthread -lstdc++
+CUDA_LIBS := -L$(CUDA_HOME)/lib64 -L$(CUDA_HOME)/targets/x86_64-linux/lib -lcudart_static -ldl -lrt -lpthread -lstdc++
+LDLIBS    += $(CUDA_LIBS)
 else
 HOST_SRC  += gpu/gpu_none.c
 endif
@@ -158,6 +159,15 @@ $(BUILD)/tests/gpu_equal: tests/gpu/gpu_equal.c $(CPU_ENGINE_OBJ) $(GPU_OBJ)
 	$(CC) $(CFLAGS) -o $@ $^ $(LDFLAGS) $(LDLIBS)
 gpu-check: $(BUILD)/tests/gpu_equal
 	$<
+
+# GPU kernels against NPP on device-resident images (bench/device_run.sh builds it on the GPU machine,
+# where NPP is: GPU_BENCH_NPP=-DHQ_WITH_NPP and NPP_LIBS name what that machine's NPP offers).
+GPU_BENCH_NPP ?=
+NPP_LIBS      ?=
+$(BUILD)/bench/gpu_bench: bench/gpu_bench.cu $(CPU_ENGINE_OBJ) $(GPU_OBJ)
+	@mkdir -p $(dir $@)
+	$(NVCC) $(NVCCFLAGS) $(GPU_BENCH_NPP) -c $< -o $@.o
+	g++ -fopenmp -o $@ $@.o $(CPU_ENGINE_OBJ) $(GPU_OBJ) $(NPP_LIBS) $(CUDA_LIBS) -lm
 
 # Benchmarks (bench/README.md): CPU engine and PNG codec beside OpenCV here; the GPU ones run on a
 # GPU machine through bench/device_run.sh and bench/device_full.sh.

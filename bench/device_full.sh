@@ -11,8 +11,8 @@
 #   clahe: bench/clahe_gpu_bench (CLAHE kernels on a device-resident image, against the copy
 #          roofline and OpenCV on the host's cores); built where OpenCV's C++ library is (here:
 #          carried as .devdeps/bin/clahe_gpu_bench with its libraries in .devdeps/opencv)
-# Needs carry [".devdeps"]: .devdeps/phdf5 (fetch-parallel-hdf5.sh, plus libsz/libaec) and
-# .devdeps/png/include (libpng headers, where the machine has only the runtime library).
+# Needs carry [".devdeps"], made here by bench/device/make_devdeps.sh (parallel HDF5, libpng's
+# headers, libdeflate, ISA-L; with --clahe-bench the CLAHE bench and its OpenCV).
 #   scale: bench/scaling.sh over every GPU of the machine, weak series, 8 GiB a rank, on tmpfs and
 #          on the node's disk (the nvidia-h200-x2 / -x4 / -x8 kinds; SCALE_FS="tmpfs" for one of them)
 #   e2e1:  bench/e2e.sh's raw stack (E2E_GIB), 1 rank, on the node's disk (with the "+ sync" rows

@@ -370,7 +370,7 @@ static void run_case(const Case &c, bool constant, hq_engine *cpu, hq_engine *gp
         lp[s] = lut.data() + s * nf;
     }
     memcpy(ref.data(), img.data(), bytes);
-    hq_block_data bref = {ref.data(), c.nseg, seg_px, 0, NULL};
+    hq_block_data bref = {ref.data(), c.nseg, seg_px, 0, NULL, NULL, NULL};
     hq_err err = {{0}};
     auto t0 = std::chrono::steady_clock::now();
     if (cpu->ops->histogram(cpu, &bref, &m, hp.data(), &err)) {
@@ -587,7 +587,7 @@ static void run_case(const Case &c, bool constant, hq_engine *cpu, hq_engine *gp
         std::vector<uint64_t *> hp2(c.nseg);
         for (uint64_t s = 0; s < c.nseg; s++)
             hp2[s] = h2.data() + s * nf;
-        hq_block_data bd = {hostimg.data(), c.nseg, seg_px, 0, NULL};
+        hq_block_data bd = {hostimg.data(), c.nseg, seg_px, 0, NULL, NULL, NULL};
         std::vector<double> t;
         for (int rep = 0; rep < 3; rep++) {
             memcpy(hostimg.data(), img.data(), bytes);
@@ -653,8 +653,8 @@ static int fused_sweep(hq_engine *cpu, bool small)
             sizes.push_back(n);
     /* gray8 at 8 and 5 bits (on-chip), RGB luma (fast formulation), and for the LUT builder's
      * edges: 3 bits (8 bins), 3 channel histograms, 10 bits in 16-bit samples (1024 bins) */
-    const hq_mode modes[] = {{1, 1, 8, HQ_COLOR_LUMA}, {1, 1, 5, HQ_COLOR_LUMA}, {3, 1, 8, HQ_COLOR_LUMA},
-                             {1, 1, 3, HQ_COLOR_LUMA}, {3, 1, 8, HQ_COLOR_CHANNELS}, {1, 2, 10, HQ_COLOR_LUMA}};
+    const hq_mode modes[] = {{1, 1, 8, HQ_COLOR_LUMA, 0}, {1, 1, 5, HQ_COLOR_LUMA, 0}, {3, 1, 8, HQ_COLOR_LUMA, 0},
+                             {1, 1, 3, HQ_COLOR_LUMA, 0}, {3, 1, 8, HQ_COLOR_CHANNELS, 0}, {1, 2, 10, HQ_COLOR_LUMA, 0}};
     uint64_t rng = 12345;
     int fails = 0, runs = 0;
     for (const hq_mode &m : modes)
@@ -691,7 +691,7 @@ static int fused_sweep(hq_engine *cpu, bool small)
                     std::vector<uint16_t> lut(nf);
                     uint64_t *hp = hc.data();
                     const uint16_t *lp = lut.data();
-                    hq_block_data bd = {ref.data(), 1, n, 0, NULL};
+                    hq_block_data bd = {ref.data(), 1, n, 0, NULL, NULL, NULL};
                     hq_err err = {{0}};
                     if (cpu->ops->histogram(cpu, &bd, &m, &hp, &err)) {
                         printf("  sweep: cpu histogram failed: %s\n", err.msg);
@@ -793,16 +793,16 @@ int main(int argc, char **argv)
 
     const int E = HQ_METHOD_EQUALIZE, S = HQ_METHOD_STRETCH;
     const Case cases[] = {
-        {"gray8 30000x30000", {1, 1, 8, HQ_COLOR_LUMA}, 30000, 30000, 1, 1, E},
-        {"gray8 7680x4320", {1, 1, 8, HQ_COLOR_LUMA}, 7680, 4320, 1, 1, E},
-        {"rgb8 luma 7680x4320", {3, 1, 8, HQ_COLOR_LUMA}, 7680, 4320, 1, 3, E},
-        {"gray16 7680x4320", {1, 2, 16, HQ_COLOR_LUMA}, 7680, 4320, 1, 2, E},
-        {"gray8 128 x 512x512", {1, 1, 8, HQ_COLOR_LUMA}, 512, 512, 128, 1, E},
-        {"rgb8 channels 7680x4320", {3, 1, 8, HQ_COLOR_CHANNELS}, 7680, 4320, 1, 3, E},
-        {"stretch gray8 30000x30000", {1, 1, 8, HQ_COLOR_LUMA}, 30000, 30000, 1, 1, S},
-        {"stretch gray8 7680x4320", {1, 1, 8, HQ_COLOR_LUMA}, 7680, 4320, 1, 1, S},
-        {"stretch rgb8 luma 7680x4320", {3, 1, 8, HQ_COLOR_LUMA}, 7680, 4320, 1, 3, S},
-        {"stretch gray16 7680x4320", {1, 2, 16, HQ_COLOR_LUMA}, 7680, 4320, 1, 2, S},
+        {"gray8 30000x30000", {1, 1, 8, HQ_COLOR_LUMA, 0}, 30000, 30000, 1, 1, E},
+        {"gray8 7680x4320", {1, 1, 8, HQ_COLOR_LUMA, 0}, 7680, 4320, 1, 1, E},
+        {"rgb8 luma 7680x4320", {3, 1, 8, HQ_COLOR_LUMA, 0}, 7680, 4320, 1, 3, E},
+        {"gray16 7680x4320", {1, 2, 16, HQ_COLOR_LUMA, 0}, 7680, 4320, 1, 2, E},
+        {"gray8 128 x 512x512", {1, 1, 8, HQ_COLOR_LUMA, 0}, 512, 512, 128, 1, E},
+        {"rgb8 channels 7680x4320", {3, 1, 8, HQ_COLOR_CHANNELS, 0}, 7680, 4320, 1, 3, E},
+        {"stretch gray8 30000x30000", {1, 1, 8, HQ_COLOR_LUMA, 0}, 30000, 30000, 1, 1, S},
+        {"stretch gray8 7680x4320", {1, 1, 8, HQ_COLOR_LUMA, 0}, 7680, 4320, 1, 1, S},
+        {"stretch rgb8 luma 7680x4320", {3, 1, 8, HQ_COLOR_LUMA, 0}, 7680, 4320, 1, 3, S},
+        {"stretch gray16 7680x4320", {1, 2, 16, HQ_COLOR_LUMA, 0}, 7680, 4320, 1, 2, S},
     };
     for (const Case &c : cases) {
         if (only && !strstr(c.name, only))

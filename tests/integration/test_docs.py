@@ -49,6 +49,7 @@ SKIP = [
     (r"^bash bench/(device_run|device_full|profile_weak)\.sh", GPU),
     (r"\bnvcc\b|build/dma_paths|^WAYS=", GPU),
     (r"^bash bench/(e2e_hdf5|scaling|vm_memory|clahe_e2e)\.sh \[", PLACEHOLDERS + " (and its default device is the GPU or 32 GiB of /dev/shm)"),
+    (r"^sh bench/device/make_devdeps\.sh", "downloads Debian packages with apt-get (the network) for the GPU machines"),
     (r"\.devdeps/perf|ldd /usr/bin/perf", "copies linux-perf for the GPU machines (a device-run aid; perf is not installed here)"),
     (r"^build/write_paths DIR GIB_PER_PROC P$", PLACEHOLDERS),
 ]
