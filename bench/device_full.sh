@@ -41,8 +41,15 @@ if [ "$what" = all ] || [ "$what" = test ]; then
     log "gpu-check, GPU engine vs CPU engine (rc $r, $(( $(date +%s) - t0 )) s): $(tail -1 "$OUT/gpu_check.log")"
     t0=$(date +%s)
     # One pytest per test file, eight at a time (the files share nothing but the machine), so that
-    # the whole suite fits one device call; each file's last line is its verdict.
-    ls tests/integration/test_*.py | HQ_BIN=$PWD/build/histeq_dist HQ_DEVICES="cpu gpu" timeout 420 xargs -P 8 -I{} \
+    # the whole suite fits one device call; each file's last line is its verdict. Two files need what
+    # the GPU image lacks (man-db for test_install, OpenCV's C++ library for the benchmarks test_docs
+    # builds): where it is missing they are left out, and the summary says so.
+    out_files=""
+    man --version 2>&1 | grep -q '^man ' || out_files="$out_files test_install.py" # a minimized image's man is a stub
+    pkg-config --exists opencv4 2> /dev/null || out_files="$out_files test_docs.py"
+    [ -n "$out_files" ] && log "left out (the machine lacks what they need):$out_files"
+    files=$(for f in tests/integration/test_*.py; do case " $out_files " in *" ${f##*/} "*) ;; *) echo "$f" ;; esac; done)
+    echo "$files" | HQ_BIN=$PWD/build/histeq_dist HQ_DEVICES="cpu gpu" timeout 420 xargs -P 8 -I{} \
         sh -c 'python3 -m pytest -q -p no:cacheprovider {} > "$0/test_gpu_$(basename {} .py).log" 2>&1' "$OUT"
     r=$?; [ $r -ne 0 ] && rc=1
     for f in "$OUT"/test_gpu_*.log; do echo "$(basename "$f" .log): $(tail -1 "$f")"; done > "$OUT/test_gpu.log"
