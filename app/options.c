@@ -77,6 +77,7 @@ static const char USAGE[] =
     "      --block SIZE      largest piece read at once (default 256M, less for shares under 4G: a\n"
     "                        sixteenth of the rank's share, at least 16M); SIZE takes K, M, G, T\n"
     "\n"
+    "Progress, reports and messages:\n"
     "      --progress SEC    a progress line every SEC seconds on long runs (default 10; 0: none)\n"
     "      --summary FILE    write the end-of-run summary (counts, rate, time per phase) as JSON\n"
     "      --report DIR      write DIR/index.html: histograms and CDF/LUT before and after, sample\n"
