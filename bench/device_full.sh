@@ -45,7 +45,8 @@ if [ "$what" = all ] || [ "$what" = test ]; then
     # the GPU image lacks (man-db for test_install, OpenCV's C++ library for the benchmarks test_docs
     # builds): where it is missing they are left out, and the summary says so.
     out_files=""
-    man --version 2>&1 | grep -q '^man ' || out_files="$out_files test_install.py" # a minimized image's man is a stub
+    # (a minimized Ubuntu's /usr/bin/man is a stub that prints a notice)
+    man --version 2>&1 | grep -q '^man ' || out_files="$out_files test_install.py"
     pkg-config --exists opencv4 2> /dev/null || out_files="$out_files test_docs.py"
     [ -n "$out_files" ] && log "left out (the machine lacks what they need):$out_files"
     files=$(for f in tests/integration/test_*.py; do case " $out_files " in *" ${f##*/} "*) ;; *) echo "$f" ;; esac; done)

@@ -1,4 +1,4 @@
-/* gpu_float.h — the GPU engine's float path (float32/float64, core/fbin.h), called by gpu_engine.cu
+/* gpu_float.h — the GPU engine's float path (float32/float64, core/fbin.h), called by gpu_passes.cu
  * when the mode has fbins. Same contracts as engine/engine.h's minmax, histogram and remap, and the
  * same results as engine/cpu/float_path.c bit for bit: bins from core/fbin.h compiled for the device
  * (__dsub_rn/__dmul_rn/__ddiv_rn, no contraction), extremes and counts exact.

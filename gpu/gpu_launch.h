@@ -1,5 +1,5 @@
 /* gpu_launch.h — host entry points to the GPU kernels on device-resident data (C++ only; used by
- * the engine, gpu_engine.cu, and by bench/gpu_bench.cu).
+ * the engine, gpu_passes.cu and gpu_engine.cu, and by bench/gpu_bench.cu).
  *
  * Contract: every function enqueues on `stream` and returns the launch's cudaError_t; none
  * synchronizes. Data pointers are cudaMalloc'd (16-byte aligned) and hold the whole block, pixel 0

@@ -8,7 +8,8 @@
 #include "work.h"
 
 /* A table that maps two 8-bit pixels per lookup (128 KiB) costs ~40-60 us to fill and saves
- * ~0.1 ns a pixel; it pays from about a million pixels. The value-mode table (64 KiB, 32,896 divisions) pays much sooner. */
+ * ~0.1 ns a pixel; it pays from about a million pixels. The value-mode table (64 KiB, 32,896
+ * divisions) pays much sooner. */
 #define PAIR_TABLE_MIN (1u << 20)
 #define VALUE_TABLE_MIN (1u << 15)
 
