@@ -3,6 +3,10 @@
 
 #include <stdlib.h>
 #include <string.h>
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#define HQ_X86_VBMI 1
+#endif
 
 #include "../../core/pixel.h"
 #include "work.h"
@@ -21,6 +25,7 @@ typedef struct remap_tables {
     int identity;          /* the remap changes nothing: skip it */
     uint8_t bytes[3][256]; /* 8-bit: per histogram, sample -> output sample */
     uint16_t *pairs;       /* 8-bit gray: two contiguous pixels per lookup, or NULL */
+    int vbmi;              /* 8-bit gray: remap_gray8_vbmi (then no pair table) */
     uint8_t *value;        /* 8-bit value mode: value[V * 256 + c] = c', or NULL */
 } remap_tables;
 
@@ -67,12 +72,28 @@ static int remap_is_identity(const hq_mode *m, const uint16_t *lut, const remap_
     return 1;
 }
 
+/* Whether this CPU has AVX-512 VBMI, for remap_gray8_vbmi (HQ_CPU_VBMI=0 turns it off: for A/B
+ * benchmarks, and to run the tests through the other path on the same machine). */
+static int vbmi_usable(void)
+{
+#ifdef HQ_X86_VBMI
+    const char *env = getenv("HQ_CPU_VBMI");
+    if (env && strcmp(env, "0") == 0)
+        return 0;
+    return __builtin_cpu_supports("avx512vbmi") && __builtin_cpu_supports("avx512bw") &&
+           __builtin_cpu_supports("avx512vl");
+#else
+    return 0;
+#endif
+}
+
 /* Fills the tables worth having for n pixels, unless the remap is the identity. A table that cannot
  * be allocated is left NULL and the remap falls back to the direct loop, so this cannot fail. */
 static void remap_tables_build(const hq_mode *m, const uint16_t *lut, uint64_t n, remap_tables *t)
 {
     t->pairs = NULL;
     t->value = NULL;
+    t->vbmi = 0;
     const uint32_t maxv = hq_mode_bins(m) - 1, nh = hq_mode_nhist(m);
     if (fast8(m))
         for (uint32_t h = 0; h < nh; h++)
@@ -80,6 +101,8 @@ static void remap_tables_build(const hq_mode *m, const uint16_t *lut, uint64_t n
                 t->bytes[h][v] = (uint8_t)lut[h * (maxv + 1) + hq_bin(v, maxv)];
     t->identity = remap_is_identity(m, lut, t);
     if (t->identity || !fast8(m))
+        return;
+    if (m->channels == 1 && (t->vbmi = vbmi_usable()))
         return;
     if (m->channels == 1 && n >= PAIR_TABLE_MIN && (t->pairs = malloc(65536 * sizeof *t->pairs)))
         pair_table_fill(t->bytes[0], t->pairs);
@@ -129,6 +152,39 @@ static void remap_gray8_pairs(uint8_t *d, const uint8_t *s, uint64_t n, const ui
     for (; i < n; i++)
         d[i] = t[s[i]];
 }
+
+/* 32 pixels a step through the whole 256-byte table held in eight 32-byte registers: each vpermt2b
+ * looks the bytes up in one 64-byte quarter (their low 6 bits), bits 6 and 7 then pick the quarter.
+ * Out of place or in place (each 32 bytes are loaded before they are stored). Only called where
+ * vbmi_usable() said so. 256-bit, not 512: the 512-bit form (two lookups in 128-byte halves) was
+ * no faster and up to 1.5x slower on a constant image (bench/results/cpu_bench.txt, 2026-11-27). */
+#ifdef HQ_X86_VBMI
+__attribute__((target("avx512f,avx512bw,avx512vl,avx512vbmi"))) static void
+remap_gray8_vbmi(uint8_t *d, const uint8_t *s, uint64_t n, const uint8_t *t)
+{
+    __m256i q[8];
+    for (int k = 0; k < 8; k++)
+        q[k] = _mm256_loadu_si256((const __m256i *)(t + 32 * k));
+    const __m256i t0 = q[0], t1 = q[1], t2 = q[2], t3 = q[3], t4 = q[4], t5 = q[5], t6 = q[6], t7 = q[7];
+    uint64_t i = 0;
+    for (; i + 32 <= n; i += 32) {
+        const __m256i x = _mm256_loadu_si256((const __m256i *)(s + i));
+        const __m256i a = _mm256_permutex2var_epi8(t0, x, t1), b = _mm256_permutex2var_epi8(t2, x, t3);
+        const __m256i c = _mm256_permutex2var_epi8(t4, x, t5), e = _mm256_permutex2var_epi8(t6, x, t7);
+        const __mmask32 b6 = _mm256_movepi8_mask(_mm256_add_epi8(x, x)), b7 = _mm256_movepi8_mask(x);
+        const __m256i lo = _mm256_mask_blend_epi8(b6, a, b), hi = _mm256_mask_blend_epi8(b6, c, e);
+        _mm256_storeu_si256((__m256i *)(d + i), _mm256_mask_blend_epi8(b7, lo, hi));
+    }
+    for (; i < n; i++)
+        d[i] = t[s[i]];
+}
+#else
+static void remap_gray8_vbmi(uint8_t *d, const uint8_t *s, uint64_t n, const uint8_t *t)
+{
+    for (uint64_t i = 0; i < n; i++)
+        d[i] = t[s[i]];
+}
+#endif
 
 ALWAYS_INLINE void remap_channels8_body(uint8_t *p, uint64_t n, uint32_t ch, const remap_tables *t)
 {
@@ -343,6 +399,8 @@ static void remap_range(const hq_mode *m, void *base, const uint8_t *mask, uint6
         uint8_t *p = (uint8_t *)base + p0 * m->channels;
         if (!fast8(m))
             remap_u8(p, n, m, lut);
+        else if (m->channels == 1 && t->vbmi)
+            remap_gray8_vbmi(p, p, n, t->bytes[0]);
         else if (m->channels == 1 && t->pairs)
             remap_gray8_pairs(p, p, n, t->pairs, t->bytes[0]);
         else if (m->channels < 3)
@@ -366,6 +424,10 @@ static void remap_range(const hq_mode *m, void *base, const uint8_t *mask, uint6
 static void remap_range_to(const hq_mode *m, void *dst, const void *src, const uint8_t *mask, uint64_t p0,
                            uint64_t n, const uint16_t *lut, const remap_tables *t)
 {
+    if (!t->identity && !mask && fast8(m) && m->channels == 1 && t->vbmi) {
+        remap_gray8_vbmi((uint8_t *)dst + p0, (const uint8_t *)src + p0, n, t->bytes[0]);
+        return;
+    }
     if (!t->identity && !mask && fast8(m) && m->channels == 1 && t->pairs) {
         remap_gray8_pairs((uint8_t *)dst + p0, (const uint8_t *)src + p0, n, t->pairs, t->bytes[0]);
         return;
