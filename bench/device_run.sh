@@ -18,8 +18,6 @@ filter=${2:-}
 OUT=${OUT:-/tmp/hq-out}
 mkdir -p "$OUT"
 B=build
-NVCC=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)
-CUDA_HOME=$(dirname "$(dirname "$NVCC")")
 log() { echo "[$(date +%H:%M:%S)] $*" | tee -a "$OUT/summary.txt"; }
 . bench/device/env.sh
 
@@ -35,7 +33,7 @@ npp=""
 for variant in "-DHQ_WITH_NPP" "-DHQ_WITH_NPP -DHQ_NPP_NO_C3" ""; do
     rm -f $B/bench/gpu_bench
     libs=""
-    [ -n "$variant" ] && libs="-L$CUDA_HOME/lib64 -lnppist -lnppicc -lnppc"
+    [ -n "$variant" ] && libs="-lnppist -lnppicc -lnppc" # the Makefile's CUDA_LIBS say where
     if make -j16 CUDA_ARCH=-arch=sm_90 GPU_BENCH_NPP="$variant" NPP_LIBS="$libs" $B/bench/gpu_bench \
             > "$OUT/gpu_bench_build.log" 2>&1; then
         npp="$variant"

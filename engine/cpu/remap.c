@@ -87,9 +87,10 @@ static int vbmi_usable(void)
 #endif
 }
 
-/* Fills the tables worth having for n pixels, unless the remap is the identity. A table that cannot
- * be allocated is left NULL and the remap falls back to the direct loop, so this cannot fail. */
-static void remap_tables_build(const hq_mode *m, const uint16_t *lut, uint64_t n, remap_tables *t)
+/* Fills the tables worth having for n pixels, unless the remap is the identity; vbmi: what
+ * vbmi_usable() said for this block. A table that cannot be allocated is left NULL and the remap
+ * falls back to the direct loop, so this cannot fail. */
+static void remap_tables_build(const hq_mode *m, const uint16_t *lut, uint64_t n, int vbmi, remap_tables *t)
 {
     t->pairs = NULL;
     t->value = NULL;
@@ -102,7 +103,7 @@ static void remap_tables_build(const hq_mode *m, const uint16_t *lut, uint64_t n
     t->identity = remap_is_identity(m, lut, t);
     if (t->identity || !fast8(m))
         return;
-    if (m->channels == 1 && (t->vbmi = vbmi_usable()))
+    if (m->channels == 1 && (t->vbmi = vbmi))
         return;
     if (m->channels == 1 && n >= PAIR_TABLE_MIN && (t->pairs = malloc(65536 * sizeof *t->pairs)))
         pair_table_fill(t->bytes[0], t->pairs);
@@ -165,12 +166,11 @@ remap_gray8_vbmi(uint8_t *d, const uint8_t *s, uint64_t n, const uint8_t *t)
     __m256i q[8];
     for (int k = 0; k < 8; k++)
         q[k] = _mm256_loadu_si256((const __m256i *)(t + 32 * k));
-    const __m256i t0 = q[0], t1 = q[1], t2 = q[2], t3 = q[3], t4 = q[4], t5 = q[5], t6 = q[6], t7 = q[7];
     uint64_t i = 0;
     for (; i + 32 <= n; i += 32) {
         const __m256i x = _mm256_loadu_si256((const __m256i *)(s + i));
-        const __m256i a = _mm256_permutex2var_epi8(t0, x, t1), b = _mm256_permutex2var_epi8(t2, x, t3);
-        const __m256i c = _mm256_permutex2var_epi8(t4, x, t5), e = _mm256_permutex2var_epi8(t6, x, t7);
+        const __m256i a = _mm256_permutex2var_epi8(q[0], x, q[1]), b = _mm256_permutex2var_epi8(q[2], x, q[3]);
+        const __m256i c = _mm256_permutex2var_epi8(q[4], x, q[5]), e = _mm256_permutex2var_epi8(q[6], x, q[7]);
         const __mmask32 b6 = _mm256_movepi8_mask(_mm256_add_epi8(x, x)), b7 = _mm256_movepi8_mask(x);
         const __m256i lo = _mm256_mask_blend_epi8(b6, a, b), hi = _mm256_mask_blend_epi8(b6, c, e);
         _mm256_storeu_si256((__m256i *)(d + i), _mm256_mask_blend_epi8(b7, lo, hi));
@@ -424,12 +424,13 @@ static void remap_range(const hq_mode *m, void *base, const uint8_t *mask, uint6
 static void remap_range_to(const hq_mode *m, void *dst, const void *src, const uint8_t *mask, uint64_t p0,
                            uint64_t n, const uint16_t *lut, const remap_tables *t)
 {
-    if (!t->identity && !mask && fast8(m) && m->channels == 1 && t->vbmi) {
-        remap_gray8_vbmi((uint8_t *)dst + p0, (const uint8_t *)src + p0, n, t->bytes[0]);
-        return;
-    }
-    if (!t->identity && !mask && fast8(m) && m->channels == 1 && t->pairs) {
-        remap_gray8_pairs((uint8_t *)dst + p0, (const uint8_t *)src + p0, n, t->pairs, t->bytes[0]);
+    if (!t->identity && !mask && fast8(m) && m->channels == 1 && (t->vbmi || t->pairs)) {
+        uint8_t *d = (uint8_t *)dst + p0;
+        const uint8_t *s = (const uint8_t *)src + p0;
+        if (t->vbmi)
+            remap_gray8_vbmi(d, s, n, t->bytes[0]);
+        else
+            remap_gray8_pairs(d, s, n, t->pairs, t->bytes[0]);
         return;
     }
     const size_t px = (size_t)m->channels * m->sample_bytes;
@@ -451,15 +452,15 @@ static void remap_block_range(const hq_block_data *b, const hq_mode *m, uint64_t
         remap_range(m, b->data, b->mask, p0, n, lut, t);
 }
 
-
 int hq_cpu_remap(int threads, hq_block_data *b, const hq_mode *m, const uint16_t *const *lut, hq_err *err)
 {
     (void)err; /* integer remaps allocate nothing that can fail: a table left out falls back to a loop */
+    const int vbmi = vbmi_usable(); /* once a block, not once a segment (a getenv each) */
     if (b->seg_pixels < SMALL_SEGMENT) {
 #pragma omp parallel for schedule(dynamic, 4) num_threads(threads)
         for (int64_t s = 0; s < (int64_t)b->nseg; s++) {
             remap_tables t;
-            remap_tables_build(m, lut[s], b->seg_pixels, &t);
+            remap_tables_build(m, lut[s], b->seg_pixels, vbmi, &t);
             remap_block_range(b, m, (uint64_t)s * b->seg_pixels, b->seg_pixels, lut[s], &t);
             remap_tables_free(&t);
         }
@@ -470,7 +471,7 @@ int hq_cpu_remap(int threads, hq_block_data *b, const hq_mode *m, const uint16_t
         const int64_t npieces = (int64_t)((n + piece - 1) / piece);
         /* Built once per segment, before the threads start, and only read by them. */
         remap_tables t;
-        remap_tables_build(m, lut[s], n, &t);
+        remap_tables_build(m, lut[s], n, vbmi, &t);
         if (t.identity && !b->out)
             continue; /* nothing was allocated */
 #pragma omp parallel for schedule(dynamic, 1) num_threads(threads)
