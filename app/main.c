@@ -5,6 +5,7 @@
 
 #include "../io/io.h"
 #include "../mpi/comm.h"
+#include "interrupt.h"
 #include "options.h"
 #include "run.h"
 
@@ -39,6 +40,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "histeq_dist: MPI could not be initialised\n");
         return HQ_EIO;
     }
+    hq_interrupt_install(c.rank == 0);
     hq_options o;
     hq_err err = {{0}};
     /* Every rank parses the same argv, so every rank reaches the same verdict without talking. */

@@ -1,4 +1,5 @@
 #include "comm.h"
+#include "session_dir.h"
 
 #include <limits.h>
 #include <stdio.h>
@@ -21,7 +22,8 @@
  * MPI-IO keeps its shared file pointer's segment; one that finishes removes it under the others:
  * twelve at once, three times over, on the 2-core VM, between 1 and 23 of the 36 runs failed in
  * MPI_File_open ("mca_sharedfp_sm_file_open: unable to open file for mmap") from one attempt to
- * the next. Each gets a session tree of its own, removed at the end. */
+ * the next. Each gets a session tree of its own (mpi/session_dir.h), removed at the end, and by a
+ * later run when a kill -9 left it. */
 static char session_base[PATH_MAX];
 
 static void quick_start(void)
@@ -32,12 +34,8 @@ static void quick_start(void)
         setenv("OMPI_MCA_ess_singleton_isolated", "1", 0);
         const char *tmp = getenv("TMPDIR"), *iso = getenv("OMPI_MCA_ess_singleton_isolated");
         if (iso && strcmp(iso, "0") != 0 && !getenv("OMPI_MCA_orte_tmpdir_base") &&
-            snprintf(session_base, sizeof session_base, "%s/histeq_dist-mpi.XXXXXX", tmp && *tmp ? tmp : "/tmp") <
-                (int)sizeof session_base &&
-            mkdtemp(session_base))
+            hq_session_dir_make(tmp && *tmp ? tmp : "/tmp", session_base, sizeof session_base) == 0)
             setenv("OMPI_MCA_orte_tmpdir_base", session_base, 1);
-        else
-            session_base[0] = 0;
     }
     if (!launched || (world && local && strcmp(world, local) == 0))
         setenv("OMPI_MCA_pml", "ob1", 0);
@@ -69,8 +67,7 @@ void hq_comm_finalize(hq_comm *c)
 {
     (void)c;
     MPI_Finalize();
-    if (session_base[0]) /* Open MPI removed what it made in it */
-        rmdir(session_base);
+    hq_session_dir_remove();
 }
 
 int hq_comm_agree(const hq_comm *c, int rc, hq_err *err)

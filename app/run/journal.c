@@ -1,8 +1,9 @@
 /* journal.c — this run's side of --resume's journal (jobs/journal.h): opened with the output; an
  * interrupted run's blocks and histograms applied, so they are not done again; each written block
  * claimed once its data is on disk (for writes that change the file's metadata, after the round's
- * collective flush); fused images' LUTs and pass 1's histograms logged. And the HQ_FAULT_KILL test
- * hook, which kills a rank as kill -9 would after N writes. */
+ * collective flush); fused images' LUTs and pass 1's histograms logged. And the test hooks
+ * HQ_FAULT_KILL, which kills a rank as kill -9 would after N writes, and HQ_FAULT_STALL, which
+ * stops it there, alive, until a signal ends it (app/interrupt.h). */
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -34,8 +35,16 @@ int run_note_written(run *r, const hq_block *b, hq_err *err)
     int rc = hq_journal_note_block(r->journal, b, err);
     /* Test hook: a rank dies here as under kill -9, its records flushed or not per the journal's
      * flush interval; the job must fail and --resume must finish it. */
-    if (r->kill_after > 0 && __atomic_add_fetch(&r->writes, 1, __ATOMIC_RELAXED) >= (uint64_t)r->kill_after)
+    if (r->kill_after <= 0 && r->stall_after <= 0)
+        return rc;
+    const uint64_t n = __atomic_add_fetch(&r->writes, 1, __ATOMIC_RELAXED);
+    if (r->kill_after > 0 && n >= (uint64_t)r->kill_after)
         raise(SIGKILL);
+    /* Test hook: the rank stops here, its records flushed or not per the journal's flush
+     * interval, as a run does that a signal finds mid-way. */
+    if (r->stall_after > 0 && n >= (uint64_t)r->stall_after)
+        for (;;)
+            pause();
     return rc;
 }
 
@@ -51,13 +60,16 @@ int run_flush_round(run *r, uint64_t item, const hq_block *written, int rc, hq_e
     return rc ? rc : rc2;
 }
 
-void run_parse_kill_hook(run *r)
+void run_parse_fault_hooks(run *r)
 {
     const char *s = getenv("HQ_FAULT_KILL");
     int rank;
     long n;
     if (s && sscanf(s, "%d:%ld", &rank, &n) == 2 && rank == r->c->rank)
         r->kill_after = n;
+    s = getenv("HQ_FAULT_STALL");
+    if (s && sscanf(s, "%d:%ld", &rank, &n) == 2 && rank == r->c->rank)
+        r->stall_after = n;
 }
 
 static double journal_flush_interval(void)

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include "../interrupt.h"
 #include "../summary.h"
 #include "run_internal.h"
 
@@ -29,7 +30,7 @@ static int plan_work(run *r, hq_err *err)
         rc = hq_comm_agree(c, run_classify_work(r, err), err);
     if (!rc)
         rc = hq_report_open(&(hq_report_cfg){o, c, &r->inv, &r->plan, r->scope}, &r->rep, err);
-    run_parse_kill_hook(r);
+    run_parse_fault_hooks(r);
     if (!rc)
         rc = hq_resume_decide(o, c, &r->inv, &r->res, err);
     return rc;
@@ -69,6 +70,8 @@ static int open_output(run *r, uint64_t *done_pixels, uint64_t *done_bytes, hq_e
         hq_report_set_output(r->rep, r->io_ops, r->io);
     if (!rc)
         rc = run_open_journal(r, err);
+    if (!rc)
+        hq_interrupt_set_output(o->output, r->journal != NULL);
     /* The output's one file, if it has one: the journal's fdatasync goes through it (the journal
      * flushes nothing before its first record), and its writeback starts on every run, journal or
      * not: on a disk the output's pages then go out while the run goes on rather than all after it
@@ -206,6 +209,7 @@ int hq_run(const hq_options *given, const hq_comm *c, hq_err *err)
     if (!rc)
         rc = hq_comm_agree(c, run_share_fused_ranges(&r, err), err);
     rc = run_close_output(&r, rc, err);
+    hq_interrupt_set_output(NULL, 0); /* complete, or removed by the failure's cleanup */
     if (!rc)
         rc = run_report_end(&r, t_start, err);
     free_run(&r);

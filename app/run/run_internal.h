@@ -126,8 +126,9 @@ typedef struct run {
     hq_journal *journal;  /* this rank's log of finished work; NULL when the output keeps none */
     int sync_fd;          /* the output's file: its writeback, and fdatasync before the journal claims blocks */
     hq_writeback *wb;     /* starts the output's writeback early, so those fdatasyncs are short */
-    uint64_t writes;      /* blocks written, for the HQ_FAULT_KILL test hook */
+    uint64_t writes;      /* blocks written, for the HQ_FAULT_KILL and HQ_FAULT_STALL test hooks */
     long kill_after;      /* HQ_FAULT_KILL=RANK:N: this rank kills itself after N writes (tests) */
+    long stall_after;     /* HQ_FAULT_STALL=RANK:N: this rank stops, alive, after N writes (tests) */
     hq_report *rep;       /* what the run records: --report and the output's provenance (report/report.h) */
     char *default_output; /* the output named beside the input when --output was not given */
     uint64_t *target;     /* --method match: the target histogram(s), nhist * bins, the same on every rank */
@@ -189,7 +190,7 @@ int run_make_engine(run *r, hq_err *err); /* collective, agreed */
 int run_needs_round_flush(const run *r, uint64_t item);
 int run_note_written(run *r, const hq_block *b, hq_err *err);
 int run_flush_round(run *r, uint64_t item, const hq_block *written, int rc, hq_err *err); /* collective */
-void run_parse_kill_hook(run *r);
+void run_parse_fault_hooks(run *r);
 int run_open_journal(run *r, hq_err *err); /* collective, agreed */
 int run_apply_journal(run *r, uint64_t *done_pixels, uint64_t *done_bytes, hq_err *err);
 int run_journal_image(run *r, uint64_t image, const uint64_t *hist, const uint16_t *lut, size_t n, hq_err *err);

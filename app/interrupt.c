@@ -1,0 +1,94 @@
+#include "interrupt.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "../mpi/session_dir.h"
+
+static const int SIGS[] = {SIGINT, SIGTERM, SIGHUP};
+static const char *const NAMES[] = {"SIGINT", "SIGTERM", "SIGHUP"};
+#define NSIGS (sizeof SIGS / sizeof SIGS[0])
+
+static struct sigaction old_action[NSIGS];
+static int announce;
+static pid_t owner; /* a forked child (io/scan_isolated.c) inherits the handler, not the job */
+static int entered;
+
+/* The line's text before "interrupted by SIG..." and after it. Two copies: set_output fills the
+ * one the handler is not reading, then publishes it; -1: the plain line. */
+#define TEXT (2 * PATH_MAX + 160)
+static char head[2][TEXT], tail[2][TEXT];
+static int current = -1;
+
+void hq_interrupt_set_output(const char *output, int journal)
+{
+    if (!output) {
+        __atomic_store_n(&current, -1, __ATOMIC_RELEASE);
+        return;
+    }
+    const int next = __atomic_load_n(&current, __ATOMIC_ACQUIRE) == 0 ? 1 : 0;
+    snprintf(head[next], TEXT, "histeq_dist: %s: ", output);
+    if (journal)
+        snprintf(tail[next], TEXT, "; the work done is kept (%s.journal): run again with --resume to finish\n",
+                 output);
+    else
+        snprintf(tail[next], TEXT, "; the output is not complete\n");
+    __atomic_store_n(&current, next, __ATOMIC_RELEASE);
+}
+
+/* dst's room for src (NUL not counted), as an async-signal-safe strlcat. */
+static size_t put(char *dst, size_t at, size_t cap, const char *src)
+{
+    while (*src && at + 1 < cap)
+        dst[at++] = *src++;
+    dst[at] = 0;
+    return at;
+}
+
+static void on_signal(int sig)
+{
+    const int saved = errno;
+    size_t k = 0;
+    while (k < NSIGS && SIGS[k] != sig)
+        k++;
+    if (k == NSIGS)
+        return;
+    if (getpid() == owner && !__atomic_exchange_n(&entered, 1, __ATOMIC_ACQ_REL)) {
+        if (announce) {
+            char line[2 * TEXT];
+            const int c = __atomic_load_n(&current, __ATOMIC_ACQUIRE);
+            size_t n = put(line, 0, sizeof line, c >= 0 ? head[c] : "histeq_dist: ");
+            n = put(line, n, sizeof line, "interrupted by ");
+            n = put(line, n, sizeof line, NAMES[k]);
+            n = put(line, n, sizeof line, c >= 0 ? tail[c] : "\n");
+            ssize_t w = write(STDERR_FILENO, line, n);
+            (void)w;
+        }
+        hq_session_dir_remove();
+    }
+    /* What the signal did before (by default: end the process) happens once this handler returns:
+     * the signal is blocked until then. */
+    sigaction(sig, &old_action[k], NULL);
+    raise(sig);
+    errno = saved;
+}
+
+void hq_interrupt_install(int announce_it)
+{
+    announce = announce_it;
+    owner = getpid();
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal;
+    sa.sa_flags = SA_RESTART;
+    sigemptyset(&sa.sa_mask);
+    for (size_t k = 0; k < NSIGS; k++)
+        sigaddset(&sa.sa_mask, SIGS[k]);
+    for (size_t k = 0; k < NSIGS; k++)
+        if (sigaction(SIGS[k], NULL, &old_action[k]) == 0 && old_action[k].sa_handler != SIG_IGN)
+            sigaction(SIGS[k], &sa, NULL);
+}

@@ -1,0 +1,166 @@
+"""SIGINT, SIGTERM and SIGHUP: a run they end prints one line that says how to finish it, ends with
+the signal's status (the shell's 128 + N), leaves its output unfinished and its journal in place,
+and leaves nothing in TMPDIR; --resume then finishes it, equal to an uninterrupted run. A signal the
+run was started with ignored stays ignored. What a kill -9 leaves in TMPDIR (a singleton's private
+Open MPI session directory) is removed by the next run, never a live run's.
+
+The runs are stopped mid-way by the HQ_FAULT_STALL=RANK:N test hook (the rank stops, alive, after
+its N-th written block) and then signalled for real."""
+import glob
+import os
+import signal
+import subprocess
+import time
+
+import h5py
+import numpy as np
+import pytest
+
+from helpers import BIN, MPIRUN_FLAGS, assert_same_output, run_ok
+
+NAMES = {signal.SIGINT: "SIGINT", signal.SIGTERM: "SIGTERM", signal.SIGHUP: "SIGHUP"}
+
+
+def make_stack(path):
+    rng = np.random.default_rng(11)
+    with h5py.File(path, "w") as f:
+        f.create_dataset("stack", data=rng.normal(120, 30, (12, 200, 300)).clip(0, 255).astype(np.uint8),
+                         chunks=(1, 200, 300))
+
+
+def start(args, tmpdir, np_=None, stall="0:3", ignore=()):
+    """Starts a run that stops after its rank's 3rd written block; returns the Popen."""
+    cmd = [BIN] + [str(a) for a in args]
+    if np_ is not None:
+        cmd = ["mpirun", "-np", str(np_), "-x", "HQ_FAULT_STALL", "-x", "HQ_JOURNAL_FLUSH_S"] + MPIRUN_FLAGS + cmd
+    e = dict(os.environ, TMPDIR=str(tmpdir), HQ_FAULT_STALL=stall, HQ_JOURNAL_FLUSH_S="0",
+             OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
+             OMPI_MCA_rmaps_base_oversubscribe="1", OMPI_MCA_btl_vader_single_copy_mechanism="none")
+
+    def ignore_signals():
+        for s in ignore:
+            signal.signal(s, signal.SIG_IGN)
+
+    return subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=e,
+                            start_new_session=True, text=True, preexec_fn=ignore_signals)
+
+
+def wait_stalled(p, out, timeout=60):
+    """Waits until the run has claimed a block in its journal (it then stops at the hook)."""
+    log = os.path.join(str(out) + ".journal", "rank-000000.log")
+    t0 = time.time()
+    while time.time() - t0 < timeout:
+        assert p.poll() is None, f"the run ended early: {p.returncode}\n{p.communicate()[1]}"
+        if os.path.exists(log) and os.path.getsize(log) > 0:
+            time.sleep(0.3)  # the rank reaches the hook right after its claim
+            return
+        time.sleep(0.05)
+    p.kill()
+    pytest.fail(f"no journal record after {timeout} s")
+
+
+def finish(p, timeout=60):
+    try:
+        out, err = p.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(p.pid, signal.SIGKILL)
+        p.communicate()
+        pytest.fail("the signalled run did not end")
+    return p.returncode, err
+
+
+def session_dirs(tmpdir):
+    return sorted(glob.glob(os.path.join(str(tmpdir), "histeq_dist-mpi.*")))
+
+
+def interrupted_lines(err):
+    return [l for l in err.splitlines() if "interrupted by" in l]
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT, signal.SIGHUP])
+def test_signal_keeps_the_work_and_resume_finishes(tmp, sig):
+    inp, out, ref = tmp / "in.h5", tmp / "out.h5", tmp / "ref.h5"
+    work = tmp / "tmpdir"
+    work.mkdir()
+    make_stack(inp)
+    opts = ["--block", "100K", "--threads", "1"]
+    p = start(["-i", inp, "-o", out, "-q"] + opts, work)
+    wait_stalled(p, out)
+    assert len(session_dirs(work)) == 1, "a singleton keeps its Open MPI session files in a directory of its own"
+    p.send_signal(sig)
+    rc, err = finish(p)
+    assert rc == -sig, f"the run must end as the signal ends it, not {rc}\n{err}"
+    want = (f"histeq_dist: {out}: interrupted by {NAMES[sig]}; the work done is kept ({out}.journal): "
+            "run again with --resume to finish")
+    assert interrupted_lines(err) == [want], err
+    assert session_dirs(work) == [], "the session directory must go with the run"
+    assert not out.exists() and (tmp / "out.h5.part").exists() and (tmp / "out.h5.journal").is_dir()
+    r = run_ok(["-i", inp, "-o", out, "--resume"] + opts)
+    assert "resuming" in r.err
+    run_ok(["-i", inp, "-o", ref] + opts)
+    assert_same_output(str(out), str(ref))
+    assert not (tmp / "out.h5.journal").exists()
+
+
+def test_signal_ignored_at_start_stays_ignored(tmp):
+    inp, out = tmp / "in.h5", tmp / "out.h5"
+    make_stack(inp)
+    p = start(["-i", inp, "-o", out, "-q", "--block", "100K", "--threads", "1"], tmp, ignore=(signal.SIGHUP,))
+    wait_stalled(p, out)
+    p.send_signal(signal.SIGHUP)
+    time.sleep(0.5)
+    assert p.poll() is None, "SIGHUP was ignored when the run started (nohup): it must not end the run"
+    p.send_signal(signal.SIGTERM)
+    rc, err = finish(p)
+    assert rc == -signal.SIGTERM, err
+    assert len(interrupted_lines(err)) == 1, err
+
+
+def test_kill9_leftovers_go_with_the_next_run_never_a_live_one(tmp):
+    inp = tmp / "in.h5"
+    work = tmp / "tmpdir"
+    work.mkdir()
+    make_stack(inp)
+    opts = ["--block", "100K", "--threads", "1", "-q"]
+    # A run killed by SIGKILL leaves its directory.
+    a = start(["-i", inp, "-o", tmp / "a.h5"] + opts, work)
+    wait_stalled(a, tmp / "a.h5")
+    a_dir = session_dirs(work)
+    assert len(a_dir) == 1 and os.path.exists(os.path.join(a_dir[0], "owner.lock"))
+    a.send_signal(signal.SIGKILL)
+    finish(a)
+    assert session_dirs(work) == a_dir
+    # A live run, and a directory of the same name that no run of ours locks: both stay.
+    b = start(["-i", inp, "-o", tmp / "b.h5"] + opts, work)
+    wait_stalled(b, tmp / "b.h5")
+    b_dir = [d for d in session_dirs(work) if d not in a_dir]
+    assert len(b_dir) == 1
+    foreign = work / "histeq_dist-mpi.foreign"
+    (foreign / "sub").mkdir(parents=True)
+    (foreign / "sub" / "f").write_text("x")
+    # The next run removes what the killed one left.
+    env = {"TMPDIR": str(work)}
+    run_ok(["-i", inp, "-o", tmp / "c.h5"] + opts, env=env)
+    assert session_dirs(work) == sorted(b_dir + [str(foreign)])
+    assert (foreign / "sub" / "f").exists()
+    assert b.poll() is None
+    b.send_signal(signal.SIGTERM)
+    rc, err = finish(b)
+    assert rc == -signal.SIGTERM, err
+    assert session_dirs(work) == [str(foreign)]
+
+
+def test_sigterm_to_mpirun_one_line_and_resume(tmp):
+    inp, out, ref = tmp / "in.h5", tmp / "out.h5", tmp / "ref.h5"
+    make_stack(inp)
+    opts = ["--block", "100K", "--threads", "1"]
+    p = start(["-i", inp, "-o", out, "-q"] + opts, tmp, np_=2, stall="0:2")
+    wait_stalled(p, out)
+    p.send_signal(signal.SIGTERM)
+    rc, err = finish(p)
+    assert rc != 0, err
+    assert len(interrupted_lines(err)) <= 1, f"rank 0 alone prints the line\n{err}"
+    assert not out.exists() and (tmp / "out.h5.journal").is_dir()
+    run_ok(["-i", inp, "-o", out, "--resume"] + opts, 2)
+    run_ok(["-i", inp, "-o", ref] + opts)
+    assert_same_output(str(out), str(ref))
