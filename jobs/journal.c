@@ -421,7 +421,8 @@ int hq_journal_state_pack(const hq_journal_state *st, unsigned char **buf, uint6
     uint64_t *p = w;
     *p++ = st->nblocks;
     *p++ = st->nhists;
-    memcpy(p, st->blocks, st->nblocks * sizeof *st->blocks);
+    if (st->nblocks) /* blocks is NULL while none were logged */
+        memcpy(p, st->blocks, st->nblocks * sizeof *st->blocks);
     p += st->nblocks * BLOCK_WORDS;
     for (uint64_t k = 0; k < st->nhists; k++) {
         *p++ = st->hists[k].group;
