@@ -7,6 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "../core/doomed.h"
 #include "../mpi/session_dir.h"
 
 static const int SIGS[] = {SIGINT, SIGTERM, SIGHUP};
@@ -36,8 +37,13 @@ void hq_interrupt_set_output(const char *output, int journal)
         snprintf(tail[next], TEXT, "; the work done is kept (%s.journal): run again with --resume to finish\n",
                  output);
     else
-        snprintf(tail[next], TEXT, "; the output is not complete\n");
+        snprintf(tail[next], TEXT, "; it was not written\n"); /* a single PNG, written whole at the end */
     __atomic_store_n(&current, next, __ATOMIC_RELEASE);
+}
+
+void hq_interrupt_run_ended(void)
+{
+    __atomic_store_n(&announce, 0, __ATOMIC_RELEASE);
 }
 
 /* dst's room for src (NUL not counted), as an async-signal-safe strlcat. */
@@ -58,7 +64,7 @@ static void on_signal(int sig)
     if (k == NSIGS)
         return;
     if (getpid() == owner && !__atomic_exchange_n(&entered, 1, __ATOMIC_ACQ_REL)) {
-        if (announce) {
+        if (__atomic_load_n(&announce, __ATOMIC_ACQUIRE)) {
             char line[2 * TEXT];
             const int c = __atomic_load_n(&current, __ATOMIC_ACQUIRE);
             size_t n = put(line, 0, sizeof line, c >= 0 ? head[c] : "histeq_dist: ");
@@ -68,6 +74,7 @@ static void on_signal(int sig)
             ssize_t w = write(STDERR_FILENO, line, n);
             (void)w;
         }
+        hq_doomed_unlink_all();
         hq_session_dir_remove();
     }
     /* What the signal did before (by default: end the process) happens once this handler returns:

@@ -51,6 +51,7 @@ int main(int argc, char **argv)
         start_up_note();
     if (!rc && !o.exit_now)
         rc = hq_run(&o, &c, &err);
+    hq_interrupt_run_ended();
     if (rc && rc != HQ_ESKIPPED && c.rank == 0)
         fprintf(stderr, "histeq_dist: %s\n", err.msg);
     hq_comm_finalize(&c);

@@ -3,6 +3,8 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,6 +13,9 @@
 #include <unistd.h>
 
 #include "png_internal.h"
+
+/* The file whose creation proves the output directory writable (check_writable). */
+#define PROBE_NAME "histeq_dist-probe.png"
 
 static int make_dirs(const char *path, hq_err *err)
 {
@@ -72,6 +77,81 @@ static int check_writable(const char *dir, const char *shown, const char *final,
     return rc;
 }
 
+/* Leftovers of a killed run's writes, in directory dir: `.NAME.part-PID` (png_temp_path) for each
+ * NAME that names(NAME) accepts. dead_only: only those whose process is gone from this host (a
+ * single output file has no journal to say that no other run is writing it); otherwise every one
+ * (the output directory's journal lock keeps other runs away). A file that cannot be removed stays:
+ * it is hidden, and a finished run never names it. */
+static void remove_stale_temps(const char *dir, int (*names)(const void *ctx, const char *name), const void *ctx,
+                               int dead_only)
+{
+    DIR *d = opendir(dir);
+    if (!d)
+        return;
+    for (struct dirent *e; (e = readdir(d)) != NULL;) {
+        const char *nm = e->d_name, *tag = NULL;
+        for (const char *q = strstr(nm, ".part-"); q; q = strstr(q + 1, ".part-"))
+            tag = q; /* the last: NAME may hold ".part-" itself */
+        if (nm[0] != '.' || !tag || tag == nm + 1)
+            continue;
+        const char *digits = tag + 6, *t = digits;
+        while (*t >= '0' && *t <= '9')
+            t++;
+        if (t == digits || *t)
+            continue;
+        char name[NAME_MAX + 1];
+        const size_t len = (size_t)(tag - nm - 1);
+        if (len > NAME_MAX)
+            continue;
+        memcpy(name, nm + 1, len);
+        name[len] = '\0';
+        if (!names(ctx, name))
+            continue;
+        const long pid = strtol(digits, NULL, 10);
+        if (dead_only && (pid <= 0 || kill((pid_t)pid, 0) == 0 || errno != ESRCH))
+            continue;
+        unlinkat(dirfd(d), nm, 0);
+    }
+    closedir(d);
+}
+
+static int cmp_name(const void *a, const void *b)
+{
+    return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+typedef struct {
+    const char **v;
+    size_t n;
+} name_set;
+
+/* The names the directory output writes: its images, its completion mark, the writability probe. */
+static int is_output_name(const void *ctx, const char *name)
+{
+    const name_set *ns = ctx;
+    return bsearch(&name, ns->v, ns->n, sizeof *ns->v, cmp_name) != NULL;
+}
+
+static int is_file_name(const void *ctx, const char *name)
+{
+    return strcmp(name, (const char *)ctx) == 0;
+}
+
+static int sweep_output_dir(const hq_inventory *inv, const char *out, hq_err *err)
+{
+    name_set ns = {malloc((inv->n + 2) * sizeof(char *)), 0};
+    if (!ns.v)
+        return hq_fail(err, HQ_EMEM, "%s: out of memory", out);
+    for (size_t i = 0; i < inv->n; i++)
+        ns.v[ns.n++] = inv->items[i].name;
+    ns.v[ns.n++] = COMPLETE_NAME;
+    ns.v[ns.n++] = PROBE_NAME;
+    qsort(ns.v, ns.n, sizeof *ns.v, cmp_name);
+    remove_stale_temps(out, is_output_name, &ns, 0);
+    free(ns.v);
+    return 0;
+}
+
 /* With --force an existing output directory is written into: no output may land on an input. */
 static int check_no_input_replaced(const hq_inventory *inv, const char *out, hq_err *err)
 {
@@ -107,7 +187,7 @@ static int prepare_output_dir(const hq_inventory *inv, const hq_out_opts *o, int
             return rc;
         if (!empty && !o->force && !o->resume)
             return hq_fail(err, HQ_EUSAGE, "%s: output exists (use --force to replace)", out);
-        if ((rc = check_no_input_replaced(inv, out, err)))
+        if ((rc = check_no_input_replaced(inv, out, err)) || (!empty && (rc = sweep_output_dir(inv, out, err))))
             return rc;
         /* An old run's mark must not stand for this run until it has finished. */
         char *mark = png_join_path(out, COMPLETE_NAME);
@@ -123,7 +203,7 @@ static int prepare_output_dir(const hq_inventory *inv, const hq_out_opts *o, int
             return rc;
         *created = 1;
     }
-    char *probe = png_join_path(out, "histeq_dist-probe.png");
+    char *probe = png_join_path(out, PROBE_NAME);
     int rc = probe ? check_writable(out, out, probe, err) : hq_fail(err, HQ_EMEM, "%s: out of memory", out);
     free(probe);
     if (rc && *created) {
@@ -148,6 +228,7 @@ static int prepare_output_file(const hq_inventory *inv, const hq_out_opts *o, hq
     char *dir = png_dir_name(out);
     if (!dir)
         return hq_fail(err, HQ_EMEM, "%s: out of memory", out);
+    remove_stale_temps(dir, is_file_name, png_base_name(out), 1);
     int rc = check_writable(dir, out, out, err);
     free(dir);
     return rc;

@@ -65,6 +65,7 @@ typedef struct held_item {
 /* One file written under a temporary name, waiting to take its final name. */
 typedef struct pending_out {
     char *tmp, *final;
+    int slot; /* tmp's in core/doomed.h, or -1 */
 } pending_out;
 
 struct hq_io {

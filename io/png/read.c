@@ -19,6 +19,7 @@ int png_open_input(const hq_inventory *inv, MPI_Comm comm, int any_order, hq_io 
     }
     pthread_mutex_init(&io->mu, NULL);
     io->held = held;
+    io->pending.slot = -1;
     io->inv = inv;
     io->comm = comm;
     MPI_Comm_rank(comm, &io->rank);

@@ -9,15 +9,19 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "../../core/doomed.h"
 #include "png_internal.h"
 
-/* Encodes into tmp and closes it; on failure tmp is removed. */
+/* Encodes into tmp and closes it; on failure tmp is removed. *slot: tmp's in core/doomed.h while
+ * it exists (-1: none), for the caller to drop once tmp is renamed or removed. */
 static int write_temp(const char *tmp, const char *shown, const hq_png_info *info, const void *pixels,
-                      const uint8_t *indices, const hq_png_zopts *z, hq_err *err)
+                      const uint8_t *indices, const hq_png_zopts *z, int *slot, hq_err *err)
 {
+    *slot = -1;
     FILE *fp = fopen(tmp, "wb");
     if (!fp)
         return hq_fail(err, HQ_EIO, "%s: cannot write (%s)", shown, strerror(errno));
+    *slot = hq_doomed_add(tmp);
     setvbuf(fp, NULL, _IOFBF, STDIO_BUF_BYTES);
     hq_png_sink s = {.name = shown, .fp = fp};
     int rc = hq_png_encode(&s, info, pixels, indices, z, err);
@@ -25,8 +29,11 @@ static int write_temp(const char *tmp, const char *shown, const hq_png_info *inf
         rc = hq_fail(err, HQ_EIO, "%s: cannot write (%s)", shown, strerror(errno));
     if (fclose(fp) != 0 && !rc)
         rc = hq_fail(err, HQ_EIO, "%s: cannot write (%s)", shown, strerror(errno));
-    if (rc)
+    if (rc) {
         unlink(tmp);
+        hq_doomed_drop(*slot);
+        *slot = -1;
+    }
     return rc;
 }
 
@@ -62,13 +69,16 @@ int png_write_block(hq_io *io, uint64_t item, const hq_block *b, int collective,
     }
     if (!rc && indices)
         hq_png_repalette(&info, indices, src);
+    int slot = -1;
     if (!rc)
-        rc = write_temp(tmp, final, &info, src, indices, &io->zopts, err);
+        rc = write_temp(tmp, final, &info, src, indices, &io->zopts, &slot, err);
     free(indices);
     if (!rc && io->out_is_dir && rename(tmp, final) != 0) {
         rc = hq_fail(err, HQ_EIO, "%s: cannot write (%s)", final, strerror(errno));
         unlink(tmp);
     }
+    if (io->out_is_dir)
+        hq_doomed_drop(slot);
     if (!rc && io->out_is_dir) {
         /* Remembered so that a run that fails later takes it back: a directory holding some of
          * its outputs must not pass for a finished one. */
@@ -94,8 +104,10 @@ int png_write_block(hq_io *io, uint64_t item, const hq_block *b, int collective,
         pthread_mutex_lock(&io->mu);
         free(io->pending.tmp);
         free(io->pending.final);
+        hq_doomed_drop(io->pending.slot);
         io->pending.tmp = tmp;
         io->pending.final = final;
+        io->pending.slot = slot;
         pthread_mutex_unlock(&io->mu);
         return 0;
     }
@@ -136,6 +148,7 @@ int png_close(hq_io *io, int commit, const hq_run_meta *meta, hq_err *err)
         }
         if (!commit)
             unlink(io->pending.tmp);
+        hq_doomed_drop(io->pending.slot);
     }
     for (size_t i = 0; i < io->nwritten; i++) {
         if (!commit)

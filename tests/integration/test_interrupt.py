@@ -164,3 +164,75 @@ def test_sigterm_to_mpirun_one_line_and_resume(tmp):
     run_ok(["-i", inp, "-o", out, "--resume"] + opts, 2)
     run_ok(["-i", inp, "-o", ref] + opts)
     assert_same_output(str(out), str(ref))
+
+
+def kill_while_encoding(p, outdir, prefix, sig=signal.SIGKILL):
+    """Sends sig to run p as soon as one of its PNG encodes (a `.NAME.part-PID` file whose NAME
+    starts with prefix) appears in outdir; returns that file's name."""
+    t0 = time.time()
+    while time.time() - t0 < 60 and p.poll() is None:
+        try:
+            names = os.listdir(outdir)
+        except FileNotFoundError:
+            names = []
+        temps = [n for n in names if n.startswith("." + prefix) and ".part-" in n]
+        if temps:
+            p.send_signal(sig)
+            return temps[0]
+        time.sleep(0.001)
+    finish(p)
+    pytest.fail(f"no encode seen in {outdir} (rc {p.returncode})")
+
+
+def big_png(path, seed):
+    import pngio
+    rng = np.random.default_rng(seed)
+    pngio.write(str(path), rng.integers(0, 256, (3000, 4000), dtype=np.uint8), 8, 0, level=1)
+
+
+def test_png_encodes_a_kill_left_are_removed(tmp):
+    """A PNG being encoded lives under a hidden temporary name beside its output; what a kill -9
+    leaves there is removed by the next run on that output: --resume of a directory, which then
+    holds only finished images and its mark, and a rerun of a single file (a leftover of a process
+    still alive is kept)."""
+    (tmp / "in").mkdir()
+    for i in range(4):
+        big_png(tmp / "in" / f"im{i}.png", i)
+    out = tmp / "out"
+    p = start(["-i", tmp / "in", "-o", out, "-q", "--threads", "1"], tmp, stall="0:1000")
+    left = kill_while_encoding(p, out, "im")
+    finish(p)
+    assert (out / left).exists()
+    run_ok(["-i", tmp / "in", "-o", out, "--resume", "--threads", "1"])
+    assert sorted(os.listdir(out)) == ["histeq_dist.complete"] + [f"im{i}.png" for i in range(4)]
+
+    single = tmp / "one.png"
+    p = start(["-i", tmp / "in" / "im0.png", "-o", single, "-q", "--threads", "1"], tmp, stall="0:1000")
+    left = kill_while_encoding(p, tmp, "one.png")
+    finish(p)
+    live = tmp / f".one.png.part-{os.getpid()}"
+    live.write_bytes(b"x")
+    run_ok(["-i", tmp / "in" / "im0.png", "-o", single])
+    assert not (tmp / left).exists(), "the dead run's encode must go"
+    assert live.exists(), "a live process's encode must stay"
+    assert single.exists()
+
+
+@pytest.mark.parametrize("outdir", [False, True])
+def test_signal_during_png_encode_leaves_no_temporary(tmp, outdir):
+    """SIGTERM while a PNG is being encoded: the encode's temporary file goes with the run."""
+    (tmp / "in").mkdir()
+    for i in range(3):
+        big_png(tmp / "in" / f"im{i}.png", 10 + i)
+    if outdir:
+        src, out, where, prefix = tmp / "in", tmp / "out", tmp / "out", "im"
+    else:
+        src, out, where, prefix = tmp / "in" / "im0.png", tmp / "one.png", tmp, "one.png"
+    p = start(["-i", src, "-o", out, "-q", "--threads", "1"], tmp, stall="0:1000")
+    left = kill_while_encoding(p, where, prefix, signal.SIGTERM)
+    rc, err = finish(p)
+    assert rc == -signal.SIGTERM, err
+    assert not (where / left).exists(), f"{left} must go with the run"
+    assert [n for n in os.listdir(where) if ".part-" in n] == []
+    tail = f"the work done is kept ({out}.journal): run again with --resume to finish" if outdir else "it was not written"
+    assert interrupted_lines(err) == [f"histeq_dist: {out}: interrupted by SIGTERM; {tail}"], err
