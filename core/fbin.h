@@ -83,6 +83,18 @@ static inline hq_fbin hq_fbin_make(double lo, double hi, uint32_t n)
     return p;
 }
 
+/* What a sample is to pass 0 and the histograms, on both engines: NaN is left out (and left as it
+ * is by the remap), an infinity is counted apart (the driver then refuses the input), anything
+ * else is binned. Comparisons only, exact everywhere. */
+typedef enum { HQ_FS_FINITE, HQ_FS_NAN, HQ_FS_INF } hq_fsample;
+
+HQ_HD hq_fsample hq_fsample_of(double x)
+{
+    if (x != x)
+        return HQ_FS_NAN;
+    return x < -DBL_MAX || x > DBL_MAX ? HQ_FS_INF : HQ_FS_FINITE;
+}
+
 /* The bin of a sample that is not NaN (an infinity goes to an end bin; the driver refuses those). */
 HQ_HD uint32_t hq_fbin_of(double x, const hq_fbin *p)
 {

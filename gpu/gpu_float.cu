@@ -62,9 +62,10 @@ __global__ void k_minmax(const T *__restrict__ d, const uint8_t *__restrict__ ma
         if (mask && !mask[i])
             continue;
         const double x = (double)d[i];
-        if (isnan(x))
+        const hq_fsample k = hq_fsample_of(x);
+        if (k == HQ_FS_NAN)
             continue;
-        if (isinf(x)) {
+        if (k == HQ_FS_INF) {
             inf++;
             continue;
         }
@@ -103,9 +104,10 @@ __global__ void k_hist(const T *__restrict__ d, const uint8_t *__restrict__ mask
         uint32_t key = kNoBin;
         if (i < p1 && (!mask || mask[i - base])) {
             const double x = (double)d[i - base];
-            if (isinf(x)) {
+            const hq_fsample k = hq_fsample_of(x);
+            if (k == HQ_FS_INF) {
                 atomicAdd(ninf, 1ull);
-            } else if (!isnan(x)) {
+            } else if (k == HQ_FS_FINITE) {
                 const uint64_t s = i / sp;
                 const hq_fbin p = fb[s];
                 key = (uint32_t)(s - s0) * bins + hq_fbin_of(x, &p);
@@ -124,7 +126,7 @@ __global__ void k_remap(T *d, const uint8_t *__restrict__ mask, uint64_t base, u
     for (uint64_t i = p0 + (uint64_t)blockIdx.x * blockDim.x + threadIdx.x; i < p1;
          i += (uint64_t)gridDim.x * blockDim.x) {
         const double x = (double)d[i - base];
-        if (isnan(x) || (mask && !mask[i - base]))
+        if (hq_fsample_of(x) == HQ_FS_NAN || (mask && !mask[i - base]))
             continue;
         const uint64_t s = i / sp;
         const hq_fbin p = fb[s];

@@ -5,7 +5,6 @@
  * sample, so neither the thread count nor the split into pieces can change it. */
 #include "float_path.h"
 
-#include <math.h>
 #include <omp.h>
 #include <stdlib.h>
 #include <string.h>
@@ -35,9 +34,10 @@ static void minmax_range(const void *base, uint32_t sb, const uint8_t *mask, uin
         if (mask && !mask[i])
             continue;
         const double x = sample_at(base, sb, i);
-        if (isnan(x))
+        const hq_fsample k = hq_fsample_of(x);
+        if (k == HQ_FS_NAN)
             continue;
-        if (isinf(x)) {
+        if (k == HQ_FS_INF) {
             inf++;
             continue;
         }
@@ -93,9 +93,10 @@ static uint64_t hist_range(const void *base, uint32_t sb, const uint8_t *mask, u
         if (mask && !mask[i])
             continue;
         const double x = sample_at(base, sb, i);
-        if (isnan(x))
+        const hq_fsample k = hq_fsample_of(x);
+        if (k == HQ_FS_NAN)
             continue;
-        if (isinf(x)) {
+        if (k == HQ_FS_INF) {
             inf++;
             continue;
         }
@@ -164,7 +165,7 @@ int hq_cpu_float_remap(int threads, hq_block_data *b, const hq_mode *m, const ui
 #pragma omp parallel for schedule(static) num_threads(threads)
             for (int64_t i = 0; i < (int64_t)n; i++) {
                 const double x = d[i];
-                if (!isnan(x) && (!mk || mk[i]))
+                if (hq_fsample_of(x) != HQ_FS_NAN && (!mk || mk[i]))
                     d[i] = hq_fout32(l[hq_fbin_of(x, p)], bins);
             }
         } else {
@@ -172,7 +173,7 @@ int hq_cpu_float_remap(int threads, hq_block_data *b, const hq_mode *m, const ui
 #pragma omp parallel for schedule(static) num_threads(threads)
             for (int64_t i = 0; i < (int64_t)n; i++) {
                 const double x = d[i];
-                if (!isnan(x) && (!mk || mk[i]))
+                if (hq_fsample_of(x) != HQ_FS_NAN && (!mk || mk[i]))
                     d[i] = hq_fout(l[hq_fbin_of(x, p)], bins);
             }
         }

@@ -32,6 +32,21 @@ static double unit(void)
     return (double)(rnd() >> 11) * 0x1p-53;
 }
 
+/* What both engines skip, count apart or bin: against the C library's own classification. */
+static void test_sample_kinds(void **state)
+{
+    (void)state;
+    const double xs[] = {0.0, -0.0, 1.0, -1.0, DBL_MAX, -DBL_MAX, DBL_MIN, -DBL_MIN, 0x1p-1074, -0x1p-1074,
+                         (double)FLT_MAX, INFINITY, -INFINITY, NAN, -NAN};
+    for (size_t i = 0; i < sizeof xs / sizeof xs[0]; i++) {
+        const double x = xs[i];
+        const hq_fsample want = isnan(x) ? HQ_FS_NAN : isinf(x) ? HQ_FS_INF : HQ_FS_FINITE;
+        assert_int_equal(hq_fsample_of(x), want);
+        assert_int_equal(hq_fsample_of((double)(float)x), isnan(x) ? HQ_FS_NAN : isinf((float)x) ? HQ_FS_INF
+                                                                                              : HQ_FS_FINITE);
+    }
+}
+
 static void test_edges_and_quarters(void **state)
 {
     (void)state;
@@ -282,6 +297,7 @@ static void test_engine_refuses_infinity(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_sample_kinds),
         cmocka_unit_test(test_edges_and_quarters),     cmocka_unit_test(test_constant_group),
         cmocka_unit_test(test_negative_zero_normalized), cmocka_unit_test(test_monotone_and_reference),
         cmocka_unit_test(test_float64_overflow_range), cmocka_unit_test(test_output_values),
