@@ -75,8 +75,24 @@ void hq_session_dir_remove(void)
     rmdir(made);
 }
 
+/* PREFIX HOST.: a TMPDIR that several nodes share may hold other nodes' directories, whose locks
+ * a file system with node-local locks (Lustre's localflock) would show free here. */
+static void host_prefix(char *buf, size_t n)
+{
+    char host[256] = "";
+    if (gethostname(host, sizeof host - 1) != 0 || !host[0])
+        strcpy(host, "host");
+    for (char *c = host; *c; c++)
+        if (*c == '/')
+            *c = '_';
+    snprintf(buf, n, PREFIX "%s.", host);
+}
+
 int hq_session_dir_sweep(const char *tmp)
 {
+    char prefix[300];
+    host_prefix(prefix, sizeof prefix);
+    const size_t plen = strlen(prefix);
     DIR *d = opendir(tmp);
     if (!d)
         return 0;
@@ -85,7 +101,7 @@ int hq_session_dir_sweep(const char *tmp)
     int n = 0;
     for (struct dirent *e; (e = readdir(d));) {
         struct stat st;
-        if (strncmp(e->d_name, PREFIX, sizeof PREFIX - 1) != 0 ||
+        if (strncmp(e->d_name, prefix, plen) != 0 ||
             fstatat(dfd, e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != me)
             continue;
         const int sub = openat(dfd, e->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
@@ -109,7 +125,9 @@ int hq_session_dir_sweep(const char *tmp)
 int hq_session_dir_make(const char *tmp, char *out, size_t n)
 {
     hq_session_dir_sweep(tmp);
-    if (snprintf(made, sizeof made, "%s/" PREFIX "XXXXXX", tmp) >= (int)sizeof made || !mkdtemp(made) ||
+    char prefix[300];
+    host_prefix(prefix, sizeof prefix);
+    if (snprintf(made, sizeof made, "%s/%sXXXXXX", tmp, prefix) >= (int)sizeof made || !mkdtemp(made) ||
         strlen(made) >= n)
         return -1;
     /* Locked before it has the name a sweeper looks for, so that no sweeper ever finds it free

@@ -1,11 +1,12 @@
 /* session_dir.h — the private Open MPI session directory of a process started without a launcher.
  *
- * Such a process (a "singleton") gets TMPDIR/histeq_dist-mpi.XXXXXX of its own (mpi/comm.c says
- * why). It holds TMPDIR/histeq_dist-mpi.XXXXXX/owner.lock locked (flock) for as long as it lives,
- * and removes the directory at the end, or from a handler of a fatal signal (hq_session_dir_remove
- * is async-signal-safe). What a kill -9 leaves is removed by the next singleton of the same user
- * in the same TMPDIR: a directory whose lock it can take has no owner left. A directory without
- * the lock file is never touched. Linux only (getdents64, flock). */
+ * Such a process (a "singleton") gets TMPDIR/histeq_dist-mpi.HOST.XXXXXX of its own (mpi/comm.c
+ * says why). It holds owner.lock in it locked (flock) for as long as it lives, and removes the
+ * directory at the end, or from a handler of a fatal signal (hq_session_dir_remove is
+ * async-signal-safe). What a kill -9 leaves is removed by the next singleton of the same user on
+ * the same host in the same TMPDIR: a directory whose lock it can take has no owner left. A
+ * directory without the lock file, or of another host, is never touched. Linux only (getdents64,
+ * flock). */
 #ifndef HQ_SESSION_DIR_H
 #define HQ_SESSION_DIR_H
 
@@ -19,8 +20,8 @@ int hq_session_dir_make(const char *tmp, char *out, size_t n);
  * Async-signal-safe: raw system calls only, no allocation, no locks. */
 void hq_session_dir_remove(void);
 
-/* Removes every directory named histeq_dist-mpi.* in tmp, owned by this user, whose owner.lock no
- * live process holds. Returns how many it removed. */
+/* Removes every directory named histeq_dist-mpi.HOST.* in tmp (HOST: this one), owned by this user,
+ * whose owner.lock no live process holds. Returns how many it removed. */
 int hq_session_dir_sweep(const char *tmp);
 
 #endif

@@ -9,6 +9,7 @@ its N-th written block) and then signalled for real."""
 import glob
 import os
 import signal
+import socket
 import subprocess
 import time
 
@@ -135,19 +136,25 @@ def test_kill9_leftovers_go_with_the_next_run_never_a_live_one(tmp):
     wait_stalled(b, tmp / "b.h5")
     b_dir = [d for d in session_dirs(work) if d not in a_dir]
     assert len(b_dir) == 1
-    foreign = work / "histeq_dist-mpi.foreign"
+    # Left alone too: one of this host without the lock file, and one of another host (a TMPDIR
+    # shared by nodes) whose lock file nobody here holds.
+    assert os.path.basename(a_dir[0]).startswith(f"histeq_dist-mpi.{socket.gethostname()}.")
+    foreign = work / f"histeq_dist-mpi.{socket.gethostname()}.nolock"
     (foreign / "sub").mkdir(parents=True)
     (foreign / "sub" / "f").write_text("x")
+    other = work / "histeq_dist-mpi.some-other-node.Ab12Cd"
+    other.mkdir()
+    (other / "owner.lock").write_text("")
     # The next run removes what the killed one left.
     env = {"TMPDIR": str(work)}
     run_ok(["-i", inp, "-o", tmp / "c.h5"] + opts, env=env)
-    assert session_dirs(work) == sorted(b_dir + [str(foreign)])
+    assert session_dirs(work) == sorted(b_dir + [str(foreign), str(other)])
     assert (foreign / "sub" / "f").exists()
     assert b.poll() is None
     b.send_signal(signal.SIGTERM)
     rc, err = finish(b)
     assert rc == -signal.SIGTERM, err
-    assert session_dirs(work) == [str(foreign)]
+    assert session_dirs(work) == sorted([str(foreign), str(other)])
 
 
 def test_sigterm_to_mpirun_one_line_and_resume(tmp):
