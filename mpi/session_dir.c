@@ -15,7 +15,7 @@
 
 #define PREFIX "histeq_dist-mpi."
 #define LOCK_NAME "owner.lock"
-/* Open MPI's tree under the directory is TMPDIR/../ompi.HOST.UID/jf.0/1/0: a few levels. */
+/* Open MPI's tree under the directory is ompi.HOST.UID/jf.0/1/0: a few levels. */
 #define DEPTH 8
 
 static char made[PATH_MAX];
@@ -127,9 +127,12 @@ int hq_session_dir_make(const char *tmp, char *out, size_t n)
     hq_session_dir_sweep(tmp);
     char prefix[300];
     host_prefix(prefix, sizeof prefix);
-    if (snprintf(made, sizeof made, "%s/%sXXXXXX", tmp, prefix) >= (int)sizeof made || !mkdtemp(made) ||
-        strlen(made) >= n)
+    if (snprintf(made, sizeof made, "%s/%sXXXXXX", tmp, prefix) >= (int)sizeof made || !mkdtemp(made))
         return -1;
+    if (strlen(made) >= n) {
+        rmdir(made);
+        return -1;
+    }
     /* Locked before it has the name a sweeper looks for, so that no sweeper ever finds it free
      * while this process lives. Kept open (and so locked) until the process ends; without a lock
      * the directory is still this process's, just never swept. */
