@@ -14,7 +14,9 @@
 #     scripts' warning time, SLURM sends it itself and HQ_MAX_REQUEUES=1 stops a second requeue;
 #   - histeq_array.sbatch cuts a list of PNGs and HDF5 files into 3 parts, and all its outputs
 #     equal the direct runs; submitted again, it finds every part done, and with another
-#     number of parts it refuses (status 2).
+#     number of parts it refuses (status 2);
+#   - a rank killed mid-run fails the job, and the job submitted again resumes it; scancel of a
+#     running job makes rank 0 say how to finish it, and the job submitted again resumes it.
 # The daemons are always stopped and the directory removed (HQ_KEEP=1 keeps it), also on failure
 # or on SIGTERM; every wait has a deadline. Needs root (slurmd runs the jobs as root here).
 #
@@ -354,5 +356,27 @@ grep -q "resuming" "$T/work/resumed.out" || fail "resumed.out does not say it re
 same_h5 "$T/ref/stack.h5" "$T/out/killed.h5"
 [ ! -e "$T/out/killed.h5.journal" ] || fail "the journal outlived the finished output"
 ok "a rank killed mid-job: the job failed; submitted again, it resumed and equals mpirun -np 2"
+
+# scancel of a running job (SIGTERM to its steps): rank 0 says how to finish the run, the output
+# stays unfinished with its journal, and the same job submitted again resumes it. The ranks stop
+# after their 2nd written block (HQ_FAULT_STALL) so that scancel finds the job mid-way.
+J_CANCEL=$(HQ_INPUT=$T/in/stack.h5 HQ_OUTPUT=$T/out/cancelled.h5 HQ_EXTRA="--block 2K" HQ_FAULT_STALL=0:2 \
+           HQ_JOURNAL_FLUSH_S=0 HQ_MAX_REQUEUES=0 submit histeq_srun.sbatch cancelled.out)
+for i in $(seq 240); do [ -s "$T/out/cancelled.h5.journal/rank-000000.log" ] && break; sleep 0.5; done
+[ -s "$T/out/cancelled.h5.journal/rank-000000.log" ] || fail "the job $J_CANCEL wrote no block within 120 s"
+timeout 10 scancel "$J_CANCEL"
+wait_jobs 120 "$J_CANCEL"
+[ "$(job_field "$J_CANCEL" JobState)" = CANCELLED ] || fail "the cancelled job ended $(job_field "$J_CANCEL" JobState)"
+grep -q "cancelled.h5: interrupted by SIGTERM; the work done is kept (.*cancelled.h5.journal): run again with --resume to finish" \
+    "$T/work/cancelled.out" || fail "cancelled.out does not say how to finish the run: $(grep histeq_dist "$T/work/cancelled.out")"
+[ ! -e "$T/out/cancelled.h5" ] && [ -e "$T/out/cancelled.h5.part" ] && [ -d "$T/out/cancelled.h5.journal" ] ||
+    fail "the cancelled job should leave cancelled.h5.part and its journal, not cancelled.h5"
+J_AGAIN=$(HQ_INPUT=$T/in/stack.h5 HQ_OUTPUT=$T/out/cancelled.h5 HQ_EXTRA="--block 2K" HQ_JOURNAL_FLUSH_S=0 \
+          submit histeq_srun.sbatch cancelled_again.out)
+wait_jobs 300 "$J_AGAIN"
+expect_job "$J_AGAIN" COMPLETED 0:0
+grep -q "resuming" "$T/work/cancelled_again.out" || fail "cancelled_again.out does not say it resumed"
+same_h5 "$T/ref/stack.h5" "$T/out/cancelled.h5"
+ok "scancel mid-run: rank 0 said how to finish it; submitted again, it resumed and equals mpirun -np 2"
 
 echo "run_slurm_test.sh: all passed in $((SECONDS - START)) s"
