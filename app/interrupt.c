@@ -10,8 +10,11 @@
 #include "../core/doomed.h"
 #include "../mpi/session_dir.h"
 
-static const int SIGS[] = {SIGINT, SIGTERM, SIGHUP};
-static const char *const NAMES[] = {"SIGINT", "SIGTERM", "SIGHUP"};
+/* The signals whose default action ends the process and that people and batch systems send to end
+ * a run: Ctrl-C, kill and scancel, a closed terminal, and USR1/USR2 (mpirun forwards them to
+ * every rank; SLURM's --signal sends them to the job's steps). */
+static const int SIGS[] = {SIGINT, SIGTERM, SIGHUP, SIGUSR1, SIGUSR2};
+static const char *const NAMES[] = {"SIGINT", "SIGTERM", "SIGHUP", "SIGUSR1", "SIGUSR2"};
 #define NSIGS (sizeof SIGS / sizeof SIGS[0])
 
 static struct sigaction old_action[NSIGS];
@@ -95,7 +98,10 @@ void hq_interrupt_install(int announce_it)
     sigemptyset(&sa.sa_mask);
     for (size_t k = 0; k < NSIGS; k++)
         sigaddset(&sa.sa_mask, SIGS[k]);
+    /* Only where the signal would end the process as it stands: not where it is ignored (nohup),
+     * nor where a library's own handler decides what it does. */
     for (size_t k = 0; k < NSIGS; k++)
-        if (sigaction(SIGS[k], NULL, &old_action[k]) == 0 && old_action[k].sa_handler != SIG_IGN)
+        if (sigaction(SIGS[k], NULL, &old_action[k]) == 0 && !(old_action[k].sa_flags & SA_SIGINFO) &&
+            old_action[k].sa_handler == SIG_DFL)
             sigaction(SIGS[k], &sa, NULL);
 }

@@ -12,6 +12,7 @@
 #include <sys/types.h>
 #include <unistd.h>
 
+#include "../../core/doomed.h"
 #include "png_internal.h"
 
 /* The file whose creation proves the output directory writable (check_writable). */
@@ -65,6 +66,7 @@ static int check_writable(const char *dir, const char *shown, const char *final,
     char *tmp = png_temp_path(final);
     if (!tmp)
         return hq_fail(err, HQ_EMEM, "%s: out of memory", shown);
+    const int slot = hq_doomed_add(tmp); /* as the encodes' (write.c) */
     int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL, 0666);
     int rc = 0;
     if (fd < 0)
@@ -73,6 +75,7 @@ static int check_writable(const char *dir, const char *shown, const char *final,
         close(fd);
         unlink(tmp);
     }
+    hq_doomed_drop(slot);
     free(tmp);
     return rc;
 }
@@ -107,8 +110,10 @@ static void remove_stale_temps(const char *dir, int (*names)(const void *ctx, co
         name[len] = '\0';
         if (!names(ctx, name))
             continue;
+        /* This process's own id: left by an earlier process that had it, as this one has not
+         * written yet (and its probe creates that very name exclusively). */
         const long pid = strtol(digits, NULL, 10);
-        if (dead_only && (pid <= 0 || kill((pid_t)pid, 0) == 0 || errno != ESRCH))
+        if (dead_only && pid != (long)getpid() && (pid <= 0 || kill((pid_t)pid, 0) == 0 || errno != ESRCH))
             continue;
         unlinkat(dirfd(d), nm, 0);
     }

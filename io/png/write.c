@@ -17,11 +17,16 @@
 static int write_temp(const char *tmp, const char *shown, const hq_png_info *info, const void *pixels,
                       const uint8_t *indices, const hq_png_zopts *z, int *slot, hq_err *err)
 {
-    *slot = -1;
-    FILE *fp = fopen(tmp, "wb");
-    if (!fp)
-        return hq_fail(err, HQ_EIO, "%s: cannot write (%s)", shown, strerror(errno));
+    /* Registered before it exists, so that no moment of its life escapes a signal (the name has
+     * this process's id: whatever file has it is this process's). */
     *slot = hq_doomed_add(tmp);
+    FILE *fp = fopen(tmp, "wb");
+    if (!fp) {
+        const int e = errno;
+        hq_doomed_drop(*slot);
+        *slot = -1;
+        return hq_fail(err, HQ_EIO, "%s: cannot write (%s)", shown, strerror(e));
+    }
     setvbuf(fp, NULL, _IOFBF, STDIO_BUF_BYTES);
     hq_png_sink s = {.name = shown, .fp = fp};
     int rc = hq_png_encode(&s, info, pixels, indices, z, err);

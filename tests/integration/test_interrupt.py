@@ -1,4 +1,4 @@
-"""SIGINT, SIGTERM and SIGHUP: a run they end prints one line that says how to finish it, ends with
+"""SIGINT, SIGTERM, SIGHUP, SIGUSR1 and SIGUSR2: a run they end prints one line that says how to finish it, ends with
 the signal's status (the shell's 128 + N), leaves its output unfinished and its journal in place,
 and leaves nothing in TMPDIR; --resume then finishes it, equal to an uninterrupted run. A signal the
 run was started with ignored stays ignored. What a kill -9 leaves in TMPDIR (a singleton's private
@@ -19,7 +19,8 @@ import pytest
 
 from helpers import BIN, MPIRUN_FLAGS, assert_same_output, run_ok
 
-NAMES = {signal.SIGINT: "SIGINT", signal.SIGTERM: "SIGTERM", signal.SIGHUP: "SIGHUP"}
+NAMES = {signal.SIGINT: "SIGINT", signal.SIGTERM: "SIGTERM", signal.SIGHUP: "SIGHUP", signal.SIGUSR1: "SIGUSR1",
+         signal.SIGUSR2: "SIGUSR2"}
 
 
 def make_stack(path):
@@ -78,7 +79,7 @@ def interrupted_lines(err):
     return [l for l in err.splitlines() if "interrupted by" in l]
 
 
-@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT, signal.SIGHUP])
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGUSR1, signal.SIGUSR2])
 def test_signal_keeps_the_work_and_resume_finishes(tmp, sig):
     inp, out, ref = tmp / "in.h5", tmp / "out.h5", tmp / "ref.h5"
     work = tmp / "tmpdir"
@@ -223,6 +224,11 @@ def test_png_encodes_a_kill_left_are_removed(tmp):
     assert not (tmp / left).exists(), "the dead run's encode must go"
     assert live.exists(), "a live process's encode must stay"
     assert single.exists()
+    # One of an earlier process that had this run's id goes too (the run's probe creates that name).
+    sh = f'touch "{tmp}/.two.png.part-$$"; exec "{BIN}" -q -i "{tmp / "in" / "im1.png"}" -o "{tmp / "two.png"}"'
+    r = subprocess.run(["sh", "-c", sh], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert [n for n in os.listdir(tmp) if n.startswith(".two.png")] == []
 
 
 @pytest.mark.parametrize("outdir", [False, True])
