@@ -10,11 +10,11 @@
 #include "../core/doomed.h"
 #include "../mpi/session_dir.h"
 
-/* The signals whose default action ends the process and that people and batch systems send to end
- * a run: Ctrl-C, kill and scancel, a closed terminal, and USR1/USR2 (mpirun forwards them to
- * every rank; SLURM's --signal sends them to the job's steps). */
-static const int SIGS[] = {SIGINT, SIGTERM, SIGHUP, SIGUSR1, SIGUSR2};
-static const char *const NAMES[] = {"SIGINT", "SIGTERM", "SIGHUP", "SIGUSR1", "SIGUSR2"};
+/* What people and batch systems send to end a run: Ctrl-C, kill and scancel, a closed terminal.
+ * (Not USR1/USR2: some MPI stacks handle them themselves without ending the process, as on the
+ * GPU machine's Open MPI, where a run then went on; a line saying it was interrupted would lie.) */
+static const int SIGS[] = {SIGINT, SIGTERM, SIGHUP};
+static const char *const NAMES[] = {"SIGINT", "SIGTERM", "SIGHUP"};
 #define NSIGS (sizeof SIGS / sizeof SIGS[0])
 
 static struct sigaction old_action[NSIGS];
@@ -98,10 +98,11 @@ void hq_interrupt_install(int announce_it)
     sigemptyset(&sa.sa_mask);
     for (size_t k = 0; k < NSIGS; k++)
         sigaddset(&sa.sa_mask, SIGS[k]);
-    /* Only where the signal would end the process as it stands: not where it is ignored (nohup),
-     * nor where a library's own handler decides what it does. */
+    /* Not where the signal is ignored (nohup). Where a library already handles it (the GPU
+     * machine's MPI stack catches all three in every process), its handler runs after this one,
+     * as the handler restores it: there it ended the run with the signal's status. */
     for (size_t k = 0; k < NSIGS; k++)
-        if (sigaction(SIGS[k], NULL, &old_action[k]) == 0 && !(old_action[k].sa_flags & SA_SIGINFO) &&
-            old_action[k].sa_handler == SIG_DFL)
+        if (sigaction(SIGS[k], NULL, &old_action[k]) == 0 &&
+            ((old_action[k].sa_flags & SA_SIGINFO) || old_action[k].sa_handler != SIG_IGN))
             sigaction(SIGS[k], &sa, NULL);
 }

@@ -1,13 +1,13 @@
-/* interrupt.h — what a run says and leaves when SIGINT, SIGTERM, SIGHUP, SIGUSR1 or SIGUSR2 ends it.
+/* interrupt.h — what a run says and leaves when SIGINT, SIGTERM or SIGHUP ends it.
  *
  * The run does not try to stop in good order: the signal may come at any point and on any thread,
  * and --resume's journal already keeps every block whose bytes are durable. The handler writes one
  * line on the announcing rank (the signal, and once the journal is open, that the same command
  * with --resume finishes the run), removes the files being written under temporary names
  * (core/doomed.h) and the process's private MPI session directory (mpi/session_dir.h), then lets
- * the signal act as it did before: it ends the process, so the exit status is the shell's 128 + N
- * (130 for Ctrl-C, 143 for SIGTERM). A signal the process started with ignored (nohup), or that a
- * library already handles, is left as it is. Async-signal-safe calls only. */
+ * the signal act as it did before (by default, or by a library's handler: it ends the process), so
+ * the exit status is the shell's 128 + N (130 for Ctrl-C, 143 for SIGTERM). A signal the process
+ * started with ignored (nohup) stays ignored. Async-signal-safe calls only. */
 #ifndef HQ_INTERRUPT_H
 #define HQ_INTERRUPT_H
 

@@ -91,8 +91,8 @@ static const char USAGE[] =
     "      --version         print the version\n"
     "\n"
     "Exit status: 0 done; 1 I/O error; 2 usage; 3 done but inputs skipped; 4 bad input;\n"
-    "5 device unavailable; 6 out of memory. Ended by SIGINT, SIGTERM, SIGHUP, SIGUSR1 or SIGUSR2:\n"
-    "128 + N as shells show it (130 Ctrl-C, 143 SIGTERM); what was done is kept for --resume.\n";
+    "5 device unavailable; 6 out of memory. Ended by SIGINT, SIGTERM or SIGHUP: 128 + N as\n"
+    "shells show it (130 Ctrl-C, 143 SIGTERM); what was done is kept for --resume.\n";
 
 const char *hq_options_usage(void)
 {

@@ -1,4 +1,4 @@
-"""SIGINT, SIGTERM, SIGHUP, SIGUSR1 and SIGUSR2: a run they end prints one line that says how to finish it, ends with
+"""SIGINT, SIGTERM and SIGHUP: a run they end prints one line that says how to finish it, ends with
 the signal's status (the shell's 128 + N), leaves its output unfinished and its journal in place,
 and leaves nothing in TMPDIR; --resume then finishes it, equal to an uninterrupted run. A signal the
 run was started with ignored stays ignored. What a kill -9 leaves in TMPDIR (a singleton's private
@@ -19,8 +19,7 @@ import pytest
 
 from helpers import BIN, MPIRUN_FLAGS, assert_same_output, run_ok
 
-NAMES = {signal.SIGINT: "SIGINT", signal.SIGTERM: "SIGTERM", signal.SIGHUP: "SIGHUP", signal.SIGUSR1: "SIGUSR1",
-         signal.SIGUSR2: "SIGUSR2"}
+NAMES = {signal.SIGINT: "SIGINT", signal.SIGTERM: "SIGTERM", signal.SIGHUP: "SIGHUP"}
 
 
 def make_stack(path):
@@ -79,7 +78,7 @@ def interrupted_lines(err):
     return [l for l in err.splitlines() if "interrupted by" in l]
 
 
-@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGUSR1, signal.SIGUSR2])
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT, signal.SIGHUP])
 def test_signal_keeps_the_work_and_resume_finishes(tmp, sig):
     inp, out, ref = tmp / "in.h5", tmp / "out.h5", tmp / "ref.h5"
     work = tmp / "tmpdir"
