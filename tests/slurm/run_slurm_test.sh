@@ -339,6 +339,20 @@ expect_job "$J_PARTS" FAILED 2:0
 grep -q "was started with 3 parts, not 2" "$T/work/parts-0.out" || fail "parts-0.out does not say why it refused"
 ok "histeq_array.sbatch refuses another cut of a list it started (exit status 2)"
 
+# NAME: the interrupted job left out/NAME.h5.part and its journal, not out/NAME.h5; the same job
+# submitted again (its log LOG) resumes, and the output equals the direct run, its journal gone.
+resumes() { # NAME LOG
+    local out=$T/out/$1.h5 j
+    [ ! -e "$out" ] && [ -e "$out.part" ] && [ -d "$out.journal" ] ||
+        fail "the interrupted job should leave $1.h5.part and its journal, not $1.h5"
+    j=$(HQ_INPUT=$T/in/stack.h5 HQ_OUTPUT=$out HQ_EXTRA="--block 2K" HQ_JOURNAL_FLUSH_S=0 submit histeq_srun.sbatch "$2")
+    wait_jobs 300 "$j"
+    expect_job "$j" COMPLETED 0:0
+    grep -q "resuming" "$T/work/$2" || fail "$2 does not say it resumed"
+    same_h5 "$T/ref/stack.h5" "$out"
+    [ ! -e "$out.journal" ] || fail "the journal outlived the finished output"
+}
+
 # A rank killed mid-run (the HQ_FAULT_KILL hook: SIGKILL after its 2nd written block, the journal
 # flushed at every record): the job fails naming the rank; the same job submitted again resumes
 # from the journal and the output equals the direct run.
@@ -346,15 +360,7 @@ J_KILL=$(HQ_INPUT=$T/in/stack.h5 HQ_OUTPUT=$T/out/killed.h5 HQ_EXTRA="--block 2K
          HQ_JOURNAL_FLUSH_S=0 HQ_MAX_REQUEUES=0 submit histeq_srun.sbatch killed.out)
 wait_jobs 240 "$J_KILL"
 [ "$(job_field "$J_KILL" JobState)" = FAILED ] || fail "the job with a killed rank ended $(job_field "$J_KILL" JobState)"
-[ ! -e "$T/out/killed.h5" ] && [ -e "$T/out/killed.h5.part" ] && [ -d "$T/out/killed.h5.journal" ] ||
-    fail "the killed job should leave killed.h5.part and its journal, not killed.h5"
-J_RESUME=$(HQ_INPUT=$T/in/stack.h5 HQ_OUTPUT=$T/out/killed.h5 HQ_EXTRA="--block 2K" HQ_JOURNAL_FLUSH_S=0 \
-           submit histeq_srun.sbatch resumed.out)
-wait_jobs 300 "$J_RESUME"
-expect_job "$J_RESUME" COMPLETED 0:0
-grep -q "resuming" "$T/work/resumed.out" || fail "resumed.out does not say it resumed"
-same_h5 "$T/ref/stack.h5" "$T/out/killed.h5"
-[ ! -e "$T/out/killed.h5.journal" ] || fail "the journal outlived the finished output"
+resumes killed resumed.out
 ok "a rank killed mid-job: the job failed; submitted again, it resumed and equals mpirun -np 2"
 
 # scancel of a running job (SIGTERM to its steps): rank 0 says how to finish the run, the output
@@ -369,14 +375,7 @@ wait_jobs 120 "$J_CANCEL"
 [ "$(job_field "$J_CANCEL" JobState)" = CANCELLED ] || fail "the cancelled job ended $(job_field "$J_CANCEL" JobState)"
 grep -q "cancelled.h5: interrupted by SIGTERM; the work done is kept (.*cancelled.h5.journal): run again with --resume to finish" \
     "$T/work/cancelled.out" || fail "cancelled.out does not say how to finish the run: $(grep histeq_dist "$T/work/cancelled.out")"
-[ ! -e "$T/out/cancelled.h5" ] && [ -e "$T/out/cancelled.h5.part" ] && [ -d "$T/out/cancelled.h5.journal" ] ||
-    fail "the cancelled job should leave cancelled.h5.part and its journal, not cancelled.h5"
-J_AGAIN=$(HQ_INPUT=$T/in/stack.h5 HQ_OUTPUT=$T/out/cancelled.h5 HQ_EXTRA="--block 2K" HQ_JOURNAL_FLUSH_S=0 \
-          submit histeq_srun.sbatch cancelled_again.out)
-wait_jobs 300 "$J_AGAIN"
-expect_job "$J_AGAIN" COMPLETED 0:0
-grep -q "resuming" "$T/work/cancelled_again.out" || fail "cancelled_again.out does not say it resumed"
-same_h5 "$T/ref/stack.h5" "$T/out/cancelled.h5"
+resumes cancelled cancelled_again.out
 ok "scancel mid-run: rank 0 said how to finish it; submitted again, it resumed and equals mpirun -np 2"
 
 echo "run_slurm_test.sh: all passed in $((SECONDS - START)) s"
