@@ -47,12 +47,15 @@ class Result:
         return f"$ {' '.join(map(shlex.quote, self.cmd))}\nexit {self.rc}\n--- stdout\n{self.out}--- stderr\n{self.err}"
 
 
-def run(args, np_=None, timeout=TIMEOUT, cwd=None, env=None):
-    """Runs the program: directly (np_=None, an MPI singleton) or under mpirun -np np_.
-    Never hangs: the whole process group is killed at the timeout."""
+def command(args, np_=None):
+    """The program's command line: alone (np_=None, an MPI singleton) or under mpirun -np np_."""
     cmd = [BIN] + [str(a) for a in args]
-    if np_ is not None:
-        cmd = ["mpirun", "-np", str(np_)] + MPIRUN_FLAGS + cmd
+    return cmd if np_ is None else ["mpirun", "-np", str(np_)] + MPIRUN_FLAGS + cmd
+
+
+def run_env(env=None):
+    """The environment the program runs in: this one, with what Open MPI needs here (root, more
+    ranks than cores, no cross-process memory attach in containers) unless set, then env."""
     e = dict(os.environ)
     e.setdefault("OMPI_ALLOW_RUN_AS_ROOT", "1")
     e.setdefault("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
@@ -60,6 +63,13 @@ def run(args, np_=None, timeout=TIMEOUT, cwd=None, env=None):
     e.setdefault("OMPI_MCA_btl_vader_single_copy_mechanism", "none")
     if env:
         e.update(env)
+    return e
+
+
+def run(args, np_=None, timeout=TIMEOUT, cwd=None, env=None):
+    """Runs the program: directly (np_=None, an MPI singleton) or under mpirun -np np_.
+    Never hangs: the whole process group is killed at the timeout."""
+    cmd, e = command(args, np_), run_env(env)
     p = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=cwd, env=e,
                          start_new_session=True, text=True, errors="replace")
     try:

@@ -17,7 +17,7 @@ import h5py
 import numpy as np
 import pytest
 
-from helpers import BIN, MPIRUN_FLAGS, assert_same_output, run_ok
+from helpers import BIN, assert_same_output, command, run_env, run_ok
 
 NAMES = {signal.SIGINT: "SIGINT", signal.SIGTERM: "SIGTERM", signal.SIGHUP: "SIGHUP"}
 
@@ -31,12 +31,8 @@ def make_stack(path):
 
 def start(args, tmpdir, np_=None, stall="0:3", ignore=()):
     """Starts a run that stops after its rank's 3rd written block; returns the Popen."""
-    cmd = [BIN] + [str(a) for a in args]
-    if np_ is not None:
-        cmd = ["mpirun", "-np", str(np_), "-x", "HQ_FAULT_STALL", "-x", "HQ_JOURNAL_FLUSH_S"] + MPIRUN_FLAGS + cmd
-    e = dict(os.environ, TMPDIR=str(tmpdir), HQ_FAULT_STALL=stall, HQ_JOURNAL_FLUSH_S="0",
-             OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
-             OMPI_MCA_rmaps_base_oversubscribe="1", OMPI_MCA_btl_vader_single_copy_mechanism="none")
+    cmd = command(args, np_)
+    e = run_env({"TMPDIR": str(tmpdir), "HQ_FAULT_STALL": stall, "HQ_JOURNAL_FLUSH_S": "0"})
 
     def ignore_signals():
         for s in ignore:

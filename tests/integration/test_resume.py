@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 
 import reference as ref
-from helpers import BIN, MPIRUN_FLAGS, assert_same_output, read_png, run, run_ok
+from helpers import BIN, assert_same_output, command, read_png, run, run_env, run_ok
 import pngio
 
 FLUSH_NOW = {"HQ_JOURNAL_FLUSH_S": "0"}
@@ -155,11 +155,10 @@ def test_whole_job_killed_at_random_moments(tmp):
                          compression="gzip")
     opts = ["--block", "256K", "-q"]
     run_ok(["--input", inp, "--output", want] + opts, 3)
-    env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
-               OMPI_MCA_btl_vader_single_copy_mechanism="none", HQ_JOURNAL_FLUSH_S="0")
+    env = run_env(FLUSH_NOW)
     for k, delay in enumerate([0.3, 0.6, 0.9, 1.2]):
         out = tmp / f"out{k}.h5"
-        cmd = ["mpirun", "-np", "3"] + MPIRUN_FLAGS + [BIN, "--input", str(inp), "--output", str(out)] + opts
+        cmd = command(["--input", inp, "--output", out] + opts, 3)
         p = subprocess.Popen(cmd, env=env, start_new_session=True, stdout=subprocess.DEVNULL,
                              stderr=subprocess.DEVNULL)
         time.sleep(delay)
