@@ -80,13 +80,17 @@ static int check_writable(const char *dir, const char *shown, const char *final,
     return rc;
 }
 
+static int cmp_name(const void *a, const void *b)
+{
+    return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
 /* Leftovers of a killed run's writes, in directory dir: `.NAME.part-PID` (png_temp_path) for each
- * NAME that names(NAME) accepts. dead_only: only those whose process is gone from this host (a
- * single output file has no journal to say that no other run is writing it); otherwise every one
- * (the output directory's journal lock keeps other runs away). A file that cannot be removed stays:
- * it is hidden, and a finished run never names it. */
-static void remove_stale_temps(const char *dir, int (*names)(const void *ctx, const char *name), const void *ctx,
-                               int dead_only)
+ * NAME of names[0..n), sorted (cmp_name). dead_only: only those whose process is gone from this
+ * host (a single output file has no journal to say that no other run is writing it); otherwise
+ * every one (the output directory's journal lock keeps other runs away). A file that cannot be
+ * removed stays: it is hidden, and a finished run never names it. */
+static void remove_stale_temps(const char *dir, const char *const *names, size_t n, int dead_only)
 {
     DIR *d = opendir(dir);
     if (!d)
@@ -108,7 +112,8 @@ static void remove_stale_temps(const char *dir, int (*names)(const void *ctx, co
             continue;
         memcpy(name, nm + 1, len);
         name[len] = '\0';
-        if (!names(ctx, name))
+        const char *key = name;
+        if (!bsearch(&key, names, n, sizeof *names, cmp_name))
             continue;
         /* This process's own id: left by an earlier process that had it, as this one has not
          * written yet (and its probe creates that very name exclusively). */
@@ -120,40 +125,21 @@ static void remove_stale_temps(const char *dir, int (*names)(const void *ctx, co
     closedir(d);
 }
 
-static int cmp_name(const void *a, const void *b)
-{
-    return strcmp(*(const char *const *)a, *(const char *const *)b);
-}
-
-typedef struct {
-    const char **v;
-    size_t n;
-} name_set;
-
-/* The names the directory output writes: its images, its completion mark, the writability probe. */
-static int is_output_name(const void *ctx, const char *name)
-{
-    const name_set *ns = ctx;
-    return bsearch(&name, ns->v, ns->n, sizeof *ns->v, cmp_name) != NULL;
-}
-
-static int is_file_name(const void *ctx, const char *name)
-{
-    return strcmp(name, (const char *)ctx) == 0;
-}
-
+/* The directory output's names (its images, its completion mark, the writability probe): what a
+ * killed run of it may have left under a temporary name. */
 static int sweep_output_dir(const hq_inventory *inv, const char *out, hq_err *err)
 {
-    name_set ns = {malloc((inv->n + 2) * sizeof(char *)), 0};
-    if (!ns.v)
+    const char **v = malloc((inv->n + 2) * sizeof *v);
+    if (!v)
         return hq_fail(err, HQ_EMEM, "%s: out of memory", out);
+    size_t n = 0;
     for (size_t i = 0; i < inv->n; i++)
-        ns.v[ns.n++] = inv->items[i].name;
-    ns.v[ns.n++] = COMPLETE_NAME;
-    ns.v[ns.n++] = PROBE_NAME;
-    qsort(ns.v, ns.n, sizeof *ns.v, cmp_name);
-    remove_stale_temps(out, is_output_name, &ns, 0);
-    free(ns.v);
+        v[n++] = inv->items[i].name;
+    v[n++] = COMPLETE_NAME;
+    v[n++] = PROBE_NAME;
+    qsort(v, n, sizeof *v, cmp_name);
+    remove_stale_temps(out, v, n, 0);
+    free(v);
     return 0;
 }
 
@@ -233,7 +219,8 @@ static int prepare_output_file(const hq_inventory *inv, const hq_out_opts *o, hq
     char *dir = png_dir_name(out);
     if (!dir)
         return hq_fail(err, HQ_EMEM, "%s: out of memory", out);
-    remove_stale_temps(dir, is_file_name, png_base_name(out), 1);
+    const char *base = png_base_name(out);
+    remove_stale_temps(dir, &base, 1, 1);
     int rc = check_writable(dir, out, out, err);
     free(dir);
     return rc;
