@@ -24,8 +24,6 @@
  * MPI_File_open ("mca_sharedfp_sm_file_open: unable to open file for mmap") from one attempt to
  * the next. Each gets a session tree of its own (mpi/session_dir.h), removed at the end, and by a
  * later run when a kill -9 left it. */
-static char session_base[PATH_MAX];
-
 static void quick_start(void)
 {
     const char *world = getenv("OMPI_COMM_WORLD_SIZE"), *local = getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
@@ -33,6 +31,7 @@ static void quick_start(void)
     if (!launched) {
         setenv("OMPI_MCA_ess_singleton_isolated", "1", 0);
         const char *tmp = getenv("TMPDIR"), *iso = getenv("OMPI_MCA_ess_singleton_isolated");
+        char session_base[PATH_MAX];
         if (iso && strcmp(iso, "0") != 0 && !getenv("OMPI_MCA_orte_tmpdir_base") &&
             hq_session_dir_make(tmp && *tmp ? tmp : "/tmp", session_base, sizeof session_base) == 0)
             setenv("OMPI_MCA_orte_tmpdir_base", session_base, 1);

@@ -88,17 +88,16 @@ static void host_prefix(char *buf, size_t n)
     snprintf(buf, n, PREFIX "%s.", host);
 }
 
-int hq_session_dir_sweep(const char *tmp)
+/* Removes every directory of tmp named prefix* (host_prefix's), owned by this user, whose
+ * owner.lock no live process holds. */
+static void sweep(const char *tmp, const char *prefix)
 {
-    char prefix[300];
-    host_prefix(prefix, sizeof prefix);
     const size_t plen = strlen(prefix);
     DIR *d = opendir(tmp);
     if (!d)
-        return 0;
+        return;
     const int dfd = dirfd(d);
     const uid_t me = getuid();
-    int n = 0;
     for (struct dirent *e; (e = readdir(d));) {
         struct stat st;
         if (strncmp(e->d_name, prefix, plen) != 0 ||
@@ -112,21 +111,20 @@ int hq_session_dir_sweep(const char *tmp)
         const int lk = openat(sub, LOCK_NAME, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
         if (lk >= 0 && flock(lk, LOCK_EX | LOCK_NB) == 0) {
             empty_dir(sub, DEPTH);
-            n += unlinkat(dfd, e->d_name, AT_REMOVEDIR) == 0;
+            unlinkat(dfd, e->d_name, AT_REMOVEDIR);
         }
         if (lk >= 0)
             close(lk);
         close(sub);
     }
     closedir(d);
-    return n;
 }
 
 int hq_session_dir_make(const char *tmp, char *out, size_t n)
 {
-    hq_session_dir_sweep(tmp);
     char prefix[300];
     host_prefix(prefix, sizeof prefix);
+    sweep(tmp, prefix);
     if (snprintf(made, sizeof made, "%s/%sXXXXXX", tmp, prefix) >= (int)sizeof made || !mkdtemp(made))
         return -1;
     if (strlen(made) >= n) {

@@ -20,8 +20,4 @@ int hq_session_dir_make(const char *tmp, char *out, size_t n);
  * Async-signal-safe: raw system calls only, no allocation, no locks. */
 void hq_session_dir_remove(void);
 
-/* Removes every directory named histeq_dist-mpi.HOST.* in tmp (HOST: this one), owned by this user,
- * whose owner.lock no live process holds. Returns how many it removed. */
-int hq_session_dir_sweep(const char *tmp);
-
 #endif
