@@ -60,16 +60,19 @@ int run_flush_round(run *r, uint64_t item, const hq_block *written, int rc, hq_e
     return rc ? rc : rc2;
 }
 
-void run_parse_fault_hooks(run *r)
+/* A test hook's N from NAME=RANK:N for this rank, else 0. */
+static long fault_hook(const run *r, const char *name)
 {
-    const char *s = getenv("HQ_FAULT_KILL");
+    const char *s = getenv(name);
     int rank;
     long n;
-    if (s && sscanf(s, "%d:%ld", &rank, &n) == 2 && rank == r->c->rank)
-        r->kill_after = n;
-    s = getenv("HQ_FAULT_STALL");
-    if (s && sscanf(s, "%d:%ld", &rank, &n) == 2 && rank == r->c->rank)
-        r->stall_after = n;
+    return s && sscanf(s, "%d:%ld", &rank, &n) == 2 && rank == r->c->rank ? n : 0;
+}
+
+void run_parse_fault_hooks(run *r)
+{
+    r->kill_after = fault_hook(r, "HQ_FAULT_KILL");
+    r->stall_after = fault_hook(r, "HQ_FAULT_STALL");
 }
 
 static double journal_flush_interval(void)
