@@ -47,7 +47,7 @@ CUDA_HOME ?= $(patsubst %/bin/nvcc,%,$(NVCC))
 CUDA_ARCH ?= -arch=sm_90
 NVCCFLAGS ?= -O3 -std=c++17 $(CUDA_ARCH) -lineinfo -Xcompiler -Wall,-Wextra,-fPIC,-fopenmp
 
-HOST_SRC  := $(wildcard core/*.c engine/*.c engine/cpu/*.c io/*.c io/hdf5/*.c io/png/*.c jobs/*.c mpi/*.c \
+HOST_SRC  := $(wildcard core/*.c engine/*.c engine/cpu/*.c io/*.c io/hdf5/*.c io/png/*.c jobs/*.c jobs/journal/*.c mpi/*.c \
                        app/*.c app/run/*.c report/*.c)
 ifeq ($(CUDA),1)
 GPU_SRC   := $(wildcard gpu/*.cu)

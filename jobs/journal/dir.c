@@ -1,0 +1,140 @@
+/* dir.c — OUT.journal/ as a whole: its name, its id, its creation and removal, whether a live run
+ * holds it (jobs/journal.h). */
+#define _GNU_SOURCE
+#include "journal_internal.h"
+#include "../../core/fdio.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+char *hq_journal_dir(const char *out)
+{
+    size_t n = strlen(out) + sizeof ".journal";
+    char *s = malloc(n);
+    if (s)
+        snprintf(s, n, "%s.journal", out);
+    return s;
+}
+
+int hq_journal_exists(const char *out)
+{
+    char *d = hq_journal_dir(out);
+    struct stat st;
+    int yes = d && stat(d, &st) == 0 && S_ISDIR(st.st_mode);
+    free(d);
+    return yes;
+}
+
+void hq_journal_make_id(const hq_inventory *inv, const char *options, char *buf, size_t len)
+{
+    uint64_t h = FNV0;
+    for (size_t i = 0; i < inv->n; i++) {
+        const hq_item *it = &inv->items[i];
+        struct stat st;
+        memset(&st, 0, sizeof st);
+        stat(it->src, &st); /* a vanished file hashes as size 0, time 0: a changed input */
+        const uint64_t facts[] = {it->slices, it->height, it->width, it->channels, it->sample_bytes, it->depth,
+                                  it->bad, (uint64_t)st.st_size, (uint64_t)st.st_mtim.tv_sec,
+                                  (uint64_t)st.st_mtim.tv_nsec, (uint64_t)st.st_ino};
+        h = journal_fnv(h, it->src, strlen(it->src) + 1);
+        h = journal_fnv(h, it->name, strlen(it->name) + 1);
+        h = journal_fnv(h, facts, sizeof facts);
+    }
+    snprintf(buf, len, ID_LINE "options %s\ninput %s items %zu fingerprint %016llx\n", options,
+             inv->root, inv->n, (unsigned long long)h);
+}
+
+void journal_remove_tree(const char *dir)
+{
+    DIR *d = opendir(dir);
+    if (d) {
+        struct dirent *e;
+        while ((e = readdir(d)) != NULL) {
+            if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
+                continue;
+            char *p = journal_join(dir, e->d_name);
+            if (p)
+                unlink(p);
+            free(p);
+        }
+        closedir(d);
+    }
+    rmdir(dir);
+}
+
+int hq_journal_in_use(const char *out)
+{
+    char *dir = hq_journal_dir(out);
+    DIR *d = dir ? opendir(dir) : NULL;
+    int busy = 0;
+    for (struct dirent *e; d && !busy && (e = readdir(d)) != NULL;) {
+        if (!journal_is_log(e->d_name))
+            continue;
+        char *p = journal_join(dir, e->d_name);
+        const int fd = p ? open(p, O_RDONLY | O_CLOEXEC) : -1;
+        /* Any other failure (a filesystem without flock) tells nothing: not in use, as before. */
+        busy = fd >= 0 && flock(fd, LOCK_EX | LOCK_NB) != 0 && errno == EWOULDBLOCK;
+        if (fd >= 0)
+            close(fd);
+        free(p);
+    }
+    if (d)
+        closedir(d);
+    free(dir);
+    return busy;
+}
+
+void hq_journal_remove(const char *out)
+{
+    char *dir = hq_journal_dir(out);
+    if (dir)
+        journal_remove_tree(dir);
+    free(dir);
+}
+
+/* A journal write that failed, named by its file. A full disk reads as it does for the output's
+ * own writes: the journal's few small files come after the output's reservation on the same disk,
+ * and are often the first to meet it. */
+int journal_write_failed(hq_err *err, const char *path, int e)
+{
+    if (e == ENOSPC || e == EDQUOT)
+        return hq_fail(err, HQ_EIO, "%s: write failed: not enough disk space for the journal (%s)", path,
+                       strerror(e));
+    return hq_fail(err, HQ_EIO, "%s: cannot write the journal (%s)", path, strerror(e));
+}
+
+int hq_journal_create(const char *out, const char *id, hq_err *err)
+{
+    char *dir = hq_journal_dir(out);
+    char *idp = dir ? journal_join(dir, "id.tmp") : NULL;
+    char *fin = dir ? journal_join(dir, "id") : NULL;
+    int rc = 0;
+    if (!idp || !fin) {
+        rc = hq_fail(err, HQ_EMEM, "%s: out of memory", out);
+        goto done;
+    }
+    journal_remove_tree(dir);
+    if (mkdir(dir, 0777) != 0) {
+        rc = journal_write_failed(err, dir, errno);
+        goto done;
+    }
+    int fd = open(idp, O_WRONLY | O_CREAT | O_TRUNC, 0666);
+    if (fd < 0 || hq_write_all(fd, id, strlen(id)) || fdatasync(fd) || close(fd) || rename(idp, fin)) {
+        rc = journal_write_failed(err, fin, errno);
+        if (fd >= 0)
+            close(fd);
+        journal_remove_tree(dir); /* half a journal resumes nothing */
+    }
+done:
+    free(idp);
+    free(fin);
+    free(dir);
+    return rc;
+}

@@ -1,0 +1,142 @@
+/* load.c — rank 0 reading OUT.journal/ into a hq_journal_state (jobs/journal.h). */
+#define _GNU_SOURCE
+#include "journal_internal.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int read_file(const char *path, unsigned char **out, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return -1;
+    size_t cap = 4096, n = 0;
+    unsigned char *b = malloc(cap);
+    while (b) {
+        if (n == cap) {
+            unsigned char *nb = realloc(b, cap * 2);
+            if (!nb) {
+                free(b);
+                b = NULL;
+                break;
+            }
+            b = nb;
+            cap *= 2;
+        }
+        size_t got = fread(b + n, 1, cap - n, f);
+        n += got;
+        if (got == 0)
+            break;
+    }
+    int bad = ferror(f) || !b;
+    fclose(f);
+    if (bad) {
+        free(b);
+        return -1;
+    }
+    *out = b;
+    *len = n;
+    return 0;
+}
+
+/* The first line that differs, for the refusal message. */
+static const char *what_differs(const char *old, const char *now)
+{
+    if (strncmp(old, ID_LINE, strlen(ID_LINE)) != 0)
+        return "it was written by another version of histeq_dist";
+    const char *o = strstr(old, "\noptions "), *n = strstr(now, "\noptions ");
+    const char *oe = o ? strchr(o + 1, '\n') : NULL, *ne = n ? strchr(n + 1, '\n') : NULL;
+    if (!o || !n || !oe || !ne || oe - o != ne - n || memcmp(o, n, (size_t)(oe - o)) != 0)
+        return "the interrupted run used other options";
+    return "the input changed since the interrupted run";
+}
+
+/* Reads the records of one log up to its first damaged one (a kill in mid-write). */
+static int load_log(const char *path, hq_journal_state *st, size_t *cap)
+{
+    unsigned char *b = NULL;
+    size_t len = 0, off = 0;
+    if (read_file(path, &b, &len))
+        return -1;
+    int rc = 0;
+    while (off + sizeof(rec_head) <= len && !rc) {
+        rec_head h;
+        memcpy(&h, b + off, sizeof h);
+        const unsigned char *p = b + off + sizeof h;
+        if (h.magic != REC_MAGIC || h.len > len - off - sizeof h || journal_rec_sum(p, h.len, NULL, 0) != h.sum)
+            break;
+        if (h.type == REC_BLOCK && h.len == sizeof(hq_journal_block)) {
+            hq_journal_block blk;
+            memcpy(&blk, p, sizeof blk);
+            rc = journal_state_add_block(st, cap, &blk);
+        } else if ((h.type == REC_HIST || h.type == REC_LUT) && h.len >= 2 * sizeof(uint64_t)) {
+            /* (group or image, n, n values): u64 counts or u16 LUT entries */
+            const size_t elem = h.type == REC_HIST ? sizeof(uint64_t) : sizeof(uint16_t);
+            uint64_t id, n;
+            memcpy(&id, p, sizeof id);
+            memcpy(&n, p + 8, sizeof n);
+            if (n != (h.len - 16) / elem)
+                break;
+            rc = h.type == REC_HIST ? journal_state_add_hist(st, id, p + 16, n) : journal_state_add_lut(st, id, p + 16, n);
+        }
+        off += sizeof h + h.len;
+    }
+    free(b);
+    return rc;
+}
+
+int hq_journal_load(const char *out, const char *id, hq_journal_state *st, hq_err *err)
+{
+    memset(st, 0, sizeof *st);
+    char *dir = hq_journal_dir(out);
+    char *idp = dir ? journal_join(dir, "id") : NULL;
+    unsigned char *old = NULL;
+    size_t oldlen = 0;
+    int rc = 0;
+    if (!idp) {
+        rc = hq_fail(err, HQ_EMEM, "%s: out of memory", out);
+        goto done;
+    }
+    if (read_file(idp, &old, &oldlen)) {
+        rc = hq_fail(err, HQ_EIO, "%s: cannot read the journal's id (%s)", idp, strerror(errno));
+        goto done;
+    }
+    if (oldlen != strlen(id) || memcmp(old, id, oldlen) != 0) {
+        unsigned char *nul = realloc(old, oldlen + 1);
+        if (nul) {
+            old = nul;
+            old[oldlen] = '\0';
+        }
+        rc = hq_fail(err, HQ_EUSAGE, "%s: cannot resume: %s (use --force without --resume to start over)",
+                     out, nul ? what_differs((char *)old, id) : "its journal differs");
+        goto done;
+    }
+    DIR *d = opendir(dir);
+    if (!d) {
+        rc = hq_fail(err, HQ_EIO, "%s: cannot list (%s)", dir, strerror(errno));
+        goto done;
+    }
+    size_t cap = 0;
+    struct dirent *e;
+    while (!rc && (e = readdir(d)) != NULL) {
+        if (!journal_is_log(e->d_name))
+            continue;
+        char *lp = journal_join(dir, e->d_name);
+        if (!lp || load_log(lp, st, &cap))
+            rc = hq_fail(err, HQ_EIO, "%s/%s: cannot read the journal", dir, e->d_name);
+        free(lp);
+    }
+    closedir(d);
+    if (!rc)
+        journal_state_sort(st);
+done:
+    if (rc)
+        hq_journal_state_free(st);
+    free(old);
+    free(idp);
+    free(dir);
+    return rc;
+}
