@@ -121,18 +121,16 @@ int begin_block(gpu_impl *g, const hq_block_data *b, const hq_mode *m, uint64_t 
     return 0;
 }
 
-/* Float modes go their own way (gpu_float.cu); the resident integer block is forgotten first. */
-int float_begin(gpu_impl *g, hq_err *err)
+/* Float modes go their own way (gpu_float.cu): run() is one of its passes, with the resident
+ * integer block forgotten first and the float buffers' size counted in the device's peak after. */
+template <typename F> int float_pass(gpu_impl *g, hq_err *err, F run)
 {
     g->res_ptr = NULL;
     GPU_CHECK(cudaSetDevice(g->dev));
-    return 0;
-}
-
-void float_end(gpu_impl *g)
-{
+    const int rc = run();
     const uint64_t now = g->dev_now + g->fl.dev_bytes;
     g->dev_peak = now > g->dev_peak ? now : g->dev_peak;
+    return rc;
 }
 
 /* Remaps pixels [q0, q1) of a block in place through the device buffer (pixel q0 at d_data);
@@ -211,23 +209,14 @@ int remap_piece(gpu_impl *g, hq_block_data *b, const hq_mode *m, uint64_t q0, ui
 int gpu_minmax(hq_engine *e, const hq_block_data *b, const hq_mode *m, hq_frange *mm, hq_err *err)
 {
     gpu_impl *g = static_cast<gpu_impl *>(e->impl);
-    int rc = float_begin(g, err);
-    if (!rc)
-        rc = hqg::float_minmax(&g->fl, g->st[0], b, m, mm, err);
-    float_end(g);
-    return rc;
+    return float_pass(g, err, [&] { return hqg::float_minmax(&g->fl, g->st[0], b, m, mm, err); });
 }
 
 int gpu_histogram(hq_engine *e, const hq_block_data *b, const hq_mode *m, uint64_t *const *hist, hq_err *err)
 {
     gpu_impl *g = static_cast<gpu_impl *>(e->impl);
-    if (m->fbins) {
-        int rc = float_begin(g, err);
-        if (!rc)
-            rc = hqg::float_histogram(&g->fl, g->st[0], b, m, hist, err);
-        float_end(g);
-        return rc;
-    }
+    if (m->fbins)
+        return float_pass(g, err, [&] { return hqg::float_histogram(&g->fl, g->st[0], b, m, hist, err); });
     uint64_t px, piece;
     size_t bytes;
     int rc = begin_block(g, b, m, &px, &bytes, err);
@@ -249,13 +238,8 @@ int gpu_histogram(hq_engine *e, const hq_block_data *b, const hq_mode *m, uint64
 int gpu_remap(hq_engine *e, hq_block_data *b, const hq_mode *m, const uint16_t *const *lut, hq_err *err)
 {
     gpu_impl *g = static_cast<gpu_impl *>(e->impl);
-    if (m->fbins) {
-        int rc = float_begin(g, err);
-        if (!rc)
-            rc = hqg::float_remap(&g->fl, g->st[0], b, m, lut, err);
-        float_end(g);
-        return rc;
-    }
+    if (m->fbins)
+        return float_pass(g, err, [&] { return hqg::float_remap(&g->fl, g->st[0], b, m, lut, err); });
     uint64_t px, piece;
     size_t bytes;
     const void *held = g->res_ptr; /* begin_block forgets it */
