@@ -109,8 +109,8 @@ typedef struct hq_io_ops {
     /* Rank 0, before any output is made: what is on disk at OUT. Returns 0 when outputs of this
      * kind are not written piece by piece (a single PNG) and so keep no journal; otherwise 1, with
      * *partial set when an unfinished output is there (HDF5: OUT.part; PNG directory: OUT without
-     * its completion record) and *finished when a finished one is (HDF5: OUT; PNG directory: its
-     * completion record). For --resume (app/resume.h). */
+     * its completion record) and *finished when a finished one is (HDF5: OUT, marked complete;
+     * PNG directory: its completion record). For --resume (app/resume.h). */
     int (*output_state)(const hq_inventory *inv, const char *out, int *partial, int *finished);
     /* The file whose data a flush must fdatasync (HDF5: OUT.part), or NULL. */
     const char *(*sync_path)(const hq_io *io);
@@ -144,6 +144,11 @@ extern const hq_io_ops hq_png_ops;
 /* Rank 0: decides the format of --input ("file.h5", "file.h5:/dataset", a PNG file, a directory of
  * PNGs, or a text file listing PNG paths) and scans it into inv. Errors name the path. */
 int hq_io_scan(const char *input, int skip_bad, hq_inventory *inv, hq_err *err);
+
+/* "FILE:DATASET" (FILE.h5:/group/dset): split at the rightmost ':' whose prefix is an existing
+ * regular file, so that dataset names and file names may hold colons. 1 with *file and *dset
+ * malloc'd, else 0. */
+int hq_io_split_dataset(const char *spec, char **file, char **dset);
 
 /* hq_io_scan and the format's check_metadata run in a child process, which sends the inventory
  * back over a pipe (its hq_inventory_pack form): a libpng or libhdf5 crash on damaged metadata,

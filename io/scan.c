@@ -70,21 +70,28 @@ static int ends_with(const char *s, const char *suffix)
     return a >= b && !strcasecmp(s + a - b, suffix);
 }
 
-/* "file.h5:/group/dset": split at the last ':' whose prefix is an existing regular file. */
-static int split_dataset(const char *input, char **file, char **dset)
+int hq_io_split_dataset(const char *spec, char **file, char **dset)
 {
-    const char *colon = strrchr(input, ':');
-    if (!colon || colon == input)
-        return 0;
-    char *f = strndup(input, (size_t)(colon - input));
-    struct stat st;
-    if (!f || stat(f, &st) != 0 || !S_ISREG(st.st_mode)) {
+    /* From the last ':' back to the first: a dataset name may hold colons ("f.h5:/a:b"), and so
+     * may a file name ("run:2.h5:/d"); the rightmost split whose prefix is a file wins. */
+    for (size_t at = strlen(spec); at > 1;) {
+        while (--at > 0 && spec[at] != ':')
+            ;
+        if (at == 0)
+            break;
+        char *f = strndup(spec, at);
+        struct stat st;
+        if (f && stat(f, &st) == 0 && S_ISREG(st.st_mode)) {
+            char *d = strdup(spec + at + 1);
+            if (d) {
+                *file = f;
+                *dset = d;
+                return 1;
+            }
+        }
         free(f);
-        return 0;
     }
-    *file = f;
-    *dset = strdup(colon + 1);
-    return 1;
+    return 0;
 }
 
 /* Every size derived from an item (image, block, plan offsets, the run's totals) is a product or a
@@ -153,7 +160,7 @@ static int scan_input(const char *input, int skip_bad, hq_inventory *inv, hq_err
     struct stat st;
     if (stat(input, &st) != 0) {
         char *file = NULL, *dset = NULL;
-        if (!split_dataset(input, &file, &dset))
+        if (!hq_io_split_dataset(input, &file, &dset))
             return hq_fail(err, HQ_EINPUT, "%s: no such file or directory", input);
         file_kind kind;
         int rc = classify(file, &kind, err);

@@ -15,17 +15,16 @@
  * the output). */
 static void leave_out_mask(run *r)
 {
-    const char *mask = r->o->mask, *colon = mask ? strrchr(mask, ':') : NULL;
+    const char *mask = r->o->mask;
     struct stat sm, si;
+    char *file = NULL, *dspec = NULL;
     const char *dset = NULL;
     int ok = 0;
     if (mask && r->inv.format == HQ_FMT_PNG) {
         ok = stat(mask, &sm) == 0 && S_ISREG(sm.st_mode);
-    } else if (colon && r->inv.format == HQ_FMT_HDF5) {
-        char *file = strndup(mask, (size_t)(colon - mask));
-        ok = file && stat(file, &sm) == 0;
-        free(file);
-        dset = colon + 1 + (colon[1] == '/');
+    } else if (mask && r->inv.format == HQ_FMT_HDF5 && hq_io_split_dataset(mask, &file, &dspec)) {
+        ok = stat(file, &sm) == 0;
+        dset = dspec + (dspec[0] == '/');
     }
     for (size_t i = 0; ok && i < r->inv.n; i++) {
         hq_item *it = &r->inv.items[i];
@@ -34,7 +33,7 @@ static void leave_out_mask(run *r)
             si.st_ino != sm.st_ino)
             continue;
         if (r->inv.n == 1)
-            return; /* the only input: an image masked by itself, not left out */
+            break; /* the only input: an image masked by itself, not left out */
         if (!r->o->quiet)
             fprintf(stderr, "histeq_dist: note: %s%s%s is the mask; it is not equalized\n", it->src, dset ? ":" : "",
                     dset ? it->name : "");
@@ -43,8 +42,10 @@ static void leave_out_mask(run *r)
         free(it->why);
         memmove(it, it + 1, (r->inv.n - i - 1) * sizeof *it);
         r->inv.n--;
-        return;
+        break;
     }
+    free(file);
+    free(dspec);
 }
 
 int run_scan_and_share(run *r, hq_err *err)

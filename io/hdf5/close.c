@@ -152,14 +152,32 @@ int hdf5_flush(hq_io *io, int collective, hq_err *err)
     return 0;
 }
 
-/* The output takes its final name only once complete: OUT.part is unfinished, OUT finished. */
+/* Whether OUT is a file this program finished: its root carries OWN_COMPLETE_ATTR. A foreign file
+ * at OUT, or one that is not HDF5 at all, is not; --resume must not call it done. */
+static int is_finished_output(const char *out)
+{
+    int yes = 0;
+    H5E_BEGIN_TRY
+    {
+        const hid_t f = H5Fopen(out, H5F_ACC_RDONLY, H5P_DEFAULT);
+        if (f >= 0) {
+            yes = H5Aexists_by_name(f, "/", OWN_COMPLETE_ATTR, H5P_DEFAULT) > 0;
+            H5Fclose(f);
+        }
+    }
+    H5E_END_TRY;
+    return yes;
+}
+
+/* The output takes its final name only once complete: OUT.part is unfinished, OUT (marked
+ * complete) finished. */
 int hdf5_output_state(const hq_inventory *inv, const char *out, int *partial, int *finished)
 {
     (void)inv;
     struct stat st;
     char *part = hdf5_part_name(out);
     *partial = part && stat(part, &st) == 0;
-    *finished = stat(out, &st) == 0;
+    *finished = stat(out, &st) == 0 && S_ISREG(st.st_mode) && is_finished_output(out);
     free(part);
     return 1;
 }

@@ -118,10 +118,18 @@ static int create_item_output(hq_io *io, uint64_t i, hq_err *err)
         H5Tclose(t);
         t = H5I_INVALID_HID;
     }
-    hsize_t dims[MAX_RANK];
+    hsize_t dims[MAX_RANK], maxd[MAX_RANK], cd[MAX_RANK];
     hid_t in_space = H5Dget_space(in);
-    if (in_space >= 0 && H5Sget_simple_extent_dims(in_space, dims, NULL) == io->frank[i])
-        s = H5Screate_simple(io->frank[i], dims, NULL); /* fixed size, whatever the input's max dims */
+    if (in_space >= 0 && H5Sget_simple_extent_dims(in_space, dims, maxd) == io->frank[i]) {
+        /* Fixed size, whatever the input's max dims; except along a dimension that a chunk is
+         * longer than (a stack made to grow: chunks of 4 slices, 3 written), which HDF5 allows only
+         * where the dataset may grow: there the output keeps the input's maximum, and so its chunks. */
+        const int chunked = H5Pget_layout(dcpl) == H5D_CHUNKED && H5Pget_chunk(dcpl, io->frank[i], cd) == io->frank[i];
+        for (int k = 0; k < io->frank[i]; k++)
+            if (!chunked || cd[k] <= dims[k])
+                maxd[k] = dims[k];
+        s = H5Screate_simple(io->frank[i], dims, maxd);
+    }
     if (in_space >= 0)
         H5Sclose(in_space);
     lcpl = H5Pcreate(H5P_LINK_CREATE);

@@ -210,6 +210,40 @@ def test_select_one_dataset(tmp):
     assert "/a" not in got, "only the selected dataset is written"
 
 
+@pytest.mark.parametrize("np_", [None, 3], ids=["single", "np3"])
+@pytest.mark.parametrize("filt", [{}, {"compression": "gzip", "shuffle": True}], ids=["raw", "gzip"])
+def test_chunks_longer_than_a_growable_stack(tmp, filt, np_):
+    """A stack made to grow (maxshape None) whose chunks hold more slices than were written, as
+    h5py appends: HDF5 allows such a chunk only where the dataset may grow, so the output keeps
+    the input's maximum along that axis, and its chunks."""
+    stack = ref.stack_of(3, 40, 50, 50, 100, np.uint8, seed=41)
+    inp = str(tmp / "grow.h5")
+    with h5py.File(inp, "w") as f:
+        d = f.create_dataset("s", shape=(0, 40, 50), maxshape=(None, 40, 50), dtype="u1", chunks=(4, 40, 30), **filt)
+        d.resize((3, 40, 50))
+        d[:] = stack
+    out = tmp / "out.h5"
+    equalize(inp, out, np_=np_)
+    with h5py.File(out, "r") as f:
+        assert f["s"].shape == (3, 40, 50) and f["s"].chunks == (4, 40, 30) and f["s"].maxshape == (None, 40, 50)
+        assert f["s"].compression == filt.get("compression")
+        assert_array_equal(f["s"][()], ref.equalize_stack(stack, 8)[0], "growable stack")
+
+
+def test_dataset_name_with_a_colon(tmp):
+    """FILE:DATASET splits at the rightmost ':' whose prefix is a file: "f.h5:/a:b" is /a:b of f.h5."""
+    a = ref.low_contrast(20, 30, 50, 100, np.uint8, seed=42)
+    inp = str(tmp / "f.h5")
+    with h5py.File(inp, "w") as f:
+        f.create_dataset("a:b", data=a)
+        f.create_dataset("c", data=a[::-1])
+    out = tmp / "out.h5"
+    equalize(inp + ":/a:b", out)
+    got = h5_datasets(out)
+    assert sorted(got) == ["/a:b"]
+    assert_array_equal(got["/a:b"][0], ref.equalize_one(a, 8), "/a:b")
+
+
 @pytest.mark.parametrize("color", ["luma", "channels"])
 def test_stretch(tmp, color):
     gray = ref.low_contrast(60, 70, 80, 130, np.uint8, seed=16)

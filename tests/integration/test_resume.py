@@ -272,6 +272,22 @@ def test_resume_when_there_is_nothing_to_resume(tmp):
     assert os.stat(out).st_mtime_ns == mtime
 
 
+def test_resume_does_not_take_a_foreign_file_for_a_finished_output(tmp):
+    """Only a file this program finished (marked complete) is "complete already": a text file, or
+    an HDF5 file without the mark, at OUT is refused as any existing output is, and left alone."""
+    inp = tmp / "in.h5"
+    make_h5(inp)
+    for name, make in [("text.h5", lambda p: p.write_text("precious\n")),
+                       ("other.h5", lambda p: h5py.File(p, "w").create_dataset("x", data=np.arange(6)))]:
+        out = tmp / name
+        make(out)
+        before = out.read_bytes()
+        r = run(["--input", inp, "--output", out, "--resume"])
+        assert r.rc == 2 and len(r.err_lines) == 1 and name in r.err_lines[0], str(r)
+        assert "complete already" not in r.err and out.read_bytes() == before
+        assert not os.path.exists(str(out) + ".journal")
+
+
 def test_single_png_keeps_no_journal(tmp):
     a = np.random.default_rng(9).integers(50, 90, (30, 40), dtype=np.uint8)
     pngio.write(str(tmp / "a.png"), a, 8, pngio.GRAY)
