@@ -1,10 +1,17 @@
+/* summary.c — --summary FILE; contract in summary.h. */
 #include "summary.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
+
+#include "../core/doomed.h"
+#include "../core/samepath.h"
+#include "../io/io.h"
 
 /* A JSON string: quotes, backslashes and control bytes escaped; other bytes pass through (paths
  * are bytes, and JSON readers accept UTF-8). */
@@ -29,26 +36,111 @@ static void put_field(FILE *f, const char *key, const char *val, int last)
     fputs(last ? "\n" : ",\n", f);
 }
 
-/* The temporary name the summary is written under: PATH.part (malloc'd). */
+/* The temporary name the summary is written under: PATH.part-PID (malloc'd), this process's own,
+ * so that no file of the user's is truncated or removed by the probe or the write. */
 static char *part_path(const char *path)
 {
-    size_t n = strlen(path) + sizeof ".part";
+    size_t n = strlen(path) + sizeof ".part-" + 20;
     char *tmp = malloc(n);
     if (tmp)
-        snprintf(tmp, n, "%s.part", path);
+        snprintf(tmp, n, "%s.part-%ld", path, (long)getpid());
     return tmp;
 }
 
-int hq_summary_check(const char *path, hq_err *err)
+/* Creates tmp for writing, registered for removal on a signal (*slot). A file of that name is a
+ * leftover of an earlier process with this id: replaced. */
+static FILE *create_part(const char *tmp, int *slot)
 {
+    *slot = hq_doomed_add(tmp);
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+    if (fd < 0 && errno == EEXIST && unlink(tmp) == 0)
+        fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+    FILE *f = fd >= 0 ? fdopen(fd, "w") : NULL;
+    if (!f) {
+        const int e = errno;
+        if (fd >= 0) {
+            close(fd);
+            unlink(tmp);
+        }
+        hq_doomed_drop(*slot);
+        errno = e;
+    }
+    return f;
+}
+
+/* The file a --reference or --mask names: FILE of FILE.h5:/dset, else the path itself. */
+static char *file_of_spec(const char *spec)
+{
+    char *file = NULL, *dset = NULL;
+    struct stat st;
+    if (stat(spec, &st) != 0 && hq_io_split_dataset(spec, &file, &dset)) {
+        free(dset);
+        return file;
+    }
+    return strdup(spec);
+}
+
+/* Whether path is NAME inside directory dir for the name of one of the items (an output or mask
+ * file of a PNG collection). */
+static int is_item_in(const char *path, const char *dir, const hq_inventory *inv)
+{
+    char pd[4096];
+    unsigned long bn;
+    const char *base = hq_base_of(path, &bn);
+    if (hq_dir_of(path, pd, sizeof pd) || !hq_same_path(pd, dir))
+        return 0;
+    for (size_t i = 0; i < inv->n; i++)
+        if (strlen(inv->items[i].name) == bn && !memcmp(inv->items[i].name, base, bn))
+            return 1;
+    return 0;
+}
+
+/* The files the run reads or writes that the summary must not replace. */
+static int guard(const char *path, const hq_options *o, const hq_inventory *inv, hq_err *err)
+{
+    struct stat st;
+    const int exists = stat(path, &st) == 0;
+    if (!path[0])
+        return hq_fail(err, HQ_EUSAGE, "--summary: empty file name");
+    if (exists && S_ISDIR(st.st_mode))
+        return hq_fail(err, HQ_EUSAGE, "%s: --summary FILE is a directory", path);
+    if (hq_same_path(path, o->output))
+        return hq_fail(err, HQ_EUSAGE, "%s: --summary FILE cannot be the output", path);
+    if (hq_same_path(path, inv->root))
+        return hq_fail(err, HQ_EUSAGE, "%s: --summary FILE cannot be the input", path);
+    if (inv->format == HQ_FMT_PNG && inv->root_is_dir && is_item_in(path, o->output, inv))
+        return hq_fail(err, HQ_EUSAGE, "%s: --summary FILE cannot be one of the output's files", path);
+    const char *const specs[2] = {o->reference, o->mask}, *const what[2] = {"--reference", "--mask"};
+    for (int k = 0; k < 2; k++) {
+        char *file = specs[k] ? file_of_spec(specs[k]) : NULL;
+        const int clash = file && (hq_same_path(path, file) || (stat(file, &st) == 0 && S_ISDIR(st.st_mode) &&
+                                                               is_item_in(path, file, inv)));
+        free(file);
+        if (clash)
+            return hq_fail(err, HQ_EUSAGE, "%s: --summary FILE cannot be a file of %s", path, what[k]);
+    }
+    for (size_t i = 0; exists && i < inv->n; i++)
+        if (hq_same_path(path, inv->items[i].src))
+            return hq_fail(err, HQ_EUSAGE, "%s: --summary FILE cannot be an input file", path);
+    return 0;
+}
+
+int hq_summary_check(const char *path, const hq_options *o, const hq_inventory *inv, hq_err *err)
+{
+    int rc = guard(path, o, inv, err);
+    if (rc)
+        return rc;
     char *tmp = part_path(path);
     if (!tmp)
         return hq_fail(err, HQ_EMEM, "%s: out of memory", path);
-    FILE *f = fopen(tmp, "w");
-    int rc = f ? 0 : hq_fail(err, HQ_EIO, "%s: cannot write (%s)", path, strerror(errno));
-    if (f) {
+    int slot;
+    FILE *f = create_part(tmp, &slot);
+    if (!f)
+        rc = hq_fail(err, HQ_EIO, "%s: cannot write (%s)", path, strerror(errno));
+    else {
         fclose(f);
         unlink(tmp);
+        hq_doomed_drop(slot);
     }
     free(tmp);
     return rc;
@@ -59,7 +151,8 @@ int hq_summary_write(const char *path, const hq_summary *s, hq_err *err)
     char *tmp = part_path(path);
     if (!tmp)
         return hq_fail(err, HQ_EMEM, "%s: out of memory", path);
-    FILE *f = fopen(tmp, "w");
+    int slot;
+    FILE *f = create_part(tmp, &slot);
     if (!f) {
         int rc = hq_fail(err, HQ_EIO, "%s: cannot write (%s)", path, strerror(errno));
         free(tmp);
@@ -95,6 +188,7 @@ int hq_summary_write(const char *path, const hq_summary *s, hq_err *err)
         rc = hq_fail(err, HQ_EIO, "%s: cannot write (%s)", path, strerror(errno));
         unlink(tmp);
     }
+    hq_doomed_drop(slot);
     free(tmp);
     return rc;
 }

@@ -1,11 +1,14 @@
 /* summary.h — the end-of-run summary as JSON (--summary FILE), for batch systems and dashboards
- * that should not parse log lines. Written by rank 0 under a temporary name, then renamed. */
+ * that should not parse log lines. Written by rank 0 under a temporary name (PATH.part-PID), then
+ * renamed. */
 #ifndef HQ_SUMMARY_H
 #define HQ_SUMMARY_H
 
 #include <stdint.h>
 
 #include "../core/error.h"
+#include "../io/inventory.h"
+#include "options.h"
 
 #define HQ_SUMMARY_PHASES 7
 
@@ -24,7 +27,10 @@ typedef struct hq_summary {
 
 int hq_summary_write(const char *path, const hq_summary *s, hq_err *err);
 
-/* Checks up front that the summary can be written there, so a long run does not fail at its end. */
-int hq_summary_check(const char *path, hq_err *err);
+/* Rank 0, before the run: the summary can be written at path (a probe file made and removed), so a
+ * long run does not fail at its end, and path is none of the files the run reads or writes (the
+ * input, the output or a file in an output directory, the --reference or --mask file): HQ_EUSAGE
+ * naming the path otherwise, as for a directory. */
+int hq_summary_check(const char *path, const hq_options *o, const hq_inventory *inv, hq_err *err);
 
 #endif

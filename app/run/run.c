@@ -23,7 +23,7 @@ static int plan_work(run *r, hq_err *err)
     run_choose_io_threads(r);
     int rc = hq_comm_agree(c, run_check_modes(r, err), err);
     if (!rc && o->summary)
-        rc = hq_comm_agree(c, c->rank == 0 ? hq_summary_check(o->summary, err) : 0, err);
+        rc = hq_comm_agree(c, c->rank == 0 ? hq_summary_check(o->summary, o, &r->inv, err) : 0, err);
     if (!rc)
         rc = hq_comm_agree(c, run_make_plan(r, err), err);
     if (!rc)

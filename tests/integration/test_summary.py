@@ -1,13 +1,17 @@
 """--summary FILE: the end-of-run summary as JSON, with counts that match the run, written once by
-rank 0; an unwritable summary path is an I/O error (exit 1) named in one line."""
+rank 0; an unwritable summary path is an I/O error (exit 1) named in one line; a path that names
+a directory or a file the run reads or writes is refused before the run (exit 2), and nothing of
+the user's is touched."""
 import json
+import os
 
 import h5py
 import numpy as np
 import pytest
 
+import pngio
 import reference as ref
-from helpers import DEVICES, run, run_ok
+from helpers import DEVICES, run, run_ok, tree_hash
 
 
 @pytest.mark.parametrize("np_", [None, 3], ids=["single", "np3"])
@@ -24,7 +28,7 @@ def test_summary_json(tmp, np_):
     assert s["input"] == str(inp) and s["output"] == str(tmp / "out.h5")
     assert set(s["phases"]) == {"create", "read", "histogram", "allreduce", "remap", "write", "close"}
     assert all(p["max_s"] >= p["mean_s"] >= 0 for p in s["phases"].values())
-    assert not (tmp / "run.json.part").exists()
+    assert not [n for n in os.listdir(tmp) if ".part" in n]
 
 
 def test_summary_unwritable(tmp):
@@ -34,3 +38,58 @@ def test_summary_unwritable(tmp):
         f.create_dataset("s", data=stack)
     r = run(["--input", inp, "--output", tmp / "out.h5", "--device", DEVICES[0], "--summary", "/proc/x/run.json"])
     assert r.rc == 1 and len(r.err_lines) == 1 and "/proc/x/run.json" in r.err_lines[0], str(r)
+
+
+def test_summary_leaves_a_users_part_file_alone(tmp):
+    stack = ref.stack_of(2, 10, 10, 60, 90, np.uint8, seed=92)
+    inp = tmp / "in.h5"
+    with h5py.File(inp, "w") as f:
+        f.create_dataset("s", data=stack)
+    (tmp / "run.json.part").write_text("precious")
+    run_ok(["--input", inp, "--output", tmp / "out.h5", "--device", DEVICES[0], "--summary", tmp / "run.json", "-q"])
+    assert (tmp / "run.json.part").read_text() == "precious"
+    assert json.loads((tmp / "run.json").read_text())["images"] == 2
+
+
+def guarded_cases(tmp):
+    """(name, args, summary path, files that must not change) for each file a run reads or writes."""
+    a = ref.low_contrast(30, 40, 50, 100, np.uint8, seed=93)
+    with h5py.File(tmp / "in.h5", "w") as f:
+        f.create_dataset("img", data=a)
+    with h5py.File(tmp / "done.h5", "w") as f:
+        f.create_dataset("img", data=a)
+    (tmp / "pngs").mkdir()
+    for k in range(3):
+        pngio.write(str(tmp / "pngs" / f"p{k}.png"), ref.low_contrast(20, 30, 40, 90, np.uint8, seed=94 + k), 8,
+                    pngio.GRAY)
+    pngio.write(str(tmp / "ref.png"), a, 8, pngio.GRAY)
+    (tmp / "outdir").mkdir()
+    (tmp / "adir").mkdir()
+    h5 = ["--input", tmp / "in.h5", "--output", tmp / "out.h5"]
+    return [
+        ("input", h5, tmp / "in.h5", [tmp / "in.h5"]),
+        ("input, spelled otherwise", h5, tmp / "." / "in.h5", [tmp / "in.h5"]),
+        ("output not made yet", h5, tmp / "out.h5", []),
+        ("output that exists", ["--input", tmp / "in.h5", "--output", tmp / "done.h5", "--force"], tmp / "done.h5",
+         [tmp / "done.h5"]),
+        ("directory", h5, tmp / "adir", [tmp / "adir"]),
+        ("reference", h5 + ["--method", "match", "--reference", tmp / "ref.png"], tmp / "ref.png", [tmp / "ref.png"]),
+        ("mask dataset's file", h5 + ["--mask", f"{tmp / 'done.h5'}:/img"], tmp / "done.h5", [tmp / "done.h5"]),
+        ("an input PNG", ["--input", tmp / "pngs", "--output", tmp / "outdir"], tmp / "pngs" / "p1.png",
+         [tmp / "pngs"]),
+        ("a PNG the output directory will hold", ["--input", tmp / "pngs", "--output", tmp / "outdir"],
+         tmp / "outdir" / "p2.png", [tmp / "pngs"]),
+    ]
+
+
+@pytest.mark.parametrize("np_", [None, 2], ids=["single", "np2"])
+def test_summary_refuses_the_runs_own_files(tmp, np_):
+    for name, args, summ, keep in guarded_cases(tmp):
+        before = {str(p): tree_hash(str(p)) for p in keep}
+        r = run(args + ["--device", DEVICES[0], "--summary", summ], np_)
+        lines = r.err_lines if np_ is None else r.hq_lines
+        assert r.rc == 2 and len(lines) == 1 and "--summary" in lines[0], f"{name}\n{r}"
+        assert os.path.basename(str(summ)) in lines[0], f"{name}\n{r}"
+        assert {str(p): tree_hash(str(p)) for p in keep} == before, name
+        assert not (tmp / "out.h5").exists() and not os.listdir(tmp / "outdir"), name
+        assert not [n for n in os.listdir(tmp) if ".part" in n], name

@@ -1,0 +1,65 @@
+/* samepath.c — contract in samepath.h. */
+#include "samepath.h"
+
+#include <string.h>
+#include <sys/stat.h>
+
+/* Length of path without its trailing slashes (a lone "/" stays). */
+static size_t trimmed(const char *path)
+{
+    size_t n = strlen(path);
+    while (n > 1 && path[n - 1] == '/')
+        n--;
+    return n;
+}
+
+const char *hq_base_of(const char *path, unsigned long *n)
+{
+    const size_t end = trimmed(path);
+    size_t b = end;
+    while (b > 0 && path[b - 1] != '/')
+        b--;
+    *n = end - b;
+    return path + b;
+}
+
+int hq_dir_of(const char *path, char *buf, unsigned long len)
+{
+    unsigned long bn;
+    const char *base = hq_base_of(path, &bn);
+    size_t d = (size_t)(base - path);
+    while (d > 1 && path[d - 1] == '/')
+        d--;
+    const char *dir = d == 0 ? "." : path;
+    const size_t dn = d == 0 ? 1 : d;
+    if (dn + 1 > len)
+        return -1;
+    memcpy(buf, dir, dn);
+    buf[dn] = '\0';
+    return 0;
+}
+
+static int is_dot(const char *b, unsigned long n)
+{
+    return (n == 1 && b[0] == '.') || (n == 2 && b[0] == '.' && b[1] == '.');
+}
+
+int hq_same_path(const char *a, const char *b)
+{
+    struct stat sa, sb;
+    const int ea = stat(a, &sa) == 0, eb = stat(b, &sb) == 0;
+    if (ea && eb)
+        return sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+    if (ea != eb)
+        return 0; /* one exists and the other does not */
+    unsigned long na, nb;
+    const char *ba = hq_base_of(a, &na), *bb = hq_base_of(b, &nb);
+    if (na != nb || memcmp(ba, bb, na) != 0)
+        return 0;
+    char da[4096], db[4096];
+    if (!is_dot(ba, na) && !hq_dir_of(a, da, sizeof da) && !hq_dir_of(b, db, sizeof db) && stat(da, &sa) == 0 &&
+        stat(db, &sb) == 0)
+        return sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+    const size_t la = trimmed(a), lb = trimmed(b);
+    return la == lb && !strncmp(a, b, la);
+}

@@ -1,0 +1,18 @@
+/* samepath.h — whether two paths name the same file, for the guards that keep a run from writing
+ * a side file (--summary, --report) over its own input or output. Where both exist: the same
+ * device and inode (links and other spellings alike). Where either does not exist yet: the same
+ * directory (by device and inode) and the same last component; a path whose directory cannot be
+ * looked up is compared as text, trailing slashes aside. */
+#ifndef HQ_SAMEPATH_H
+#define HQ_SAMEPATH_H
+
+int hq_same_path(const char *a, const char *b);
+
+/* The directory part of path ("." for a bare name, "/" for one at the root) into buf; 0, or -1
+ * when it does not fit. */
+int hq_dir_of(const char *path, char *buf, unsigned long len);
+
+/* The last component of path, trailing slashes aside (a pointer into path; its length in *n). */
+const char *hq_base_of(const char *path, unsigned long *n);
+
+#endif
