@@ -10,21 +10,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "../core/samepath.h"
 #include "report_internal.h"
-
-/* Whether two paths name the same file: by inode when both exist, else by spelling. */
-static int same_path(const char *a, const char *b)
-{
-    struct stat sa, sb;
-    if (stat(a, &sa) == 0 && stat(b, &sb) == 0)
-        return sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
-    size_t na = strlen(a), nb = strlen(b);
-    while (na > 1 && a[na - 1] == '/')
-        na--;
-    while (nb > 1 && b[nb - 1] == '/')
-        nb--;
-    return na == nb && !strncmp(a, b, na);
-}
 
 char *rep_join(const char *dir, const char *name)
 {
@@ -92,9 +79,9 @@ int rep_check_dir(const hq_report *r, hq_err *err)
     const char *dir = r->cfg.o->report;
     if (!dir[0])
         return hq_fail(err, HQ_EUSAGE, "--report: empty directory name");
-    if (same_path(dir, r->cfg.o->output))
+    if (hq_same_path(dir, r->cfg.o->output))
         return hq_fail(err, HQ_EUSAGE, "%s: --report DIR cannot be the output", dir);
-    if (same_path(dir, r->cfg.inv->root))
+    if (hq_same_path(dir, r->cfg.inv->root))
         return hq_fail(err, HQ_EUSAGE, "%s: --report DIR cannot be the input", dir);
     struct stat st;
     if (stat(dir, &st) == 0 && !S_ISDIR(st.st_mode))
