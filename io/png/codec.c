@@ -182,14 +182,9 @@ static void fill_info(codec *c, hq_png_info *out)
             out->ntrans = ntrans > 256 ? 256 : ntrans;
             memcpy(out->trans_alpha, alpha, (size_t)out->ntrans);
         } else if (tc && (ctype == PNG_COLOR_TYPE_GRAY || ctype == PNG_COLOR_TYPE_RGB)) {
-            out->has_trans_color = 1;
-            if (ctype == PNG_COLOR_TYPE_GRAY) {
-                out->trans_color[0] = tc->gray;
-            } else {
-                out->trans_color[0] = tc->red;
-                out->trans_color[1] = tc->green;
-                out->trans_color[2] = tc->blue;
-            }
+            /* One colour is transparent: it becomes an alpha channel (stage_set_transforms), so
+             * that the same pixels stay transparent whatever the remap makes of their colour. */
+            out->key_alpha = 1;
         }
     }
     switch (ctype) {
@@ -201,6 +196,14 @@ static void fill_info(codec *c, hq_png_info *out)
         out->channels = out->ntrans > 0 ? 4 : 3;
         out->depth = 8;
         break;
+    }
+    if (out->key_alpha) {
+        /* Gray+alpha and RGBA hold 8 or 16 bits: 1/2/4-bit gray is read as 8-bit, scaled as libpng
+         * scales it (a 4-bit 15 is 255). */
+        out->channels += 1;
+        out->color_type = ctype == PNG_COLOR_TYPE_GRAY ? PNG_COLOR_TYPE_GRAY_ALPHA : PNG_COLOR_TYPE_RGB_ALPHA;
+        out->bit_depth = depth < 8 ? 8 : depth;
+        out->depth = (uint32_t)out->bit_depth;
     }
 }
 
@@ -221,7 +224,9 @@ static int stage_set_transforms(codec *c, const hq_png_info *in, size_t row_byte
         return -1;
     if (in->bit_depth == 16 && hq_host_little_endian())
         png_set_swap(c->png);
-    if (in->bit_depth < 8)
+    if (in->key_alpha)
+        png_set_tRNS_to_alpha(c->png); /* also widens 1/2/4-bit gray to 8 bits (fill_info) */
+    else if (in->bit_depth < 8)
         png_set_packing(c->png);
     *passes = png_set_interlace_handling(c->png);
     png_read_update_info(c->png, c->info);
@@ -241,6 +246,19 @@ static int stage_read_rows(codec *c, uint8_t *image, size_t row_bytes, uint32_t 
             png_read_row(c->png, image + r * row_bytes, NULL);
     /* Reads to IEND so that a damaged tail (bad CRC, truncation) is noticed too. */
     png_read_end(c->png, NULL);
+    return 0;
+}
+
+/* An index past the palette makes the file invalid (PNG spec, PLTE). libpng lets it pass as a
+ * benign error and would show it black; it is refused instead, naming the file. */
+static int check_indices(const hq_png_info *in, const uint8_t *idx, uint64_t npix, const char *name, hq_err *err)
+{
+    uint8_t top = 0;
+    for (uint64_t p = 0; p < npix; p++)
+        top = idx[p] > top ? idx[p] : top;
+    if (top >= in->npalette)
+        return hq_fail(err, HQ_EINPUT, "%s: palette index %u past the palette's %d entries", name, top,
+                       in->npalette);
     return 0;
 }
 
@@ -367,6 +385,8 @@ static int decode_libpng(const hq_png_source *src, hq_png_info *info, void *dst,
             rc = hq_fail(err, HQ_EMEM, "%s: out of memory decoding PNG", src->name);
         else
             rc = decode_body(&c, info, idx, info->width, err);
+        if (!rc)
+            rc = check_indices(info, idx, npix, src->name, err);
         if (!rc && dst)
             expand_palette(info, idx, dst, npix);
     } else if (dst) {
@@ -465,13 +485,6 @@ static int stage_write(codec *c, const hq_png_info *in, const void *pixels, cons
         png_set_PLTE(png, c->info, pal, in->npalette);
         if (in->ntrans > 0)
             png_set_tRNS(png, c->info, in->trans_alpha, in->ntrans, NULL);
-    } else if (in->has_trans_color) {
-        png_color_16 tc = {0};
-        tc.gray = in->trans_color[0];
-        tc.red = in->trans_color[0];
-        tc.green = in->trans_color[1];
-        tc.blue = in->trans_color[2];
-        png_set_tRNS(png, c->info, NULL, 0, &tc);
     }
     png_write_info(png, c->info);
     if (in->bit_depth == 16 && hq_host_little_endian())

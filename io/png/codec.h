@@ -6,7 +6,8 @@
  * sample for depth <= 8 (gray 1/2/4-bit samples hold their value 0..2^depth-1, not scaled), two for
  * 16-bit. Palette images decode to RGB (RGBA when they have tRNS) and also give their index array,
  * so that an encoder can write them back as palette images with a remapped palette. A tRNS chunk on
- * a gray or RGB image is kept in hq_png_info but never turned into an alpha channel.
+ * a gray or RGB image (one transparent colour) is decoded as an alpha channel (gray+alpha, RGBA;
+ * 1/2/4-bit gray widened to 8 bits), which is what hq_png_info then says and encoders write.
  *
  * Every function returns 0 or an HQ_E* code with one line "NAME: problem" in err, NAME being the
  * source's or sink's name (a path). libpng errors are caught with setjmp/longjmp inside this file;
@@ -40,7 +41,7 @@ int hq_png_decode(const hq_png_source *src, hq_png_info *info, void *dst, uint64
  * uses keep their color; indices past npalette (decoded as black) grow the palette to cover them. */
 void hq_png_repalette(hq_png_info *info, const uint8_t *indices, const void *pixels);
 
-/* Encodes an image laid out as hq_png_decode gives it, with info's color type, bit depth and tRNS
+/* Encodes an image laid out as hq_png_decode gives it, with info's color type, bit depth and palette tRNS
  * (never interlaced). Palette images are written from `indices` with info->palette; `pixels` is
  * then unused. */
 int hq_png_encode(hq_png_sink *snk, const hq_png_info *info, const void *pixels, const uint8_t *indices,

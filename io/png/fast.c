@@ -76,7 +76,7 @@ static int stream_sizes(uint32_t width, uint32_t height, int channels, int depth
 
 /* ---- decoding ---------------------------------------------------------------------------- */
 
-/* What the chunk walk found: the header, the tRNS color and where the IDAT run starts. */
+/* What the chunk walk found: the header and where the IDAT run starts. */
 typedef struct fast_scan {
     hq_png_info info;
     size_t row_bytes, raw_bytes;
@@ -115,22 +115,6 @@ static int take_ihdr(fast_scan *s, const unsigned char *d, uint32_t n)
     in->channels = (uint32_t)channels;
     in->sample_bytes = depth == 16 ? 2 : 1;
     in->depth = (uint32_t)depth;
-    return 1;
-}
-
-/* tRNS as the libpng path records it; a form libpng would ignore or warn about declines. */
-static int take_trns(fast_scan *s, const unsigned char *d, uint32_t n)
-{
-    hq_png_info *in = &s->info;
-    const int gray = in->color_type == PNG_COLOR_TYPE_GRAY, rgb = in->color_type == PNG_COLOR_TYPE_RGB;
-    if (in->has_trans_color || !((gray && n == 2) || (rgb && n == 6)))
-        return 0;
-    for (uint32_t i = 0; i < n / 2; i++) {
-        in->trans_color[i] = (uint16_t)(d[2 * i] << 8 | d[2 * i + 1]);
-        if (in->bit_depth == 8 && in->trans_color[i] > 255)
-            return 0;
-    }
-    in->has_trans_color = 1;
     return 1;
 }
 
@@ -178,8 +162,7 @@ static int scan_chunks(const unsigned char *buf, size_t len, fast_scan *s)
         } else if (type[0] >= 'A' && type[0] <= 'Z') {
             return 0; /* IHDR again, PLTE, or an unknown critical chunk */
         } else if (memcmp(type, "tRNS", 4) == 0) {
-            if (idat_state != 0 || !take_trns(s, data, n))
-                return 0;
+            return 0; /* a transparent colour: libpng makes it an alpha channel (codec.c) */
         } else if (n > HQ_PNG_FAST_CHUNK_MAX) {
             return 0;
         }
@@ -416,39 +399,15 @@ static int put_chunk(fast_out *o, const char *type, const unsigned char *data, u
     return put(o, head, 8) && put(o, data, n) && put(o, tail, 4);
 }
 
-/* The tRNS payload libpng would write (it skips values out of range for the depth); 0 bytes: none. */
-static uint32_t trns_payload(const hq_png_info *in, unsigned char *d)
-{
-    if (!in->has_trans_color)
-        return 0;
-    if (in->color_type == PNG_COLOR_TYPE_GRAY) {
-        if (in->bit_depth < 16 && in->trans_color[0] >= (1u << in->bit_depth))
-            return 0;
-        d[0] = (unsigned char)(in->trans_color[0] >> 8);
-        d[1] = (unsigned char)in->trans_color[0];
-        return 2;
-    }
-    if (in->color_type != PNG_COLOR_TYPE_RGB ||
-        (in->bit_depth == 8 && ((in->trans_color[0] | in->trans_color[1] | in->trans_color[2]) & 0xff00)))
-        return 0;
-    for (int i = 0; i < 3; i++) {
-        d[2 * i] = (unsigned char)(in->trans_color[i] >> 8);
-        d[2 * i + 1] = (unsigned char)in->trans_color[i];
-    }
-    return 6;
-}
-
 static int put_file(fast_out *o, const hq_png_info *in, const unsigned char *z, size_t zn)
 {
-    unsigned char ihdr[13], trns[6];
+    unsigned char ihdr[13];
     wr32(ihdr, in->width);
     wr32(ihdr + 4, in->height);
     ihdr[8] = (unsigned char)in->bit_depth;
     ihdr[9] = (unsigned char)in->color_type;
     ihdr[10] = ihdr[11] = ihdr[12] = 0;
-    const uint32_t ntrns = trns_payload(in, trns);
-    if (!put(o, hq_png_signature, 8) || !put_chunk(o, "IHDR", ihdr, 13) ||
-        (ntrns && !put_chunk(o, "tRNS", trns, ntrns)))
+    if (!put(o, hq_png_signature, 8) || !put_chunk(o, "IHDR", ihdr, 13))
         return 0;
     for (size_t at = 0; at < zn; at += HQ_PNG_FAST_IDAT) {
         const size_t n = zn - at < HQ_PNG_FAST_IDAT ? zn - at : HQ_PNG_FAST_IDAT;

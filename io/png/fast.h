@@ -6,12 +6,13 @@
  * hq_png_info as the libpng path) or declines (returns 0, dst contents unspecified), and the
  * caller then runs the libpng path on the same bytes, so that every damaged or unusual file reads
  * exactly as before: palette, sub-byte or interlaced images, a bad CRC on any chunk, an unknown
- * critical chunk, a tRNS chunk libpng would ignore or warn about, IDATs that are not consecutive,
+ * critical chunk, any tRNS chunk (a transparent colour is made an alpha channel by libpng's path),
+ * IDATs that are not consecutive,
  * a zlib stream that does not inflate to exactly height * (1 + rowbytes) bytes with nothing left
  * over, a filter byte over 4, a missing IEND.
  *
- * The encoder writes IHDR, tRNS (gray/RGB transparent color, skipped where libpng skips it), IDAT
- * and IEND — the chunks libpng writes for these kinds — with the UP filter, compressed by
+ * The encoder writes IHDR, IDAT and IEND — the chunks libpng writes for these kinds — with the UP
+ * filter, compressed by
  * libdeflate at level HQ_PNG_FAST_LEVEL. It runs only for the default settings
  * (hq_png_zopts_for_level(-1)): an explicit level keeps zlib's exact semantics through libpng.
  *

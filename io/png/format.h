@@ -25,8 +25,9 @@ typedef struct hq_png_info {
     uint8_t palette[256][3];
     int ntrans;           /* palette alpha entries from tRNS (entries past it are opaque) */
     uint8_t trans_alpha[256];
-    int has_trans_color;  /* gray/RGB tRNS: the one transparent color, kept for output only */
-    uint16_t trans_color[3]; /* gray: [0]; RGB: [0..2] */
+    int key_alpha;        /* gray/RGB tRNS (one transparent colour): decoded with an alpha channel
+                             made from it, color_type and channels saying so; outputs are gray+alpha
+                             or RGBA, with no tRNS */
 } hq_png_info;
 
 /* Where PNG bytes come from: an open file, or a memory buffer (fp == NULL). */

@@ -1,11 +1,14 @@
 /* paths.c — the pieces of paths the PNG backend cuts and joins: a directory and a name, the last
- * component, the directory part, the .png suffix, one file under two names, and the temporary name
- * an output takes until it is whole. */
+ * component, the directory part, the .png suffix, one file under two names, the temporary name
+ * an output takes until it is whole; and opening an input file, which must be a regular one. */
 #define _GNU_SOURCE /* strndup */
+#include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "png_internal.h"
@@ -70,4 +73,27 @@ char *png_temp_path(const char *final)
     free(tmpname);
     free(dir);
     return p;
+}
+
+FILE *png_open_file(const char *path, hq_err *err)
+{
+    /* O_NONBLOCK: opening a FIFO for reading waits for a writer, forever if none comes. */
+    const int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) {
+        hq_fail(err, HQ_EINPUT, "%s: cannot open (%s)", path, strerror(errno));
+        return NULL;
+    }
+    struct stat st;
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        hq_fail(err, HQ_EINPUT, "%s: not a regular file", path);
+        close(fd);
+        return NULL;
+    }
+    const int fl = fcntl(fd, F_GETFL);
+    FILE *fp = fl >= 0 && fcntl(fd, F_SETFL, fl & ~O_NONBLOCK) == 0 ? fdopen(fd, "rb") : NULL;
+    if (!fp) {
+        hq_fail(err, HQ_EINPUT, "%s: cannot open (%s)", path, strerror(errno));
+        close(fd);
+    }
+    return fp;
 }

@@ -21,8 +21,9 @@
  * directory output it takes its final name (rename) as soon as it is complete and a failed write
  * removes its temporary at once, so a failed run leaves only whole PNGs (a killed one may leave a
  * hidden .part file); a single-file output keeps the temporary name until close(commit = 1).
- * Outputs keep the input's color type, bit depth, palette (remapped) and tRNS; they are written
- * without interlacing.
+ * Outputs keep the input's color type, bit depth, palette (remapped) and palette tRNS (a gray or
+ * RGB image's transparent colour becomes an alpha channel: codec.h); they are written without
+ * interlacing.
  *
  * Threads: read_block and write_block of different items may run at the same time on different
  * threads (io.h `concurrent`): libpng and zlib keep their state per call, and what the calls share
@@ -90,6 +91,9 @@ struct hq_io {
 /* paths.c: new strings (NULL when out of memory) or pointers into the path */
 char *png_join_path(const char *dir, const char *name);
 const char *png_base_name(const char *path);
+/* An input PNG opened for reading; anything but a regular file (a FIFO, a device) is refused
+ * without blocking on it. NULL with HQ_EINPUT in err naming the path. */
+FILE *png_open_file(const char *path, hq_err *err);
 char *png_dir_name(const char *path);
 int png_has_suffix(const char *name);
 int png_same_file(const struct stat *a, const struct stat *b);

@@ -89,9 +89,9 @@ int png_usable_item(const hq_io *io, uint64_t item, const hq_block *b, const hq_
 
 static FILE *open_for_read(const char *path, hq_err *err, int *rc)
 {
-    FILE *fp = fopen(path, "rb");
+    FILE *fp = png_open_file(path, err);
     if (!fp) {
-        *rc = hq_fail(err, HQ_EINPUT, "%s: cannot open (%s)", path, strerror(errno));
+        *rc = HQ_EINPUT;
         return NULL;
     }
     setvbuf(fp, NULL, _IOFBF, STDIO_BUF_BYTES);

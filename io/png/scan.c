@@ -18,9 +18,9 @@ static int add_png(hq_inventory *inv, const char *src, const char *name, int ski
     hq_item it = {.src = (char *)src, .name = (char *)name, .slices = 1};
     hq_png_info info;
     int rc;
-    FILE *fp = fopen(src, "rb");
+    FILE *fp = png_open_file(src, err);
     if (!fp) {
-        rc = hq_fail(err, HQ_EINPUT, "%s: cannot open (%s)", src, strerror(errno));
+        rc = HQ_EINPUT;
     } else {
         hq_png_source s = {.name = src, .fp = fp};
         rc = hq_png_read_info(&s, &info, err);

@@ -9,6 +9,7 @@ import hashlib
 import os
 import shlex
 import signal
+import stat
 import subprocess
 import sys
 
@@ -169,7 +170,8 @@ def file_hash(path):
 
 
 def tree_hash(path):
-    """Hash of a file or of every file under a directory (names and contents)."""
+    """Hash of a file or of every file under a directory (names and contents; a FIFO or another
+    special file by its name and kind, never opened)."""
     if os.path.isfile(path):
         return file_hash(path)
     h = hashlib.sha256()
@@ -177,7 +179,8 @@ def tree_hash(path):
         dns.sort()
         for n in sorted(fns):
             p = os.path.join(dp, n)
-            h.update(os.path.relpath(p, path).encode() + b"\0" + file_hash(p).encode())
+            what = file_hash(p) if os.path.isfile(p) else f"special {stat.S_IFMT(os.lstat(p).st_mode):o}"
+            h.update(os.path.relpath(p, path).encode() + b"\0" + what.encode())
     return h.hexdigest()
 
 

@@ -179,10 +179,37 @@ def case_list_missing_entry(tmp):
     return str(d / "list.txt"), "gone.png"
 
 
+def case_fifo_in_png_dir(tmp):
+    """A FIFO named like a PNG: opening it to read would wait for a writer forever."""
+    d = tmp / "withfifo"
+    os.makedirs(d)
+    good_png(d / "a.png")
+    os.mkfifo(d / "b.png")
+    return str(d), "b.png"
+
+
+def case_fifo_in_list(tmp):
+    d = tmp / "lstfifo"
+    os.makedirs(d)
+    good_png(d / "a.png")
+    os.mkfifo(d / "pipe.png")
+    (d / "list.txt").write_text("a.png\npipe.png\n")
+    return str(d / "list.txt"), "pipe.png"
+
+
+def case_palette_index_past_plte(tmp):
+    """Indices 8..15 with an 8-entry palette: an invalid PNG that libpng would let pass as black."""
+    pal = [(100 + i, 100 + i, 100 + i) for i in range(8)]
+    idx = np.random.default_rng(5).integers(0, 16, (30, 33))
+    pngio.write(str(tmp / "badidx.png"), idx, 8, pngio.PALETTE, palette=pal)
+    return str(tmp / "badidx.png"), "badidx.png"
+
+
 BAD_INPUTS = [case_missing, case_text_as_h5, case_text_as_png, case_truncated_png, case_png_idat_crc,
               case_png_idat_zlib, case_truncated_h5, case_missing_dataset, case_float16, case_int32, case_float_inf,
               case_float_rgb, case_5d,
-              case_zero_sized, case_zero_sized_stack, case_empty_png_dir, case_list_missing_entry]
+              case_zero_sized, case_zero_sized_stack, case_empty_png_dir, case_list_missing_entry,
+              case_fifo_in_png_dir, case_fifo_in_list, case_palette_index_past_plte]
 
 
 @pytest.mark.parametrize("np_", RANKS, ids=["single", "np2"])

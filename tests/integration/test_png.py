@@ -171,3 +171,43 @@ def test_png_list_file(tmp):
     assert sorted(os.listdir(out)) == ["a.png", "c.png", "histeq_dist.complete"]
     for n in ("a", "c"):
         assert_array_equal(read_png(out / f"{n}.png").samples[:, :, 0], ref.equalize_one(imgs[n], 8), n)
+
+
+def trns_payload(key, channels):
+    return [b for v in ([key] if channels == 1 else list(key)) for b in (int(v) >> 8, int(v) & 0xFF)]
+
+
+@pytest.mark.parametrize("kind", ["gray8", "gray16", "gray4", "gray1", "rgb8", "rgb16"])
+def test_png_transparent_colour_becomes_alpha(tmp, kind):
+    """A tRNS colour key: the output is gray+alpha or RGBA with alpha 0 exactly where the input had
+    that colour, the colours equalized as those of the same image given with that alpha channel
+    (1/2/4-bit gray read as libpng widens it to 8 bits). Kept as a key, the colour would follow
+    the remap and make other pixels transparent."""
+    depth = 16 if kind.endswith("16") else int(kind[4:]) if kind.startswith("gray") and kind[4:] != "8" else 8
+    rgb = kind.startswith("rgb")
+    hi = (1 << depth) - 1
+    if rgb:
+        samples = ref.low_contrast_rgb(31, 43, hi // 4, hi // 2, np.uint16 if depth == 16 else np.uint8, 41)
+        key = tuple(samples[5, 7])
+        transparent = np.all(samples == np.array(key), axis=2)
+    else:
+        samples = ref.low_contrast(31, 43, 0 if depth < 8 else hi // 4, hi if depth < 8 else hi // 2,
+                                   np.uint16 if depth == 16 else np.uint8, 42)
+        key = int(samples[5, 7])
+        transparent = samples == key
+    assert 0 < transparent.sum() < transparent.size
+    pngio.write(str(tmp / "key.png"), samples, depth, pngio.RGB if rgb else pngio.GRAY,
+                trns=trns_payload(key, 3 if rgb else 1))
+    wide = depth if depth >= 8 else 8
+    colour = samples.astype(np.int64) * (255 // hi if depth < 8 else 1)
+    alpha = np.where(transparent, 0, (1 << wide) - 1)
+    full = np.concatenate([colour.reshape(31, 43, -1), alpha[:, :, None]], axis=2)
+    pngio.write(str(tmp / "alpha.png"), full.astype(np.uint16 if wide == 16 else np.uint8), wide,
+                pngio.RGBA if rgb else pngio.GRAY_ALPHA)
+    equalize(tmp / "key.png", tmp / "key_eq.png")
+    equalize(tmp / "alpha.png", tmp / "alpha_eq.png")
+    got, want = read_png(tmp / "key_eq.png"), read_png(tmp / "alpha_eq.png")
+    assert (got.depth, got.color_type) == (wide, pngio.RGBA if rgb else pngio.GRAY_ALPHA)
+    assert got.trns is None
+    assert_array_equal(got.samples, want.samples, kind)
+    assert np.array_equal(got.samples[:, :, -1] == 0, transparent)
