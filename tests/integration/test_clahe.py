@@ -61,6 +61,23 @@ def test_gray_equals_opencv(tmp, dtype, clip):
                 assert_array_equal(f[name][()], want, f"{name} grid {grid} clip {clip} vs cv2.createCLAHE")
 
 
+def test_clip_count_past_int_is_no_clipping(tmp):
+    """Up to clipLimit·tileArea/bins < 2^31 the clip equals OpenCV's; from 2^31 on, where OpenCV's
+    (int) conversion overflows (on x86 to the heaviest clipping), the count stays 64-bit: nothing
+    is clipped, the same output as --clip-limit 0 (README, "Beyond OpenCV")."""
+    im = ref.low_contrast(64, 64, 30, 120, np.uint8, 3)
+    with h5py.File(tmp / "in.h5", "w") as f:
+        f.create_dataset("im", data=im)
+    outs = {}
+    for clip in ["536870911", "536870912", "1e308", "0"]:  # 2x2 tiles of 32x32, 256 bins: 4·clip
+        equalize(tmp / "in.h5", tmp / f"o{clip}.h5", "--method", "clahe", "--clahe-grid", "2x2", "--clip-limit", clip)
+        with h5py.File(tmp / f"o{clip}.h5", "r") as f:
+            outs[clip] = f["im"][()]
+    assert_array_equal(outs["536870911"], cv2.createCLAHE(536870911, (2, 2)).apply(im), "just below 2^31")
+    assert_array_equal(outs["536870912"], outs["0"], "2^31")
+    assert_array_equal(outs["1e308"], outs["0"], "1e308")
+
+
 def test_default_is_opencv_default(tmp):
     """No grid, no clip: OpenCV's defaults, 8x8 and 40; a PNG in, a PNG out."""
     im = ref.low_contrast(150, 203, 60, 110, np.uint8, 5)
