@@ -30,6 +30,18 @@ static inline void hq_swap16(void *data, size_t n)
     }
 }
 
+/* Reverses the bytes of each `width`-byte word (2, 4 or 8) in n bytes: a file's other byte order. */
+static inline void hq_swap_words(void *data, size_t n, unsigned width)
+{
+    unsigned char *p = (unsigned char *)data;
+    for (size_t i = 0; width > 1 && i + width <= n; i += width)
+        for (unsigned a = 0, b = width - 1; a < b; a++, b--) {
+            const unsigned char t = p[i + a];
+            p[i + a] = p[i + b];
+            p[i + b] = t;
+        }
+}
+
 /* Flips the sign bit of n samples of `bytes` (1 or 2) bytes each, in place. */
 static inline void hq_sample_flip(void *data, uint64_t n, uint32_t bytes)
 {

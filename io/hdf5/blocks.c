@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../../core/sample.h"
 #include "../box.h"
 #include "hdf5_internal.h"
 
@@ -68,6 +69,29 @@ static int select_block(hid_t fspace, const hq_item *it, int frank, const hq_blo
     if (*mspace < 0 || H5Sselect_hyperslab(fspace, H5S_SELECT_SET, start, NULL, count, NULL) < 0)
         return -1;
     return 0;
+}
+
+/* Parallel HDF5 1.10 breaks a collective write that needs a type conversion into independent
+ * writes, which it refuses for a filtered dataset ("Can't perform independent write with filters
+ * in pipeline"): a compressed dataset stored in the other byte order (big-endian on x86) could not
+ * be written by several ranks. Such a dataset is written with its own type as the memory type,
+ * from the block's bytes swapped in place and swapped back after: nothing is converted. Returns
+ * that type (to close), or H5I_INVALID_HID where the native memory type is the file's. Depends
+ * only on the dataset: every rank of a collective write decides alike. */
+static hid_t foreign_order_type(hid_t d, hid_t mtype)
+{
+    const hid_t t = H5Dget_type(d);
+    if (t < 0)
+        return H5I_INVALID_HID;
+    const size_t size = H5Tget_size(mtype);
+    const H5T_class_t cls = H5Tget_class(mtype);
+    const int same_but_order = size > 1 && H5Tget_class(t) == cls && H5Tget_size(t) == size &&
+                               H5Tget_order(t) != H5Tget_order(mtype) && H5Tget_precision(t) == 8 * size &&
+                               H5Tget_offset(t) == 0 && (cls != H5T_INTEGER || H5Tget_sign(t) == H5Tget_sign(mtype));
+    if (same_but_order)
+        return t;
+    H5Tclose(t);
+    return H5I_INVALID_HID;
 }
 
 /* Whether a transfer the driver asks to be collective must be. Only writes of compressed datasets
@@ -250,10 +274,28 @@ static int transfer(hq_io *io, uint64_t item, const hq_block *b, int collective,
         void *p = b ? buf : &nothing;
         /* by_chunk: 1 leaves the whole block to HDF5, 0 moved it, -1 failed */
         const int whole = b && !coll_io ? by_chunk(io, item, b, d, fspace, mtype, buf, writing) : 1;
+        const hid_t ftype = writing && coll_io && (io->flags[item] & OUT_FILTERED) && whole > 0
+                                ? foreign_order_type(d, mtype)
+                                : H5I_INVALID_HID;
+        const size_t nbytes = b && ftype >= 0 ? (size_t)H5Sget_select_npoints(mspace) * H5Tget_size(mtype) : 0;
+        /* A swapped copy: other threads may still read the block (the report's samples). Without
+         * memory for it, the block itself, swapped back after, rather than a rank missing from the
+         * collective write. */
+        void *swapped = nbytes ? malloc(nbytes) : NULL;
+        void *w = swapped ? memcpy(swapped, p, nbytes) : p;
+        if (nbytes)
+            hq_swap_words(w, nbytes, (unsigned)H5Tget_size(mtype));
         if (whole <= 0)
             st = whole;
+        else if (ftype >= 0)
+            st = H5Dwrite(d, ftype, mspace, fspace, dxpl, w);
         else
             st = writing ? H5Dwrite(d, mtype, mspace, fspace, dxpl, p) : H5Dread(d, mtype, mspace, fspace, dxpl, p);
+        if (nbytes && !swapped)
+            hq_swap_words(p, nbytes, (unsigned)H5Tget_size(mtype));
+        free(swapped);
+        if (ftype >= 0)
+            H5Tclose(ftype);
     }
     if (st < 0 && !rc) {
         char det[512];
