@@ -86,6 +86,7 @@ int hq_inventory_pack(const hq_inventory *inv, unsigned char **buf, uint64_t *le
     packer p = {0};
     put_u64(&p, (uint64_t)inv->format);
     put_u64(&p, (uint64_t)inv->root_is_dir);
+    put_u64(&p, (uint64_t)inv->one_dataset);
     put_str(&p, inv->root);
     put_u64(&p, inv->n);
     for (size_t i = 0; i < inv->n; i++) {
@@ -152,6 +153,7 @@ int hq_inventory_unpack(const unsigned char *buf, uint64_t len, hq_inventory *in
     memset(inv, 0, sizeof *inv);
     inv->format = (hq_format)get_u64(&r);
     inv->root_is_dir = (int)get_u64(&r);
+    inv->one_dataset = (int)get_u64(&r);
     inv->root = get_str(&r);
     uint64_t n = get_u64(&r);
     for (uint64_t i = 0; i < n && !r.bad; i++) {

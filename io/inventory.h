@@ -39,6 +39,7 @@ typedef struct hq_inventory {
     hq_format format;
     char *root; /* the input as given: HDF5 file, PNG file, PNG directory or list file */
     int root_is_dir;
+    int one_dataset; /* HDF5: one dataset was named (FILE.h5:/dset), not the whole file */
     size_t n, cap;
     hq_item *items;
 } hq_inventory;

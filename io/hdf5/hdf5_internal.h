@@ -6,9 +6,10 @@
  * ranks), open_input.c, block_shape.c (where a block lies, chunk walks), blocks.c (read/write of a
  * block), collective_report.c (collective transfers HDF5 made independent), reserve.c (disk space
  * reserved ahead), out_map.c (the output's pixels written through a shared mapping),
- * output_layout.c (an output dataset laid out like its input), create_output.c,
- * lut_store.c (every image's LUT, written into the output as it is built), provenance.c (the run
- * recorded in the output), close.c; and the direct path, which moves pixel bytes outside HDF5:
+ * output_layout.c (an output dataset laid out like its input), create_output.c, links.c (the
+ * input's further hard links and its soft links, made again in the output), lut_store.c (every
+ * image's LUT, written into the output as it is built), provenance.c (the run recorded in the
+ * output), close.c; and the direct path, which moves pixel bytes outside HDF5:
  * direct.c (which datasets, their file offsets), chunk_index.c (every chunk's address, read in one
  * pass over the chunk index), direct_io.c (one block cut into tasks), pool.c (the workers), codec.c
  * (deflate, shuffle, byte swap), in_view.c (blocks read in place from a mapping of the input).
@@ -181,6 +182,9 @@ int hdf5_check_contiguous_extent(hid_t file_id, hid_t d, const char *file, const
 
 /* scan_file.c */
 int hdf5_under_own_group(const char *name);
+/* Name order as a depth-first walk of the groups meets the names: component by component, so
+ * "/a/x" (inside group a) comes before "/a-b", as '/' ends a component. Items and links alike. */
+int hdf5_path_cmp(const char *a, const char *b);
 int hdf5_scan(const char *path, const char *dset, int skip_bad, hq_inventory *inv, hq_err *err);
 
 /* agree.c */
@@ -236,6 +240,11 @@ int hdf5_check_metadata(const hq_inventory *inv);
 void hdf5_empty_output(hq_io *io);
 char *hdf5_part_name(const char *out);
 int hdf5_create_output(hq_io *io, const hq_out_opts *o, MPI_Comm comm, hq_err *err);
+
+/* links.c */
+/* Collective, in create_output after every dataset (not on --resume): where the output mirrors a
+ * whole file, the input's other hard links to what the output holds and its soft links, made. */
+int hdf5_copy_links(hq_io *io, hq_err *err);
 
 /* lut_store.c */
 int hdf5_luts_create(hq_io *io, const hq_run_meta *m, hq_err *err);

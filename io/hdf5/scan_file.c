@@ -90,16 +90,18 @@ static herr_t visit_cb(hid_t obj, const char *name, const H5O_info_t *info, void
     return c->rc ? 1 : 0;
 }
 
-/* Name order as a depth-first walk of the groups meets the names: component by component, so "/a/x"
- * (inside group a) comes before "/a-b", as '/' ends a component. */
-static int cmp_item_path(const void *pa, const void *pb)
+int hdf5_path_cmp(const char *pa, const char *pb)
 {
-    const unsigned char *a = (const unsigned char *)((const hq_item *)pa)->name;
-    const unsigned char *b = (const unsigned char *)((const hq_item *)pb)->name;
+    const unsigned char *a = (const unsigned char *)pa, *b = (const unsigned char *)pb;
     for (; *a && *a == *b; a++, b++)
         ;
     const int ca = *a == '/' ? 1 : *a ? *a + 1 : 0, cb = *b == '/' ? 1 : *b ? *b + 1 : 0;
     return ca - cb;
+}
+
+static int cmp_item_path(const void *pa, const void *pb)
+{
+    return hdf5_path_cmp(((const hq_item *)pa)->name, ((const hq_item *)pb)->name);
 }
 
 static int scan_all(scan_ctx *c)
@@ -170,6 +172,7 @@ int hdf5_scan(const char *path, const char *dset, int skip_bad, hq_inventory *in
     }
     inv->format = HQ_FMT_HDF5;
     inv->root_is_dir = 0;
+    inv->one_dataset = dset && dset[0];
     int rc = 0;
     if (!inv->root && !(inv->root = strdup(path)))
         rc = hq_fail(err, HQ_EMEM, "%s: out of memory", path);

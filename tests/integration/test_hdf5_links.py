@@ -1,0 +1,170 @@
+"""HDF5 links: a whole-file input's further names come back in the output. A dataset or group
+reachable by several hard links is written once and every other hard link made again to the
+output's object; soft links are made again with the same target path (dangling ones too);
+external links are left out. A selected dataset (FILE.h5:/dset) gives that dataset alone, links
+under /histeq_dist of an input this tool wrote are its record and are not copied, and --resume
+does not make the links a second time (io/hdf5/links.c)."""
+import os
+
+import h5py
+import numpy as np
+import pytest
+
+import reference as ref
+from helpers import assert_array_equal, equalize, run, run_ok
+
+X = np.random.default_rng(0).integers(50, 100, (20, 30), dtype=np.uint8)
+Z = np.random.default_rng(1).integers(0, 9, (8, 8), dtype=np.uint8)
+
+
+def write_links(path):
+    """The repro: x with a second hard link y and a soft link s; group g with a second hard link g2."""
+    with h5py.File(path, "w") as f:
+        f.create_dataset("x", data=X)
+        f["y"] = f["x"]
+        f["s"] = h5py.SoftLink("/x")
+        g = f.create_group("g")
+        g.create_dataset("z", data=Z)
+        f["g2"] = g
+    return str(path)
+
+
+def links(path, under_own=False):
+    """{link path: ('hard', object address) | ('soft', target) | ('external', (file, path))}, every link
+    of the file as H5Lvisit meets them (each group entered once)."""
+    found = {}
+    with h5py.File(path, "r") as f:
+        names = []
+        f.id.links.visit(lambda n: names.append(n.decode()))
+        for n in names:
+            if n.startswith("histeq_dist") and not under_own:
+                continue
+            l = f.get(n, getlink=True)
+            if isinstance(l, h5py.SoftLink):
+                found["/" + n] = ("soft", l.path)
+            elif isinstance(l, h5py.ExternalLink):
+                found["/" + n] = ("external", (l.filename, l.path))
+            else:
+                found["/" + n] = ("hard", h5py.h5o.get_info(f.id, n.encode()).addr)
+    return found
+
+
+def check_repro_output(out):
+    got = links(out)
+    assert sorted(got) == ["/g", "/g/z", "/g2", "/s", "/x", "/y"], got
+    assert got["/y"] == got["/x"], "y must be the same object as x"
+    assert got["/g2"] == got["/g"], "g2 must be the same group as g"
+    assert got["/s"] == ("soft", "/x")
+    with h5py.File(out, "r") as f:
+        assert f["x"].id == f["y"].id
+        assert f["g"].id == f["g2"].id
+        want_x = ref.equalize_one(X, 8)
+        assert_array_equal(f["x"][()], want_x, "/x")
+        assert_array_equal(f["y"][()], want_x, "/y")
+        assert_array_equal(f["s"][()], want_x, "/s")
+        assert_array_equal(f["g2/z"][()], ref.equalize_one(Z, 8), "/g2/z")
+        assert f["g/z"].id == f["g2/z"].id
+
+
+@pytest.mark.parametrize("np_", [None, 3], ids=["1rank", "3ranks"])
+def test_hard_and_soft_links_made_again(tmp, np_):
+    inp = write_links(tmp / "links.h5")
+    out = tmp / "out.h5"
+    equalize(inp, out, np_=np_)
+    check_repro_output(out)
+    with h5py.File(out, "r") as f:
+        # Each image once: the LUTs are recorded under the datasets' own names only.
+        assert sorted(f["histeq_dist/lut"].keys()) == ["g", "x"]
+        assert list(f["histeq_dist/lut/g"].keys()) == ["z"]
+
+
+@pytest.mark.parametrize("np_", [None, 3], ids=["1rank", "3ranks"])
+def test_output_as_input_keeps_links_and_not_our_record(tmp, np_):
+    inp = write_links(tmp / "links.h5")
+    once, twice = tmp / "once.h5", tmp / "twice.h5"
+    equalize(inp, once, np_=np_)
+    first_own = links(once, under_own=True)
+    with h5py.File(once, "a") as f:
+        # Names under /histeq_dist of our own output are our record, not the user's: not copied.
+        f["histeq_dist/extra_soft"] = h5py.SoftLink("/x")
+        f["histeq_dist/lut/again"] = f["histeq_dist/lut/x"]
+    equalize(once, twice, np_=np_)
+    got = links(twice)
+    assert sorted(got) == ["/g", "/g/z", "/g2", "/s", "/x", "/y"], got
+    assert got["/y"] == got["/x"] and got["/g2"] == got["/g"] and got["/s"] == ("soft", "/x")
+    own = {k for k in links(twice, under_own=True) if k.startswith("/histeq_dist")}
+    assert own == {k for k in first_own if k.startswith("/histeq_dist")}, own
+    with h5py.File(once, "r") as fo, h5py.File(twice, "r") as ft:
+        want = ref.equalize_one(fo["x"][()], 8)
+        assert_array_equal(ft["x"][()], want, "/x, second pass")
+        assert_array_equal(ft["y"][()], want, "/y, second pass")
+
+
+def test_selected_dataset_gives_it_alone(tmp):
+    inp = write_links(tmp / "links.h5")
+    out = tmp / "out.h5"
+    equalize(inp + ":/x", out)
+    assert sorted(links(out)) == ["/x"]
+    with h5py.File(out, "r") as f:
+        assert_array_equal(f["x"][()], ref.equalize_one(X, 8), "/x")
+
+
+@pytest.mark.parametrize("np_", [None, 3], ids=["1rank", "3ranks"])
+def test_external_left_out_dangling_soft_kept(tmp, np_):
+    other = tmp / "other.h5"
+    with h5py.File(other, "w") as f:
+        f.create_dataset("o", data=Z)
+    inp = write_links(tmp / "links.h5")
+    with h5py.File(inp, "a") as f:
+        f["ext"] = h5py.ExternalLink(str(other), "/o")
+        f["dangling"] = h5py.SoftLink("/no/such")
+        # A group without images: its soft link makes it, and then its second name too.
+        meta = f.create_group("meta")
+        meta["to_z"] = h5py.SoftLink("/g/z")
+        f["meta_again"] = meta
+        f.create_group("empty")  # nothing the output holds: left out, and so its second name
+        f["empty_again"] = f["empty"]
+    out = tmp / "out.h5"
+    r = equalize(inp, out, np_=np_)
+    assert [l for l in r.hq_lines if " equalized " not in l] == [], str(r)
+    got = links(out)
+    assert sorted(got) == ["/dangling", "/g", "/g/z", "/g2", "/meta", "/meta/to_z", "/meta_again", "/s", "/x",
+                           "/y"], got
+    assert got["/dangling"] == ("soft", "/no/such")
+    assert got["/meta_again"] == got["/meta"]
+    with h5py.File(out, "r") as f:
+        assert_array_equal(f["meta_again/to_z"][()], ref.equalize_one(Z, 8), "/meta_again/to_z")
+
+
+def test_resume_does_not_make_links_twice(tmp):
+    rng = np.random.default_rng(7)
+    inp = str(tmp / "in.h5")
+    with h5py.File(inp, "w") as f:
+        f["stack"] = rng.integers(40, 120, (6, 60, 80), dtype=np.uint8)
+        f["alias"] = f["stack"]
+        f["soft"] = h5py.SoftLink("/stack")
+    out = tmp / "out.h5"
+    opts = ["--block", "8K", "-q"]
+    r = run(["--input", inp, "--output", out] + opts, 2, env={"HQ_JOURNAL_FLUSH_S": "0", "HQ_FAULT_KILL": "0:1"})
+    assert not r.timed_out and r.rc != 0, str(r)
+    assert os.path.exists(str(out) + ".part")
+    run_ok(["--input", inp, "--output", out, "--resume"] + opts, 2, env={"HQ_JOURNAL_FLUSH_S": "0"})
+    got = links(out)
+    assert sorted(got) == ["/alias", "/soft", "/stack"], got
+    assert got["/alias"] == got["/stack"] and got["/soft"] == ("soft", "/stack")
+    with h5py.File(inp, "r") as fi, h5py.File(out, "r") as fo:
+        assert_array_equal(fo["alias"][()], ref.equalize_stack(fi["stack"][()], 8)[0], "/alias")
+
+
+def test_whole_file_of_one_image_keeps_its_links_and_a_selection_does_not(tmp):
+    """Whole file or one named dataset is what the command line said (FILE.h5 against
+    FILE.h5:/dset), not a guess from the number of images."""
+    inp = tmp / "one.h5"
+    with h5py.File(inp, "w") as f:
+        f.create_dataset("x", data=X)
+        f["again"] = f["x"]
+        f["s"] = h5py.SoftLink("/x")
+    equalize(inp, tmp / "whole.h5")
+    assert sorted(links(tmp / "whole.h5")) == ["/again", "/s", "/x"]
+    equalize(str(inp) + ":/x", tmp / "one_named.h5")
+    assert sorted(links(tmp / "one_named.h5")) == ["/x"]
