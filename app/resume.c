@@ -35,7 +35,8 @@ static void options_text(const hq_options *o, char *buf, size_t len)
 static int decide(const hq_options *o, const hq_inventory *inv, hq_resume *res, hq_err *err)
 {
     int partial = 0, finished = 0;
-    if (!hq_io_ops_for(inv->format)->output_state(inv, o->output, &partial, &finished)) {
+    char *made_by = NULL;
+    if (!hq_io_ops_for(inv->format)->output_state(inv, o->output, &partial, &finished, &made_by)) {
         res->action = HQ_RESUME_OFF;
         return 0;
     }
@@ -55,6 +56,11 @@ static int decide(const hq_options *o, const hq_inventory *inv, hq_resume *res, 
     } else if (journal && partial) {
         res->action = HQ_RESUME_CONTINUE;
         rc = hq_journal_load(o->output, res->id, &res->st, err);
+    } else if (finished && made_by && strcmp(made_by, res->id) != 0) {
+        /* Finished by another run: a batch script that always passes --resume must not take it for
+         * this one's (an older version's output records no identity, and is taken as it was). */
+        rc = hq_fail(err, HQ_EUSAGE, "%s: complete already, but %s (use --force without --resume to redo it)",
+                     o->output, hq_journal_what_differs(made_by, res->id));
     } else if (finished) {
         /* Finished, perhaps killed between the rename and removing the journal. */
         res->action = HQ_RESUME_DONE;
@@ -63,6 +69,7 @@ static int decide(const hq_options *o, const hq_inventory *inv, hq_resume *res, 
     } else if (journal && !o->quiet) {
         fprintf(stderr, "histeq_dist: note: %s: the interrupted run's output is gone; starting over\n", o->output);
     }
+    free(made_by);
     return rc;
 }
 

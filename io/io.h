@@ -41,6 +41,10 @@ typedef struct hq_run_meta {
     /* Provenance (report/report.h fills these): */
     const uint16_t *global_lut;  /* global scope: the LUT(s) applied, (global_nhist, global_bins) */
     const char *options, *command_line;
+    /* The run's identity (jobs/journal.h's id: the options that shape the output and the input's
+     * fingerprint), recorded in a finished output so that --resume can tell one made from another
+     * input or with other options; NULL: none (a format without resume). */
+    const char *run_id;
     /* Recorded as root attributes of the same names when not NULL: --reference (method match),
      * --ignore as "LO:HI", --mask, and --mask-apply ("all" or "inside"). */
     const char *reference, *ignore, *mask, *mask_apply;
@@ -110,8 +114,10 @@ typedef struct hq_io_ops {
      * kind are not written piece by piece (a single PNG) and so keep no journal; otherwise 1, with
      * *partial set when an unfinished output is there (HDF5: OUT.part; PNG directory: OUT without
      * its completion record) and *finished when a finished one is (HDF5: OUT, marked complete;
-     * PNG directory: its completion record). For --resume (app/resume.h). */
-    int (*output_state)(const hq_inventory *inv, const char *out, int *partial, int *finished);
+     * PNG directory: its completion record), *run_id then what it records of the run that made
+     * it (hq_run_meta.run_id, malloc'd; NULL where it records none, as an older version's). For
+     * --resume (app/resume.h). */
+    int (*output_state)(const hq_inventory *inv, const char *out, int *partial, int *finished, char **run_id);
     /* The file whose data a flush must fdatasync (HDF5: OUT.part), or NULL. */
     const char *(*sync_path)(const hq_io *io);
     /* Rank 0, without MPI, in the scan's child process (hq_io_scan_isolated): reads from the

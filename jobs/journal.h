@@ -60,6 +60,10 @@ int hq_journal_exists(const char *out);
  * item's file, size and modification time, shape and type). Rank 0; len >= 1024. */
 void hq_journal_make_id(const hq_inventory *inv, const char *options, char *buf, size_t len);
 
+/* What differs between two ids (old: recorded, now: this run's), for a refusal: another version,
+ * other options, or a changed input (a static string). */
+const char *hq_journal_what_differs(const char *old, const char *now);
+
 /* Rank 0: reads OUT.journal. HQ_EUSAGE naming what differs when its id is not `id`. */
 int hq_journal_load(const char *out, const char *id, hq_journal_state *st, hq_err *err);
 

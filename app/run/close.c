@@ -30,7 +30,7 @@ int run_close_output(run *r, int rc, hq_err *err)
                         .reference = o->reference, .mask = o->mask,
                         .mask_apply = o->mask || o->ignore ? (o->mask_inside ? "inside" : "all") : NULL,
                         .fbins = r->fbin ? o->fbins : 0, .frange_given = o->range_set, .fbin = r->fbin,
-                        .item_image0 = r->plan.item_image0};
+                        .item_image0 = r->plan.item_image0, .run_id = r->res.id[0] ? r->res.id : NULL};
     char ignore_text[16];
     if (o->ignore) {
         snprintf(ignore_text, sizeof ignore_text, "%u:%u", o->ignore_lo, o->ignore_hi);

@@ -152,16 +152,54 @@ int hdf5_flush(hq_io *io, int collective, hq_err *err)
     return 0;
 }
 
+/* A string attribute of the root (variable or fixed length), malloc'd; NULL if it cannot be read. */
+static char *read_root_string(hid_t f, const char *aname)
+{
+    char *out = NULL;
+    const hid_t a = H5Aopen_by_name(f, "/", aname, H5P_DEFAULT, H5P_DEFAULT);
+    const hid_t t = a >= 0 ? H5Aget_type(a) : H5I_INVALID_HID;
+    if (t >= 0 && H5Tget_class(t) == H5T_STRING) {
+        if (H5Tis_variable_str(t) > 0) {
+            char *v = NULL;
+            const hid_t mt = H5Tcopy(H5T_C_S1);
+            /* The file's character set too: HDF5 converts no string between ASCII and UTF-8. */
+            if (mt >= 0 && H5Tset_size(mt, H5T_VARIABLE) >= 0 && H5Tset_cset(mt, H5Tget_cset(t)) >= 0 &&
+                H5Aread(a, mt, &v) >= 0 && v) {
+                out = strdup(v);
+                H5free_memory(v);
+            }
+            if (mt >= 0)
+                H5Tclose(mt);
+        } else {
+            const size_t n = H5Tget_size(t);
+            out = n ? calloc(n + 1, 1) : NULL;
+            if (out && H5Aread(a, t, out) < 0) {
+                free(out);
+                out = NULL;
+            }
+        }
+    }
+    if (t >= 0)
+        H5Tclose(t);
+    if (a >= 0)
+        H5Aclose(a);
+    return out;
+}
+
 /* Whether OUT is a file this program finished: its root carries OWN_COMPLETE_ATTR. A foreign file
- * at OUT, or one that is not HDF5 at all, is not; --resume must not call it done. */
-static int is_finished_output(const char *out)
+ * at OUT, or one that is not HDF5 at all, is not; --resume must not call it done. *run_id: its
+ * OWN_RUN_ID_ATTR, or NULL. */
+static int is_finished_output(const char *out, char **run_id)
 {
     int yes = 0;
+    *run_id = NULL;
     H5E_BEGIN_TRY
     {
         const hid_t f = H5Fopen(out, H5F_ACC_RDONLY, H5P_DEFAULT);
         if (f >= 0) {
             yes = H5Aexists_by_name(f, "/", OWN_COMPLETE_ATTR, H5P_DEFAULT) > 0;
+            if (yes && H5Aexists_by_name(f, "/", OWN_RUN_ID_ATTR, H5P_DEFAULT) > 0)
+                *run_id = read_root_string(f, OWN_RUN_ID_ATTR);
             H5Fclose(f);
         }
     }
@@ -171,13 +209,14 @@ static int is_finished_output(const char *out)
 
 /* The output takes its final name only once complete: OUT.part is unfinished, OUT (marked
  * complete) finished. */
-int hdf5_output_state(const hq_inventory *inv, const char *out, int *partial, int *finished)
+int hdf5_output_state(const hq_inventory *inv, const char *out, int *partial, int *finished, char **run_id)
 {
     (void)inv;
     struct stat st;
     char *part = hdf5_part_name(out);
     *partial = part && stat(part, &st) == 0;
-    *finished = stat(out, &st) == 0 && S_ISREG(st.st_mode) && is_finished_output(out);
+    *run_id = NULL;
+    *finished = stat(out, &st) == 0 && S_ISREG(st.st_mode) && is_finished_output(out, run_id);
     free(part);
     return 1;
 }

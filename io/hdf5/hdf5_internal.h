@@ -36,6 +36,7 @@
 #define OWN_RANGES OWN_GROUP "/range" /* + each float dataset's path: each slice's binning [min, max] */
 #define OWN_VERSION_ATTR "histeq_dist_version"
 #define OWN_COMPLETE_ATTR "histeq_dist_complete" /* written last: a file without it is unfinished */
+#define OWN_RUN_ID_ATTR "histeq_dist_run_id"     /* hq_run_meta.run_id: what --resume compares */
 #define MAX_RANK 4
 #define CHANNELS_MAX 4
 #define MiB ((hsize_t)1 << 20)
@@ -265,7 +266,7 @@ int hdf5_mark_complete(hq_io *io, hq_err *err);
 /* close.c */
 int hdf5_close(hq_io *io, int commit, const hq_run_meta *meta, hq_err *err);
 int hdf5_flush(hq_io *io, int collective, hq_err *err);
-int hdf5_output_state(const hq_inventory *inv, const char *out, int *partial, int *finished);
+int hdf5_output_state(const hq_inventory *inv, const char *out, int *partial, int *finished, char **run_id);
 const char *hdf5_sync_path(const hq_io *io);
 
 /* pool.c */

@@ -208,6 +208,7 @@ int hdf5_record_meta(hq_io *io, const hq_run_meta *m, hq_err *err)
              (!hq_inventory_has_color(&io->inv) || write_string_attr(root, "color", hq_color_name(m->color)) == 0) &&
              write_u32_attr(root, "bits", m->bits) == 0 && write_string_attr(root, "source", io->inv.root) == 0 &&
              (!m->options || write_string_attr(root, "options", m->options) == 0) &&
+             (!m->run_id || write_string_attr(root, OWN_RUN_ID_ATTR, m->run_id) == 0) &&
              (!m->command_line || write_string_attr(root, "command_line", m->command_line) == 0) &&
              (!m->reference || write_string_attr(root, "reference", m->reference) == 0) &&
              (!m->ignore || write_string_attr(root, "ignore", m->ignore) == 0) &&

@@ -118,7 +118,7 @@ int png_create_output(hq_io *io, const hq_out_opts *o, MPI_Comm comm, hq_err *er
 int png_write_block(hq_io *io, uint64_t item, const hq_block *b, int collective, const void *src, hq_err *err);
 int png_close(hq_io *io, int commit, const hq_run_meta *meta, hq_err *err);
 int png_flush(hq_io *io, int collective, hq_err *err);
-int png_output_state(const hq_inventory *inv, const char *out, int *partial, int *finished);
+int png_output_state(const hq_inventory *inv, const char *out, int *partial, int *finished, char **run_id);
 const char *png_sync_path(const hq_io *io);
 
 #endif

@@ -121,8 +121,9 @@ int png_write_block(hq_io *io, uint64_t item, const hq_block *b, int collective,
     return rc;
 }
 
-/* Rank 0, once every rank has renamed its files: the directory's completion record. */
-static int mark_dir_complete(const char *dir, uint64_t nimages, hq_err *err)
+/* Rank 0, once every rank has renamed its files: the directory's completion record, its first
+ * line for people, then the run's identity (hq_run_meta.run_id) for --resume. */
+static int mark_dir_complete(const char *dir, uint64_t nimages, const char *run_id, hq_err *err)
 {
     char *mark = png_join_path(dir, COMPLETE_NAME);
     char *tmp = mark ? png_temp_path(mark) : NULL;
@@ -130,7 +131,9 @@ static int mark_dir_complete(const char *dir, uint64_t nimages, hq_err *err)
     FILE *f = tmp ? fopen(tmp, "w") : NULL;
     if (!tmp)
         rc = hq_fail(err, HQ_EMEM, "%s: out of memory", dir);
-    else if (!f || fprintf(f, "histeq_dist %s: complete, %llu input files\n", HQ_VERSION, (unsigned long long)nimages) < 0 ||
+    else if (!f ||
+             fprintf(f, "histeq_dist %s: complete, %llu input files\n%s", HQ_VERSION, (unsigned long long)nimages,
+                     run_id ? run_id : "") < 0 ||
              fclose(f) != 0 || rename(tmp, mark) != 0) {
         rc = hq_fail(err, HQ_EIO, "%s: cannot write (%s)", mark, strerror(errno));
         unlink(tmp);
@@ -142,7 +145,6 @@ static int mark_dir_complete(const char *dir, uint64_t nimages, hq_err *err)
 
 int png_close(hq_io *io, int commit, const hq_run_meta *meta, hq_err *err)
 {
-    (void)meta;
     if (!io)
         return 0;
     int rc = 0;
@@ -168,7 +170,7 @@ int png_close(hq_io *io, int commit, const hq_run_meta *meta, hq_err *err)
     if (!commit && io->created_dir)
         rmdir(io->out_path);
     if (commit && io->out_is_dir && io->rank == 0)
-        rc = mark_dir_complete(io->out_path, io->inv->n, err);
+        rc = mark_dir_complete(io->out_path, io->inv->n, meta ? meta->run_id : NULL, err);
     free(io->pending.tmp);
     free(io->pending.final);
     png_drop_held(io);
@@ -186,17 +188,35 @@ int png_flush(hq_io *io, int collective, hq_err *err)
     return 0;
 }
 
+/* The completion record's text after its first line (mark_dir_complete), malloc'd; NULL when
+ * there is none (an older version's record) or it cannot be read. */
+static char *recorded_run_id(const char *mark)
+{
+    FILE *f = fopen(mark, "rb");
+    if (!f)
+        return NULL;
+    char buf[8192];
+    const size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    const char *nl = strchr(buf, '\n');
+    return nl && nl[1] ? strdup(nl + 1) : NULL;
+}
+
 /* A directory output is unfinished until its completion record is there; a single PNG is written
  * whole at the end, so there is nothing to resume. */
-int png_output_state(const hq_inventory *inv, const char *out, int *partial, int *finished)
+int png_output_state(const hq_inventory *inv, const char *out, int *partial, int *finished, char **run_id)
 {
     *partial = *finished = 0;
+    *run_id = NULL;
     if (!inv->root_is_dir)
         return 0;
     struct stat st;
     char *mark = png_join_path(out, COMPLETE_NAME);
     *finished = mark && stat(mark, &st) == 0;
     *partial = !*finished && stat(out, &st) == 0;
+    if (*finished)
+        *run_id = recorded_run_id(mark);
     free(mark);
     return 1;
 }

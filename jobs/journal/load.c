@@ -42,16 +42,15 @@ static int read_file(const char *path, unsigned char **out, size_t *len)
     return 0;
 }
 
-/* The first line that differs, for the refusal message. */
-static const char *what_differs(const char *old, const char *now)
+const char *hq_journal_what_differs(const char *old, const char *now)
 {
     if (strncmp(old, ID_LINE, strlen(ID_LINE)) != 0)
-        return "it was written by another version of histeq_dist";
+        return "another version of histeq_dist made it";
     const char *o = strstr(old, "\noptions "), *n = strstr(now, "\noptions ");
     const char *oe = o ? strchr(o + 1, '\n') : NULL, *ne = n ? strchr(n + 1, '\n') : NULL;
     if (!o || !n || !oe || !ne || oe - o != ne - n || memcmp(o, n, (size_t)(oe - o)) != 0)
-        return "the interrupted run used other options";
-    return "the input changed since the interrupted run";
+        return "it was made with other options";
+    return "the input changed since it was made";
 }
 
 /* Reads the records of one log up to its first damaged one (a kill in mid-write). */
@@ -111,7 +110,7 @@ int hq_journal_load(const char *out, const char *id, hq_journal_state *st, hq_er
             old[oldlen] = '\0';
         }
         rc = hq_fail(err, HQ_EUSAGE, "%s: cannot resume: %s (use --force without --resume to start over)",
-                     out, nul ? what_differs((char *)old, id) : "its journal differs");
+                     out, nul ? hq_journal_what_differs((char *)old, id) : "its journal differs");
         goto done;
     }
     DIR *d = opendir(dir);

@@ -288,6 +288,31 @@ def test_resume_does_not_take_a_foreign_file_for_a_finished_output(tmp):
         assert not os.path.exists(str(out) + ".journal")
 
 
+def test_resume_refuses_a_finished_output_of_another_run(tmp):
+    """A finished output records the identity of the run that made it (options and input): a
+    --resume (batch scripts always pass it) with other options or another input is refused, not
+    taken for done; the same run again is done. HDF5 and a PNG directory."""
+    inp, other, out = tmp / "in.h5", tmp / "other.h5", tmp / "out.h5"
+    make_h5(inp)
+    make_h5(other)
+    with h5py.File(other, "a") as f:
+        f["stack"][0, 0, 0] += 1
+    run_ok(["--input", inp, "--output", out, "--bits", "7", "-q"])
+    before = out.read_bytes()
+    for args, why in [(["--input", inp, "--output", out], "other options"),
+                      (["--input", other, "--output", out, "--bits", "7"], "input changed")]:
+        r = run(args + ["--resume"])
+        assert r.rc == 2 and len(r.err_lines) == 1 and why in r.err_lines[0] and "--force" in r.err_lines[0], str(r)
+        assert out.read_bytes() == before
+    r = run_ok(["--input", inp, "--output", out, "--bits", "7", "--resume"])
+    assert "complete already" in r.err and out.read_bytes() == before
+    make_pngs(tmp / "pngs", 3)
+    run_ok(["--input", tmp / "pngs", "--output", tmp / "pout", "-q"])
+    r = run(["--input", tmp / "pngs", "--output", tmp / "pout", "--method", "stretch", "--resume"])
+    assert r.rc == 2 and "other options" in r.err, str(r)
+    run_ok(["--input", tmp / "pngs", "--output", tmp / "pout", "--resume"])
+
+
 def test_single_png_keeps_no_journal(tmp):
     a = np.random.default_rng(9).integers(50, 90, (30, 40), dtype=np.uint8)
     pngio.write(str(tmp / "a.png"), a, 8, pngio.GRAY)
