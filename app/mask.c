@@ -53,6 +53,12 @@ static int match_item(hq_mask *m, size_t i, hq_err *err)
     }
     const hq_item *mk = &m->minv.items[k];
     const int hdf5 = m->inv->format == HQ_FMT_HDF5;
+    /* A mask is read as integers, non-zero counting (read_file_plane): a float's low bytes are not
+     * its value (1.0f is 0x3f800000), so a float mask would read as all zeros. */
+    if (mk->sample == HQ_SAMPLE_FLOAT)
+        return hq_fail(err, HQ_EINPUT, "%s%s%s: a float mask; a mask is integer (uint8 or uint16, non-zero: counted)",
+                       mk->src, m->minv.format == HQ_FMT_HDF5 ? ":" : "",
+                       m->minv.format == HQ_FMT_HDF5 ? mk->name : "");
     if (mk->height != it->height || mk->width != it->width || (mk->slices != 1 && mk->slices != it->slices) ||
         (m->minv.format == HQ_FMT_HDF5 && mk->channels != 1))
         return hq_fail(err, HQ_EINPUT, "%s%s%s: the mask is %llu x %llu x %llu%s, but %s%s%s is %llu x %llu x %llu "

@@ -1,11 +1,62 @@
 /* resume.c — the fresh / continue / done decision of resume.h, made on rank 0 and broadcast. */
 #include "resume.h"
 
+#include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "../io/io.h"
+
+static uint64_t fnv(uint64_t h, const void *p, size_t n)
+{
+    const unsigned char *s = p;
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ s[i]) * 0x100000001b3ull;
+    return h;
+}
+
+/* One file's identity as the input's is taken (jobs/journal.h): size, time, inode. */
+static uint64_t file_facts(const char *path, const char *name)
+{
+    struct stat st;
+    memset(&st, 0, sizeof st);
+    stat(path, &st); /* a vanished file: size 0, time 0 */
+    const uint64_t facts[] = {(uint64_t)st.st_size, (uint64_t)st.st_mtim.tv_sec, (uint64_t)st.st_mtim.tv_nsec,
+                              (uint64_t)st.st_ino};
+    return fnv(fnv(0xcbf29ce484222325ull, name, strlen(name) + 1), facts, sizeof facts);
+}
+
+/* The identity of what a --mask or --reference names (FILE of FILE.h5:/dset; every file of a mask
+ * directory, in any order), so that a resume after it changed is refused as one after the input
+ * changed is: the resumed blocks would mix two masks or two targets. */
+static uint64_t spec_fingerprint(const char *spec)
+{
+    char *file = NULL, *dset = NULL;
+    struct stat st;
+    if (stat(spec, &st) != 0 && hq_io_split_dataset(spec, &file, &dset)) {
+        const uint64_t h = file_facts(file, "");
+        free(file);
+        free(dset);
+        return h;
+    }
+    DIR *d = S_ISDIR(st.st_mode) ? opendir(spec) : NULL;
+    if (!d)
+        return file_facts(spec, "");
+    uint64_t h = 0;
+    for (struct dirent *e; (e = readdir(d)) != NULL;) {
+        const size_t n = strlen(spec) + strlen(e->d_name) + 2;
+        char *p = malloc(n);
+        if (p) {
+            snprintf(p, n, "%s/%s", spec, e->d_name);
+            h ^= file_facts(p, e->d_name); /* xor: the listing's order does not count */
+        }
+        free(p);
+    }
+    closedir(d);
+    return h;
+}
 
 /* The options that shape the output; a resume under other ones would mix two results. */
 static void options_text(const hq_options *o, char *buf, size_t len)
@@ -18,6 +69,10 @@ static void options_text(const hq_options *o, char *buf, size_t len)
         snprintf(buf + n, len - (size_t)n, " ignore=%d:%u:%u mask=%s mask-apply=%s reference=%s", o->ignore,
                  o->ignore_lo, o->ignore_hi, o->mask ? o->mask : "", o->mask_inside ? "inside" : "all",
                  o->reference ? o->reference : "");
+    n = n > 0 && (size_t)n < len ? (int)strlen(buf) : n;
+    /* --device copy writes the input's pixels: a resume that equalizes must not keep its blocks. */
+    if (n > 0 && (size_t)n < len && o->device == HQ_DEV_COPY)
+        snprintf(buf + n, len - (size_t)n, " device=copy");
     n = n > 0 && (size_t)n < len ? (int)strlen(buf) : n;
     /* %.17g: the clip limit exactly, so that any other limit is another run. */
     if (o->method == HQ_METHOD_CLAHE && n > 0 && (size_t)n < len)
@@ -42,7 +97,10 @@ static int decide(const hq_options *o, const hq_inventory *inv, hq_resume *res, 
     }
     char opts[4096];
     options_text(o, opts, sizeof opts);
-    hq_journal_make_id(inv, opts, res->id, sizeof res->id);
+    /* The files a --mask or --reference names are input too. */
+    const int ref_file = o->reference && strcmp(o->reference, "global") != 0;
+    const uint64_t also = (o->mask ? spec_fingerprint(o->mask) : 0) * 3 + (ref_file ? spec_fingerprint(o->reference) : 0);
+    hq_journal_make_id(inv, opts, also, res->id, sizeof res->id);
     const int journal = hq_journal_exists(o->output);
     int rc = 0;
     res->action = HQ_RESUME_FRESH;

@@ -110,6 +110,9 @@ static int guard(const char *path, const hq_options *o, const hq_inventory *inv,
         return hq_fail(err, HQ_EUSAGE, "%s: --summary FILE cannot be the input", path);
     if (inv->format == HQ_FMT_PNG && inv->root_is_dir && is_item_in(path, o->output, inv))
         return hq_fail(err, HQ_EUSAGE, "%s: --summary FILE cannot be one of the output's files", path);
+    char pd[4096];
+    if (o->report && (hq_same_path(path, o->report) || (!hq_dir_of(path, pd, sizeof pd) && hq_same_path(pd, o->report))))
+        return hq_fail(err, HQ_EUSAGE, "%s: --summary FILE cannot be the --report directory or a file in it", path);
     const char *const specs[2] = {o->reference, o->mask}, *const what[2] = {"--reference", "--mask"};
     for (int k = 0; k < 2; k++) {
         char *file = specs[k] ? file_of_spec(specs[k]) : NULL;

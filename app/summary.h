@@ -29,7 +29,8 @@ int hq_summary_write(const char *path, const hq_summary *s, hq_err *err);
 
 /* Rank 0, before the run: the summary can be written at path (a probe file made and removed), so a
  * long run does not fail at its end, and path is none of the files the run reads or writes (the
- * input, the output or a file in an output directory, the --reference or --mask file): HQ_EUSAGE
+ * input, the output or a file in an output directory, the --reference or --mask file, the
+ * --report directory or a file in it): HQ_EUSAGE
  * naming the path otherwise, as for a directory. */
 int hq_summary_check(const char *path, const hq_options *o, const hq_inventory *inv, hq_err *err);
 

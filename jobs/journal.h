@@ -57,8 +57,9 @@ char *hq_journal_dir(const char *out);
 int hq_journal_exists(const char *out);
 
 /* The id text of a run: options that shape the output and a fingerprint of the input (every
- * item's file, size and modification time, shape and type). Rank 0; len >= 1024. */
-void hq_journal_make_id(const hq_inventory *inv, const char *options, char *buf, size_t len);
+ * item's file, size and modification time, shape and type; `also`: the caller's fingerprint of
+ * further input files, 0 for none). Rank 0; len >= 1024. */
+void hq_journal_make_id(const hq_inventory *inv, const char *options, uint64_t also, char *buf, size_t len);
 
 /* What differs between two ids (old: recorded, now: this run's), for a refusal: another version,
  * other options, or a changed input (a static string). */

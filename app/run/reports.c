@@ -135,7 +135,8 @@ static uint64_t peak_rss_bytes(void)
     return getrusage(RUSAGE_SELF, &ru) == 0 && ru.ru_maxrss > 0 ? (uint64_t)ru.ru_maxrss * 1024 : 0;
 }
 
-static int report_summary(const run *r, double wall, uint64_t skipped, hq_err *err)
+/* images: those equalized (the plan's, less the skipped inputs'). */
+static int report_summary(const run *r, double wall, uint64_t images, uint64_t skipped, hq_err *err)
 {
     double tmax[PH_N], tsum[PH_N];
     MPI_Reduce(r->t, tmax, PH_N, MPI_DOUBLE, MPI_MAX, 0, r->c->world);
@@ -154,7 +155,7 @@ static int report_summary(const run *r, double wall, uint64_t skipped, hq_err *e
         char dev[128] = "";
         r->eng->ops->describe(r->eng, dev, sizeof dev);
         hq_summary s = {HQ_VERSION, r->o->input, r->o->output, dev, hq_scope_name(r->scope),
-                        hq_method_name(r->o->method), hq_color_name(r->o->color), r->c->size, r->plan.nimages,
+                        hq_method_name(r->o->method), hq_color_name(r->o->color), r->c->size, images,
                         tot[0], tot[1], skipped, wall, PHASE_NAMES, {0}, {0}, most[0],
                         most[1] ? most[1] - 1 : 0, most[1] != 0};
         for (int k = 0; k < PH_N; k++) {
@@ -172,8 +173,7 @@ static int report_summary(const run *r, double wall, uint64_t skipped, hq_err *e
         snprintf(peak + used, sizeof peak - (size_t)used, ", device %.1f MiB", (double)(most[1] - 1) / (1 << 20));
     fprintf(stderr, "histeq_dist: %s %llu image%s (%.1f Mpixel, %.1f MiB) in %.3f s, %.1f MiB/s, "
             "%d rank%s, scope %s; %s (max over ranks)\n", r->o->device == HQ_DEV_COPY ? "copied" : "equalized",
-            (unsigned long long)r->plan.nimages,
-            r->plan.nimages == 1 ? "" : "s", (double)tot[0] / 1e6, mib, wall, wall > 0 ? mib / wall : 0.0, r->c->size,
+            (unsigned long long)images, images == 1 ? "" : "s", (double)tot[0] / 1e6, mib, wall, wall > 0 ? mib / wall : 0.0, r->c->size,
             r->c->size == 1 ? "" : "s", hq_scope_name(r->scope), peak);
     if (r->o->verbose) {
         for (int k = 0; k < PH_N; k++)
@@ -193,13 +193,18 @@ int run_report_end(run *r, double t_start, hq_err *err)
     report_skipped(r);
     uint64_t skipped = r->nskipped;
     MPI_Allreduce(MPI_IN_PLACE, &skipped, 1, MPI_UINT64_T, MPI_SUM, c->world);
-    for (size_t i = 0; i < r->inv.n; i++)
+    /* Inputs skipped while read are PNGs, an image each; those found bad by the scan hold the
+     * slices the plan gave them (a PNG's 1, an HDF5 dataset's 0). */
+    uint64_t images = r->plan.nimages - skipped;
+    for (size_t i = 0; i < r->inv.n; i++) {
         skipped += r->inv.items[i].bad;
+        images -= r->inv.items[i].bad ? r->inv.items[i].slices : 0;
+    }
     hq_report_end end = {r->eng, r->t, PHASE_NAMES, PH_N, r->pixels_done, r->bytes_done, r->skipped, skipped,
                          hq_now() - t_start};
     int rc = hq_comm_agree(c, hq_report_finish(r->rep, &end, err), err);
     if (!rc)
-        rc = hq_comm_agree(c, report_summary(r, hq_now() - t_start, skipped, err), err);
+        rc = hq_comm_agree(c, report_summary(r, hq_now() - t_start, images, skipped, err), err);
     if (!rc && skipped)
         rc = HQ_ESKIPPED;
     return rc;

@@ -32,9 +32,11 @@ int hq_journal_exists(const char *out)
     return yes;
 }
 
-void hq_journal_make_id(const hq_inventory *inv, const char *options, char *buf, size_t len)
+void hq_journal_make_id(const hq_inventory *inv, const char *options, uint64_t also, char *buf, size_t len)
 {
     uint64_t h = FNV0;
+    if (also) /* only then, so that the ids of runs without such files stay what they were */
+        h = journal_fnv(h, &also, sizeof also);
     for (size_t i = 0; i < inv->n; i++) {
         const hq_item *it = &inv->items[i];
         struct stat st;

@@ -345,6 +345,8 @@ def test_on_error_skip(tmp, how, np_):
     assert any("bad2.png" in l for l in lines), f"the skipped file is not listed\n{r}"
     assert all(l.startswith("histeq_dist") for l in lines), str(r)
     assert len(set(lines)) == len(lines), f"a line printed twice\n{r}"
+    n = len(imgs)
+    assert any(f"equalized {n} images" in l for l in lines), f"the closing line must count {n} images, not the skipped\n{r}"
     assert sorted(os.listdir(out)) == sorted(list(imgs) + ["histeq_dist.complete"]), f"output holds {sorted(os.listdir(out))}"
     for name, im in imgs.items():
         assert_array_equal(read_png(out / name).samples[:, :, 0], ref.equalize_one(im, 8), name)

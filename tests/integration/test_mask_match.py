@@ -232,8 +232,9 @@ def test_mask_mismatches(tmp, np_):
     st = ct_stack(3, 20, 24, seed=9)
     inp, mfile = tmp / "in.h5", tmp / "mask.h5"
     write_h5(inp, ct=st)
-    write_h5(mfile, wrong=np.ones((20, 25), np.uint8), slices=np.ones((2, 20, 24), np.uint8))
-    for dset in ("wrong", "slices", "absent"):
+    write_h5(mfile, wrong=np.ones((20, 25), np.uint8), slices=np.ones((2, 20, 24), np.uint8),
+             floats=np.ones((20, 24), np.float32))  # read as integers, 1.0f would be all zeros
+    for dset in ("wrong", "slices", "absent", "floats"):
         r = run(["-i", inp, "-o", tmp / "o.h5", "--mask", f"{mfile}:/{dset}"], np_)
         one_line(r, E_INPUT, "mask.h5")
         assert not os.path.exists(tmp / "o.h5")

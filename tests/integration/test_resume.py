@@ -234,6 +234,36 @@ def test_refusals(tmp):
     assert complete_attr(out) == 1 and not os.path.exists(str(out) + ".journal")
 
 
+def test_refusals_for_what_the_journal_did_not_cover(tmp):
+    """A changed --mask or --reference file is a changed input; a run killed under --device copy
+    (pixels written as they were) is not resumed by one that equalizes."""
+    inp = tmp / "in.h5"
+    make_h5(inp)
+    rng = np.random.default_rng(7)
+    with h5py.File(tmp / "m.h5", "w") as f:
+        f["m"] = (rng.random((200, 300)) > 0.3).astype(np.uint8)
+    with h5py.File(tmp / "r.h5", "w") as f:
+        f["r"] = rng.integers(0, 255, (200, 300), dtype=np.uint8)
+    single = f"{inp}:/stack"
+    cases = [(["--mask", f"{tmp / 'm.h5'}:/m"], tmp / "m.h5", "m"),
+             (["--method", "match", "--reference", f"{tmp / 'r.h5'}:/r"], tmp / "r.h5", "r")]
+    for k, (opts, path, name) in enumerate(cases):
+        out = tmp / f"out{k}.h5"
+        args = ["--input", single, "--output", out, "--block", "100K"] + opts
+        r = run(args + ["-q"], None, env=dict(FLUSH_NOW, HQ_FAULT_KILL="0:2"))
+        assert r.rc != 0 and os.path.isdir(str(out) + ".journal"), str(r)
+        with h5py.File(path, "a") as f:
+            f[name][...] = 255 - f[name][()]
+        r = run(args + ["--resume"])
+        assert r.rc == 2 and len(r.err_lines) == 1 and "input changed" in r.err_lines[0], f"{opts}\n{r}"
+    out = tmp / "copy.h5"
+    r = run(["--input", single, "--output", out, "--block", "100K", "--device", "copy", "-q"], None,
+            env=dict(FLUSH_NOW, HQ_FAULT_KILL="0:2"))
+    assert r.rc != 0 and os.path.isdir(str(out) + ".journal"), str(r)
+    r = run(["--input", single, "--output", out, "--block", "100K", "--resume"])
+    assert r.rc == 2 and "other options" in r.err_lines[0], str(r)
+
+
 def test_luts_recorded_before_the_kill_are_kept_and_checked(tmp):
     """Each image's LUT goes into OUT.part as it is built, and the journal keeps none: the ones of
     images finished before the kill are read back from OUT.part's own LUT datasets, so a resume from

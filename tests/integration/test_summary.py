@@ -79,6 +79,8 @@ def guarded_cases(tmp):
          [tmp / "pngs"]),
         ("a PNG the output directory will hold", ["--input", tmp / "pngs", "--output", tmp / "outdir"],
          tmp / "outdir" / "p2.png", [tmp / "pngs"]),
+        ("the report's page", h5 + ["--report", tmp / "rep"], tmp / "rep" / "index.html", []),
+        ("the report directory, not made yet", h5 + ["--report", tmp / "rep2"], tmp / "rep2", []),
     ]
 
 
