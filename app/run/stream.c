@@ -33,8 +33,11 @@ static int stream_read(void *ctx, uint64_t i, void **data, hq_err *err)
 {
     stream *st = ctx;
     my_block *mb = st->list[i];
-    if (st->kind == STREAM_RANGE)
-        run_tick(st->r); /* pass 0 writes nothing: its progress is told here, on the I/O thread */
+    /* Passes 0 and 1 write nothing, and writes are where progress is told: theirs is told here, on
+     * the I/O thread (the one thread of a rank that calls MPI meanwhile). Without it a long pass 1
+     * (a huge image, --scope global) left a batch log silent for half the run. */
+    if (st->kind == STREAM_RANGE || st->kind == STREAM_HIST)
+        run_tick(st->r);
     if (mb->held) {
         *data = mb->held;
         return 0;

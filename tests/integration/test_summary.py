@@ -95,3 +95,19 @@ def test_summary_refuses_the_runs_own_files(tmp, np_):
         assert {str(p): tree_hash(str(p)) for p in keep} == before, name
         assert not (tmp / "out.h5").exists() and not os.listdir(tmp / "outdir"), name
         assert not [n for n in os.listdir(tmp) if ".part" in n], name
+
+
+def test_progress_told_through_both_passes(tmp):
+    """--progress SEC: a line every SEC seconds, the percentage growing through pass 1 (histograms,
+    nothing written) as through pass 2, not silent until the first write; --progress 0: none."""
+    import re
+    inp = tmp / "in.h5"
+    with h5py.File(inp, "w") as f:
+        f.create_dataset("d", data=np.random.default_rng(3).integers(0, 255, (2048, 2048), dtype=np.uint8))
+    args = ["--input", inp, "--output", tmp / "out.h5", "--device", DEVICES[0], "--block", "128", "--force"]
+    r = run_ok(args + ["--progress", "1"])
+    pct = [float(m.group(1)) for m in re.finditer(r"histeq_dist: (\d+\.\d)% done", r.err)]
+    assert len(pct) >= 2 and pct == sorted(pct) and pct[-1] <= 100, r.err
+    assert pct[0] < 50, f"pass 1 told nothing: {pct}\n{r.err}"
+    r = run_ok(args + ["--progress", "0"])
+    assert "% done" not in r.err
