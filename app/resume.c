@@ -86,6 +86,19 @@ static void options_text(const hq_options *o, char *buf, size_t len)
                  o->range_lo, o->range_hi);
 }
 
+/* The journal's claims on outputs that are no longer there (a PNG a user removed from the
+ * unfinished directory) are dropped: those blocks are done again, not taken for done. */
+static void drop_missing(const hq_io_ops *ops, const hq_inventory *inv, const char *out, hq_journal_state *st)
+{
+    if (!ops->item_present)
+        return;
+    uint64_t k = 0;
+    for (uint64_t i = 0; i < st->nblocks; i++)
+        if (ops->item_present(inv, out, st->blocks[i].item))
+            st->blocks[k++] = st->blocks[i];
+    st->nblocks = k;
+}
+
 /* Rank 0. What is at OUT (an unfinished or a finished output) the format says (io.h). */
 static int decide(const hq_options *o, const hq_inventory *inv, hq_resume *res, hq_err *err)
 {
@@ -114,6 +127,8 @@ static int decide(const hq_options *o, const hq_inventory *inv, hq_resume *res, 
     } else if (journal && partial) {
         res->action = HQ_RESUME_CONTINUE;
         rc = hq_journal_load(o->output, res->id, &res->st, err);
+        if (!rc)
+            drop_missing(hq_io_ops_for(inv->format), inv, o->output, &res->st);
     } else if (finished && made_by && strcmp(made_by, res->id) != 0) {
         /* Finished by another run: a batch script that always passes --resume must not take it for
          * this one's (an older version's output records no identity, and is taken as it was). */

@@ -118,6 +118,10 @@ typedef struct hq_io_ops {
      * it (hq_run_meta.run_id, malloc'd; NULL where it records none, as an older version's). For
      * --resume (app/resume.h). */
     int (*output_state)(const hq_inventory *inv, const char *out, int *partial, int *finished, char **run_id);
+    /* Rank 0, on --resume of an unfinished output: whether item's output is still there, so that
+     * the journal's claim on it holds (a PNG directory: its file, which a user may have removed).
+     * NULL where the output is one file, checked whole (HDF5: OUT.part). */
+    int (*item_present)(const hq_inventory *inv, const char *out, uint64_t item);
     /* The file whose data a flush must fdatasync (HDF5: OUT.part), or NULL. */
     const char *(*sync_path)(const hq_io *io);
     /* Rank 0, without MPI, in the scan's child process (hq_io_scan_isolated): reads from the

@@ -13,5 +13,6 @@ const hq_io_ops hq_png_ops = {
     .close = png_close,
     .flush = png_flush,
     .output_state = png_output_state,
+    .item_present = png_item_present,
     .sync_path = png_sync_path,
 };

@@ -119,6 +119,7 @@ int png_write_block(hq_io *io, uint64_t item, const hq_block *b, int collective,
 int png_close(hq_io *io, int commit, const hq_run_meta *meta, hq_err *err);
 int png_flush(hq_io *io, int collective, hq_err *err);
 int png_output_state(const hq_inventory *inv, const char *out, int *partial, int *finished, char **run_id);
+int png_item_present(const hq_inventory *inv, const char *out, uint64_t item);
 const char *png_sync_path(const hq_io *io);
 
 #endif

@@ -221,6 +221,17 @@ int png_output_state(const hq_inventory *inv, const char *out, int *partial, int
     return 1;
 }
 
+int png_item_present(const hq_inventory *inv, const char *out, uint64_t item)
+{
+    if (!inv->root_is_dir || item >= inv->n)
+        return 1;
+    char *p = png_join_path(out, inv->items[item].name);
+    struct stat st;
+    const int yes = p && stat(p, &st) == 0 && S_ISREG(st.st_mode);
+    free(p);
+    return yes;
+}
+
 const char *png_sync_path(const hq_io *io)
 {
     (void)io;

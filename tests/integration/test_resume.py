@@ -145,6 +145,24 @@ def test_png_directory_kill_and_resume(tmp, np_, kill):
     assert not os.path.exists(str(out) + ".journal")
 
 
+def test_png_removed_from_an_unfinished_directory_is_made_again(tmp):
+    """The journal claims a finished PNG; a user removes that file before --resume: the claim no
+    longer holds, and the file is written again rather than left missing in a directory marked
+    complete."""
+    inp = tmp / "in"
+    make_pngs(inp)
+    want, out = tmp / "want", tmp / "out"
+    run_ok(["--input", inp, "--output", want, "-q"])
+    r = run(["--input", inp, "--output", out, "-q"], None, env=dict(FLUSH_NOW, HQ_FAULT_KILL="0:4"))
+    assert r.rc != 0 and not r.timed_out, str(r)
+    done = sorted(n for n in os.listdir(out) if n.endswith(".png"))
+    assert done, "the killed run finished no file"
+    os.remove(out / done[0])
+    run_ok(["--input", inp, "--output", out, "--resume", "-q"], None, env=FLUSH_NOW)
+    assert (out / done[0]).exists()
+    assert_same_output(str(want), str(out))
+
+
 def test_whole_job_killed_at_random_moments(tmp):
     """A real kill -9 of mpirun and every rank, at several moments; each time --resume finishes."""
     inp, want = tmp / "in.h5", tmp / "want.h5"
