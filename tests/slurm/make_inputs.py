@@ -8,6 +8,8 @@
   h5s/b.h5        /vol (2,32,32) uint16 and /other (16,16) uint8
   array.list      the job array's list: the six PNGs, a.h5 and b.h5:/vol, with relative paths,
                   a comment and a blank line
+  dups.list       two PNGs of one file name in two directories (pngs/p0.png, again/p0.png)
+  self.list       h5s/a.h5 alone (its output would be itself with HQ_OUTPUT=DIR/h5s)
 
 Low-contrast random data, so that equalizing changes every image."""
 import os
@@ -50,6 +52,13 @@ def main(out):
         f.write("# the SLURM test's job array input\n")
         f.write("\n".join(pngs[:3]) + "\n\n" + "\n".join(pngs[3:]) + "\n")
         f.write("h5s/a.h5\nh5s/b.h5:/vol\n")
+    os.makedirs(os.path.join(out, "again"), exist_ok=True)
+    with open(os.path.join(out, "pngs", "p0.png"), "rb") as src, open(os.path.join(out, "again", "p0.png"), "wb") as dst:
+        dst.write(src.read())
+    with open(os.path.join(out, "dups.list"), "w") as f:
+        f.write("pngs/p0.png\npngs/p1.png\nagain/p0.png\n")
+    with open(os.path.join(out, "self.list"), "w") as f:
+        f.write("h5s/a.h5\n")
 
 
 if __name__ == "__main__":

@@ -14,7 +14,8 @@
 #     scripts' warning time, SLURM sends it itself and HQ_MAX_REQUEUES=1 stops a second requeue;
 #   - histeq_array.sbatch cuts a list of PNGs and HDF5 files into 3 parts, and all its outputs
 #     equal the direct runs; submitted again, it finds every part done, and with another
-#     number of parts it refuses (status 2);
+#     number of parts it refuses (status 2), as it does a list with two PNGs of one name and an
+#     HDF5 input whose output would be itself;
 #   - a rank killed mid-run fails the job, and the job submitted again resumes it; scancel of a
 #     running job makes rank 0 say how to finish it, and the job submitted again resumes it.
 # The daemons are always stopped and the directory removed (HQ_KEEP=1 keeps it), also on failure
@@ -186,6 +187,7 @@ ok "CUDA_VISIBLE_DEVICES set per task from the GRES"
 
 # ---- inputs and the direct runs they must equal ---------------------------------------------------
 "$PY" "$here/make_inputs.py" "$T/in"
+cp "$T/in/h5s/a.h5" "$T/ref_a_before.h5"
 direct() { timeout 120 mpirun "${MPIRUN_FLAGS[@]}" -np 2 "$BIN" --device cpu -q "$@"; }
 direct -i "$T/in/stack.h5" -o "$T/ref/stack.h5"
 direct -i "$T/in/pngs" -o "$T/ref/pngs" --scope image
@@ -266,15 +268,28 @@ J_REQ=$(HQ_INPUT=$T/in/stack.h5 HQ_OUTPUT=$T/out/requeued.h5 HQ_TEST_HOLD=$T/wor
 J_TL=$(HQ_INPUT=$T/in/stack.h5 HQ_OUTPUT=$T/out/timelimit.h5 HQ_TEST_HOLD=$T/work/hold_tl HQ_REQUEUE_MIN_RUN=0 \
        HQ_MAX_REQUEUES=1 submit histeq_srun.sbatch timelimit.out --time=5)
 J_ARRAY=$(HQ_LIST=$T/in/array.list HQ_OUTPUT=$T/out/array submit histeq_array.sbatch array-%a.out --array=0-2)
-ok "submitted: srun $J_SRUN, mpirun $J_MPIRUN, failing $J_BAD_SRUN $J_BAD_MPIRUN, requeue $J_REQ $J_TL, array $J_ARRAY"
+J_DUPS=$(HQ_LIST=$T/in/dups.list HQ_OUTPUT=$T/out/dups submit histeq_array.sbatch dups-%a.out --array=0-1)
+J_SELF=$(HQ_LIST=$T/in/self.list HQ_OUTPUT=$T/in/h5s submit histeq_array.sbatch self-%a.out --array=0)
+ok "submitted: srun $J_SRUN, mpirun $J_MPIRUN, failing $J_BAD_SRUN $J_BAD_MPIRUN, requeue $J_REQ $J_TL, array $J_ARRAY $J_DUPS $J_SELF"
 
 # ---- requeue near the time limit ----------------------------------------------------------------
 for i in $(seq 120); do [ -e "$T/work/hold" ] && break; sleep 0.5; done
 [ -e "$T/work/hold" ] || fail "the requeue job $J_REQ did not start its run within 60 s"
 timeout 10 scancel --batch --signal=USR1 "$J_REQ"   # what --signal=B:USR1@300 sends before the limit
 
-wait_jobs 150 "$J_SRUN" "$J_MPIRUN" "$J_BAD_SRUN" "$J_BAD_MPIRUN" "$J_REQ" "$J_TL" "$J_ARRAY"
+wait_jobs 150 "$J_SRUN" "$J_MPIRUN" "$J_BAD_SRUN" "$J_BAD_MPIRUN" "$J_REQ" "$J_TL" "$J_ARRAY" "$J_DUPS" "$J_SELF"
 ok "all jobs finished"
+
+# A list with two PNGs of one name fails in every part alike, before any run; so does an HDF5
+# input whose output would be itself (which an earlier script took for done and skipped).
+for k in 0 1; do
+    grep -q "several PNG inputs are named p0.png" "$T/work/dups-$k.out" || fail "dups-$k.out does not name p0.png"
+done
+expect_job "$J_DUPS" FAILED 2:0
+grep -q "would be the input itself" "$T/work/self-0.out" || fail "self-0.out does not say why it refused"
+expect_job "$J_SELF" FAILED 2:0
+cmp -s "$T/in/h5s/a.h5" "$T/ref_a_before.h5" || fail "the array changed its input h5s/a.h5"
+ok "histeq_array.sbatch refuses PNGs of one name and an output that would be its input (exit status 2)"
 
 expect_job "$J_SRUN" COMPLETED 0:0
 same_h5 "$T/ref/stack.h5" "$T/out/srun.h5"
