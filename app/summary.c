@@ -12,27 +12,12 @@
 #include "../core/doomed.h"
 #include "../core/samepath.h"
 #include "../io/io.h"
-
-/* A JSON string: quotes, backslashes and control bytes escaped; other bytes pass through (paths
- * are bytes, and JSON readers accept UTF-8). */
-static void put_str(FILE *f, const char *s)
-{
-    fputc('"', f);
-    for (const unsigned char *p = (const unsigned char *)(s ? s : ""); *p; p++) {
-        if (*p == '"' || *p == '\\')
-            fprintf(f, "\\%c", *p);
-        else if (*p < 0x20)
-            fprintf(f, "\\u%04x", *p);
-        else
-            fputc(*p, f);
-    }
-    fputc('"', f);
-}
+#include "../report/html.h"
 
 static void put_field(FILE *f, const char *key, const char *val, int last)
 {
     fprintf(f, "  \"%s\": ", key);
-    put_str(f, val);
+    hq_json_put(f, val); /* valid UTF-8 whatever bytes a path holds */
     fputs(last ? "\n" : ",\n", f);
 }
 

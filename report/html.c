@@ -1,29 +1,42 @@
 #include "html.h"
 
+#include "../core/utf8.h"
+
 void hq_html_put(FILE *f, const char *s)
 {
-    for (const char *p = s ? s : ""; *p; p++) {
+    for (const unsigned char *p = (const unsigned char *)(s ? s : ""); *p;) {
+        const int n = hq_utf8_len(p);
+        if (n == 0 || (*p < 0x20 && *p != '\t' && *p != '\n')) {
+            fputs("&#xfffd;", f); /* not text a UTF-8 page can hold: the replacement character */
+            p++;
+            continue;
+        }
         switch (*p) {
         case '&': fputs("&amp;", f); break;
         case '<': fputs("&lt;", f); break;
         case '>': fputs("&gt;", f); break;
         case '"': fputs("&quot;", f); break;
         case '\'': fputs("&#39;", f); break;
-        default: fputc(*p, f);
+        default: fwrite(p, 1, (size_t)n, f);
         }
+        p += n;
     }
 }
 
 void hq_json_put(FILE *f, const char *s)
 {
     fputc('"', f);
-    for (const unsigned char *p = (const unsigned char *)(s ? s : ""); *p; p++) {
-        if (*p == '"' || *p == '\\')
+    for (const unsigned char *p = (const unsigned char *)(s ? s : ""); *p;) {
+        const int n = hq_utf8_len(p);
+        if (n == 0)
+            fputs("\\ufffd", f); /* JSON is UTF-8: a byte that is not, the replacement character */
+        else if (*p == '"' || *p == '\\')
             fprintf(f, "\\%c", *p);
         else if (*p < 0x20 || *p == '<' || *p == '>' || *p == '&')
             fprintf(f, "\\u%04x", *p);
         else
-            fputc(*p, f);
+            fwrite(p, 1, (size_t)n, f);
+        p += n ? n : 1;
     }
     fputc('"', f);
 }

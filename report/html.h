@@ -1,6 +1,7 @@
 /* html.h — writing text safely into the report page: HTML text and attributes, JSON strings (safe
- * inside a <script> element), base64 (data: URIs). Bytes that are not markup pass through: names
- * are shown as the file system holds them. */
+ * inside a <script> element), base64 (data: URIs). Valid UTF-8 passes through, so names are shown
+ * as the file system holds them; bytes that are not UTF-8 (a Latin-1 name), and control characters
+ * in HTML text, become U+FFFD, so that the page and its JSON stay valid UTF-8. */
 #ifndef HQ_HTML_H
 #define HQ_HTML_H
 

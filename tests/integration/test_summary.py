@@ -111,3 +111,20 @@ def test_progress_told_through_both_passes(tmp):
     assert pct[0] < 50, f"pass 1 told nothing: {pct}\n{r.err}"
     r = run_ok(args + ["--progress", "0"])
     assert "% done" not in r.err
+
+
+def test_names_that_are_not_utf8_keep_the_json_and_the_page_valid(tmp):
+    """A Latin-1 file name ("caf\\xe9") is bytes the file system holds, not UTF-8: the --summary JSON
+    and the --report page (both UTF-8) carry U+FFFD for it and stay valid."""
+    d = os.fsencode(str(tmp)) + b"/lat\xe9"
+    os.mkdir(d)
+    for k, name in enumerate([b"caf\xe9.png", b"plain.png"]):
+        pngio.write(os.fsdecode(d + b"/" + name), ref.low_contrast(20, 30, 40, 90, np.uint8, seed=60 + k), 8,
+                    pngio.GRAY)
+    summ = tmp / "run.json"
+    run_ok(["--input", os.fsdecode(d), "--output", tmp / "out", "--device", DEVICES[0], "--summary", summ,
+            "--report", tmp / "rep", "-q"])
+    s = json.loads(summ.read_bytes().decode("utf-8", errors="strict"))
+    assert s["input"].endswith("lat\ufffd") and s["images"] == 2
+    page = (tmp / "rep" / "index.html").read_bytes().decode("utf-8", errors="strict")
+    assert "caf\ufffd.png" in page or "caf&#xfffd;.png" in page
