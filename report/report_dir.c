@@ -85,7 +85,7 @@ int rep_check_dir(const hq_report *r, hq_err *err)
         return hq_fail(err, HQ_EUSAGE, "%s: --report DIR cannot be the input", dir);
     struct stat st;
     if (stat(dir, &st) == 0 && !S_ISDIR(st.st_mode))
-        return hq_fail(err, HQ_EIO, "%s: not a directory (--report)", dir);
+        return hq_fail(err, HQ_EUSAGE, "%s: not a directory (--report)", dir); /* the command line's mistake */
     const int e = rep_make_dirs(dir, probe_dir, err);
     if (e > 0)
         return hq_fail(err, HQ_EIO, "%s: cannot create the report directory (%s)", dir, strerror(e));
