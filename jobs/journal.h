@@ -9,7 +9,9 @@
  * A record may claim only what is durable: records wait in memory and reach the log at a flush,
  * which first syncs the output file (fdatasync) and then the log. A kill loses at most the records
  * of the last flush interval, whose work is then simply done again. A torn last record (killed in
- * the middle of a write) fails its checksum and ends the log. Records are native-endian: a journal
+ * the middle of a write) fails its checksum and ends the log. Each log starts with a mark of the id
+ * it was written under, and a log without this journal's mark (another run's, copied in) is not
+ * read: its work is done again rather than trusted. Records are native-endian: a journal
  * is read back by the same kind of machine that wrote it. */
 #ifndef HQ_JOURNAL_H
 #define HQ_JOURNAL_H

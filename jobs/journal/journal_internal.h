@@ -18,7 +18,10 @@
 #define REC_MAGIC 0x524a5148u /* "HQJR" */
 /* The id's first line, the format's version: a journal of another one is refused, never misread. */
 #define ID_LINE "histeq_dist journal 2\n"
-enum { REC_BLOCK = 1, REC_HIST = 2, REC_LUT = 3 };
+/* REC_OWNER: a log's first record, the journal_owner of the id it was written under; a log that
+ * does not start with this journal's (copied from another run's journal, or of a version without
+ * it) is not read: its work is done again rather than trusted. */
+enum { REC_BLOCK = 1, REC_HIST = 2, REC_LUT = 3, REC_OWNER = 4 };
 
 typedef struct rec_head {
     uint32_t magic, type;
@@ -35,6 +38,8 @@ typedef struct rec_head {
 uint64_t journal_fnv(uint64_t h, const void *p, size_t n);
 /* A record's checksum over a's na bytes then b's nb (b may be NULL when nb is 0). */
 uint64_t journal_rec_sum(const void *a, size_t na, const void *b, size_t nb);
+/* The 8-byte mark of an id text that REC_OWNER carries. */
+uint64_t journal_owner(const char *id);
 /* "a/b" (malloc'd; NULL when out of memory). */
 char *journal_join(const char *a, const char *b);
 /* Whether a name in OUT.journal/ is a rank's log ("rank-NNNNNN.log"). */

@@ -54,12 +54,25 @@ const char *hq_journal_what_differs(const char *old, const char *now)
 }
 
 /* Reads the records of one log up to its first damaged one (a kill in mid-write). */
-static int load_log(const char *path, hq_journal_state *st, size_t *cap)
+static int load_log(const char *path, uint64_t owner, hq_journal_state *st, size_t *cap)
 {
     unsigned char *b = NULL;
     size_t len = 0, off = 0;
     if (read_file(path, &b, &len))
         return -1;
+    /* Another journal's log (REC_OWNER): its claims are not this output's. */
+    rec_head h0;
+    uint64_t mark = 0;
+    if (len >= sizeof h0 + sizeof mark) {
+        memcpy(&h0, b, sizeof h0);
+        memcpy(&mark, b + sizeof h0, sizeof mark);
+    }
+    if (len < sizeof h0 + sizeof mark || h0.magic != REC_MAGIC || h0.type != REC_OWNER || h0.len != sizeof mark ||
+        journal_rec_sum(&mark, sizeof mark, NULL, 0) != h0.sum || mark != owner) {
+        free(b);
+        return 0;
+    }
+    off = sizeof h0 + sizeof mark;
     int rc = 0;
     while (off + sizeof(rec_head) <= len && !rc) {
         rec_head h;
@@ -124,7 +137,7 @@ int hq_journal_load(const char *out, const char *id, hq_journal_state *st, hq_er
         if (!journal_is_log(e->d_name))
             continue;
         char *lp = journal_join(dir, e->d_name);
-        if (!lp || load_log(lp, st, &cap))
+        if (!lp || load_log(lp, journal_owner(id), st, &cap))
             rc = hq_fail(err, HQ_EIO, "%s/%s: cannot read the journal", dir, e->d_name);
         free(lp);
     }

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -30,6 +31,41 @@ static double now_s(void)
     struct timespec t;
     clock_gettime(CLOCK_MONOTONIC, &t);
     return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+/* A new log starts with its owner record (REC_OWNER), made from the journal's id file; a log
+ * being appended to (a resume) has it already. Not synced here: the first claim's flush syncs
+ * the log, this record with it. */
+static int start_log(hq_journal *j, const char *out, hq_err *err)
+{
+    struct stat st;
+    if (fstat(j->fd, &st) != 0)
+        return journal_write_failed(err, j->path, errno);
+    if (st.st_size > 0)
+        return 0;
+    char *dir = hq_journal_dir(out), *idp = dir ? journal_join(dir, "id") : NULL;
+    free(dir);
+    FILE *f = idp ? fopen(idp, "rb") : NULL;
+    char id[4096];
+    const size_t n = f ? fread(id, 1, sizeof id - 1, f) : 0;
+    const int bad = !f || ferror(f);
+    if (f)
+        fclose(f);
+    int rc = 0;
+    if (!idp)
+        rc = hq_fail(err, HQ_EMEM, "%s: out of memory", out);
+    else if (bad)
+        rc = hq_fail(err, HQ_EIO, "%s: cannot read the journal's id (%s)", idp, strerror(errno ? errno : EIO));
+    free(idp);
+    if (rc)
+        return rc;
+    id[n] = '\0';
+    const uint64_t owner = journal_owner(id);
+    const rec_head h = {REC_MAGIC, REC_OWNER, sizeof owner, journal_rec_sum(&owner, sizeof owner, NULL, 0)};
+    unsigned char rec[sizeof h + sizeof owner];
+    memcpy(rec, &h, sizeof h);
+    memcpy(rec + sizeof h, &owner, sizeof owner);
+    return hq_write_all(j->fd, rec, sizeof rec) ? journal_write_failed(err, j->path, errno) : 0;
 }
 
 int hq_journal_open(const char *out, int rank, hq_journal_sync_fn sync, void *ctx, double flush_s, hq_journal **jp,
@@ -54,6 +90,8 @@ int hq_journal_open(const char *out, int rank, hq_journal_sync_fn sync, void *ct
      * only loses that check. */
     if (!rc && flock(j->fd, LOCK_EX | LOCK_NB) != 0 && errno == EWOULDBLOCK)
         rc = hq_fail(err, HQ_EUSAGE, "%s: in use by another run", j->path);
+    if (!rc)
+        rc = start_log(j, out, err);
     if (rc) {
         if (j->fd >= 0)
             close(j->fd);

@@ -82,6 +82,11 @@ uint64_t journal_rec_sum(const void *a, size_t na, const void *b, size_t nb)
     return sum_done(&r);
 }
 
+uint64_t journal_owner(const char *id)
+{
+    return journal_fnv(FNV0, id, strlen(id));
+}
+
 char *journal_join(const char *a, const char *b)
 {
     size_t n = strlen(a) + strlen(b) + 2;

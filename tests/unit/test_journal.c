@@ -1,7 +1,8 @@
 /* test_journal.c — the journal (jobs/journal.h): records written by several logs load back sorted
  * and deduplicated; a torn last record (a kill in mid-write) ends a log without failing it; a
  * record is only in the log after a flush, and the flush syncs the output first; a different id
- * is refused naming what differs; pack/unpack round trips; a big record goes to the log at once. */
+ * is refused naming what differs; pack/unpack round trips; a big record goes to the log at once;
+ * a rank log of another journal, copied in, is not read. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -219,6 +220,40 @@ static void test_open_log_marks_it_in_use(void **state)
     assert_false(hq_journal_in_use(out));
 }
 
+/* A rank log of another journal (another run's output, copied in) is not read: its claims would
+ * leave those blocks unwritten in this output. The log this journal wrote still is. */
+static void test_another_journals_log_is_not_read(void **state)
+{
+    (void)state;
+    hq_err err;
+    static const char *OTHER = "histeq_dist journal 2\noptions scope=auto method=stretch\ninput y items 1 fingerprint 2\n";
+    const hq_block mine = {0, 0, 1, 0, 8, 0, 8}, theirs = {0, 1, 2, 0, 8, 0, 8};
+    hq_journal *j;
+    char log0[512], log1[512], cmd[1200];
+    snprintf(log0, sizeof log0, "%s.journal/rank-000000.log", out);
+    snprintf(log1, sizeof log1, "%s.journal/rank-000001.log", out);
+    /* Another run's journal, its rank 0 log kept aside. */
+    assert_int_equal(hq_journal_create(out, OTHER, &err), 0);
+    assert_int_equal(hq_journal_open(out, 0, NULL, NULL, 0, &j, &err), 0);
+    assert_int_equal(hq_journal_note_block(j, &theirs, &err), 0);
+    hq_journal_close(j);
+    snprintf(cmd, sizeof cmd, "cp '%s' '%s.foreign'", log0, out);
+    assert_int_equal(system(cmd), 0);
+    /* This run's journal, and the foreign log copied in as its rank 1. */
+    assert_int_equal(hq_journal_create(out, ID, &err), 0);
+    assert_int_equal(hq_journal_open(out, 0, NULL, NULL, 0, &j, &err), 0);
+    assert_int_equal(hq_journal_note_block(j, &mine, &err), 0);
+    hq_journal_close(j);
+    snprintf(cmd, sizeof cmd, "cp '%s.foreign' '%s' && rm '%s.foreign'", out, log1, out);
+    assert_int_equal(system(cmd), 0);
+    hq_journal_state st;
+    assert_int_equal(hq_journal_load(out, ID, &st, &err), 0);
+    assert_int_equal(st.nblocks, 1);
+    assert_true(hq_journal_has_block(&st, &mine));
+    assert_false(hq_journal_has_block(&st, &theirs));
+    hq_journal_state_free(&st);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -227,6 +262,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_big_record_written_at_once, setup, teardown),
         cmocka_unit_test_setup_teardown(test_other_id_is_refused, setup, teardown),
         cmocka_unit_test_setup_teardown(test_open_log_marks_it_in_use, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_another_journals_log_is_not_read, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
