@@ -9,52 +9,32 @@
 
 #include "../io/io.h"
 
-static uint64_t fnv(uint64_t h, const void *p, size_t n)
-{
-    const unsigned char *s = p;
-    for (size_t i = 0; i < n; i++)
-        h = (h ^ s[i]) * 0x100000001b3ull;
-    return h;
-}
-
-/* One file's identity as the input's is taken (jobs/journal.h): size, time, inode. */
-static uint64_t file_facts(const char *path, const char *name)
-{
-    struct stat st;
-    memset(&st, 0, sizeof st);
-    stat(path, &st); /* a vanished file: size 0, time 0 */
-    const uint64_t facts[] = {(uint64_t)st.st_size, (uint64_t)st.st_mtim.tv_sec, (uint64_t)st.st_mtim.tv_nsec,
-                              (uint64_t)st.st_ino};
-    return fnv(fnv(0xcbf29ce484222325ull, name, strlen(name) + 1), facts, sizeof facts);
-}
-
 /* The identity of what a --mask or --reference names (FILE of FILE.h5:/dset; every file of a mask
  * directory, in any order), so that a resume after it changed is refused as one after the input
  * changed is: the resumed blocks would mix two masks or two targets. */
 static uint64_t spec_fingerprint(const char *spec)
 {
-    char *file = NULL, *dset = NULL;
+    char *file = hq_io_spec_file(spec);
+    const char *path = file ? file : spec;
     struct stat st;
-    if (stat(spec, &st) != 0 && hq_io_split_dataset(spec, &file, &dset)) {
-        const uint64_t h = file_facts(file, "");
+    DIR *d = stat(path, &st) == 0 && S_ISDIR(st.st_mode) ? opendir(path) : NULL;
+    if (!d) {
+        const uint64_t h = hq_journal_file_mark(path, "");
         free(file);
-        free(dset);
         return h;
     }
-    DIR *d = S_ISDIR(st.st_mode) ? opendir(spec) : NULL;
-    if (!d)
-        return file_facts(spec, "");
     uint64_t h = 0;
     for (struct dirent *e; (e = readdir(d)) != NULL;) {
-        const size_t n = strlen(spec) + strlen(e->d_name) + 2;
+        const size_t n = strlen(path) + strlen(e->d_name) + 2;
         char *p = malloc(n);
         if (p) {
-            snprintf(p, n, "%s/%s", spec, e->d_name);
-            h ^= file_facts(p, e->d_name); /* xor: the listing's order does not count */
+            snprintf(p, n, "%s/%s", path, e->d_name);
+            h ^= hq_journal_file_mark(p, e->d_name); /* xor: the listing's order does not count */
         }
         free(p);
     }
     closedir(d);
+    free(file);
     return h;
 }
 

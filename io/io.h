@@ -160,6 +160,10 @@ int hq_io_scan(const char *input, int skip_bad, hq_inventory *inv, hq_err *err);
  * malloc'd, else 0. */
 int hq_io_split_dataset(const char *spec, char **file, char **dset);
 
+/* The file a spec names (a --mask or --reference): FILE of an existing FILE:DATASET, else the spec
+ * itself; malloc'd (NULL when out of memory). */
+char *hq_io_spec_file(const char *spec);
+
 /* hq_io_scan and the format's check_metadata run in a child process, which sends the inventory
  * back over a pipe (its hq_inventory_pack form): a libpng or libhdf5 crash on damaged metadata,
  * or a hang past timeout_s seconds, becomes one HQ_EINPUT error naming the input instead of

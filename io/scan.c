@@ -94,6 +94,17 @@ int hq_io_split_dataset(const char *spec, char **file, char **dset)
     return 0;
 }
 
+char *hq_io_spec_file(const char *spec)
+{
+    char *file = NULL, *dset = NULL;
+    struct stat st;
+    if (stat(spec, &st) != 0 && hq_io_split_dataset(spec, &file, &dset)) {
+        free(dset);
+        return file;
+    }
+    return strdup(spec);
+}
+
 /* Every size derived from an item (image, block, plan offsets, the run's totals) is a product or a
  * sum of its dimensions in 64 bits, and a header of a few bytes can claim 2^80 (PNG: 2^31 x 2^31
  * RGBA16; HDF5: any dims). Such an item would wrap those sizes around, to a division by zero in

@@ -63,6 +63,10 @@ int hq_journal_exists(const char *out);
  * further input files, 0 for none). Rank 0; len >= 1024. */
 void hq_journal_make_id(const hq_inventory *inv, const char *options, uint64_t also, char *buf, size_t len);
 
+/* A mark of one file's identity as an input's is taken (size, time, inode) and of its name, for
+ * callers that fold further files into make_id's `also` (a vanished file marks as size 0, time 0). */
+uint64_t hq_journal_file_mark(const char *path, const char *name);
+
 /* What differs between two ids (old: recorded, now: this run's), for a refusal: another version,
  * other options, or a changed input (a static string). */
 const char *hq_journal_what_differs(const char *old, const char *now);

@@ -152,33 +152,22 @@ int hdf5_flush(hq_io *io, int collective, hq_err *err)
     return 0;
 }
 
-/* A string attribute of the root (variable or fixed length), malloc'd; NULL if it cannot be read. */
+/* A variable-length string attribute of the root (as write_string_attr makes them), malloc'd;
+ * NULL if it cannot be read. */
 static char *read_root_string(hid_t f, const char *aname)
 {
-    char *out = NULL;
+    char *out = NULL, *v = NULL;
     const hid_t a = H5Aopen_by_name(f, "/", aname, H5P_DEFAULT, H5P_DEFAULT);
     const hid_t t = a >= 0 ? H5Aget_type(a) : H5I_INVALID_HID;
-    if (t >= 0 && H5Tget_class(t) == H5T_STRING) {
-        if (H5Tis_variable_str(t) > 0) {
-            char *v = NULL;
-            const hid_t mt = H5Tcopy(H5T_C_S1);
-            /* The file's character set too: HDF5 converts no string between ASCII and UTF-8. */
-            if (mt >= 0 && H5Tset_size(mt, H5T_VARIABLE) >= 0 && H5Tset_cset(mt, H5Tget_cset(t)) >= 0 &&
-                H5Aread(a, mt, &v) >= 0 && v) {
-                out = strdup(v);
-                H5free_memory(v);
-            }
-            if (mt >= 0)
-                H5Tclose(mt);
-        } else {
-            const size_t n = H5Tget_size(t);
-            out = n ? calloc(n + 1, 1) : NULL;
-            if (out && H5Aread(a, t, out) < 0) {
-                free(out);
-                out = NULL;
-            }
-        }
+    const hid_t mt = H5Tcopy(H5T_C_S1);
+    /* The file's character set too: HDF5 converts no string between ASCII and UTF-8. */
+    if (t >= 0 && mt >= 0 && H5Tget_class(t) == H5T_STRING && H5Tis_variable_str(t) > 0 &&
+        H5Tset_size(mt, H5T_VARIABLE) >= 0 && H5Tset_cset(mt, H5Tget_cset(t)) >= 0 && H5Aread(a, mt, &v) >= 0 && v) {
+        out = strdup(v);
+        H5free_memory(v);
     }
+    if (mt >= 0)
+        H5Tclose(mt);
     if (t >= 0)
         H5Tclose(t);
     if (a >= 0)

@@ -32,6 +32,16 @@ int hq_journal_exists(const char *out)
     return yes;
 }
 
+uint64_t hq_journal_file_mark(const char *path, const char *name)
+{
+    struct stat st;
+    memset(&st, 0, sizeof st);
+    stat(path, &st);
+    const uint64_t facts[] = {(uint64_t)st.st_size, (uint64_t)st.st_mtim.tv_sec, (uint64_t)st.st_mtim.tv_nsec,
+                              (uint64_t)st.st_ino};
+    return journal_fnv(journal_fnv(FNV0, name, strlen(name) + 1), facts, sizeof facts);
+}
+
 void hq_journal_make_id(const hq_inventory *inv, const char *options, uint64_t also, char *buf, size_t len)
 {
     uint64_t h = FNV0;
