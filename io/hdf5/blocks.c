@@ -75,7 +75,7 @@ static int select_block(hid_t fspace, const hq_item *it, int frank, const hq_blo
  * writes, which it refuses for a filtered dataset ("Can't perform independent write with filters
  * in pipeline"): a compressed dataset stored in the other byte order (big-endian on x86) could not
  * be written by several ranks. Such a dataset is written with its own type as the memory type,
- * from the block's bytes swapped in place and swapped back after: nothing is converted. Returns
+ * from a byte-swapped copy of the block: nothing is converted. Returns
  * that type (to close), or H5I_INVALID_HID where the native memory type is the file's. Depends
  * only on the dataset: every rank of a collective write decides alike. */
 static hid_t foreign_order_type(hid_t d, hid_t mtype)
