@@ -207,6 +207,13 @@ static void clahe_section(const hq_report *r, const sample *s, const hq_mode *m,
     pc->luts = luts;
 }
 
+/* The value level 0 of an item's histogram stands for: signed samples are equalized offset by
+ * 2^(bits-1) (core/sample.h), and the page shows their own values. */
+static int32_t level0_of(const hq_item *it, uint32_t bits)
+{
+    return it->sample == HQ_SAMPLE_INT ? -(int32_t)(1u << (bits - 1)) : 0;
+}
+
 /* Rank 0: one sampled image's section, from its reduced data. */
 static int write_sample(hq_report *r, FILE *f, const sample *s, const packed *p, hq_err *err)
 {
@@ -226,7 +233,7 @@ static int write_sample(hq_report *r, FILE *f, const sample *s, const packed *p,
     hq_page_section sec = {0, s->image, name, it->width, it->height, it->channels, m.bits,
                            p->hl && d[0] ? hq_mode_nhist(&m) : 0, labels, d + 3, lut,
                            m.channels >= 3 && m.color != HQ_COLOR_CHANNELS, NULL, {NULL, NULL}, {0, 0},
-                           {files[0], files[1]}, NULL};
+                           {files[0], files[1]}, NULL, level0_of(it, m.bits)};
     hq_page_clahe pc;
     hq_tile_pos pick[HQ_TILE_VIEW_MAX];
     unsigned char *png[2] = {NULL, NULL};
@@ -262,17 +269,24 @@ static int write_global(hq_report *r, FILE *f, hq_err *err)
     if (!r->global_hist)
         return 0;
     hq_mode m = {1, 1, 8, r->cfg.o->color, 0};
+    size_t first = r->cfg.inv->n;
     for (size_t i = 0; i < r->cfg.inv->n; i++)
         if (!r->cfg.inv->items[i].bad) {
             m = rep_mode_of(r, i);
+            first = i;
             break;
         }
+    /* One axis for every item: their own values where all are signed alike, else the levels. */
+    int32_t level0 = first < r->cfg.inv->n ? level0_of(&r->cfg.inv->items[first], m.bits) : 0;
+    for (size_t i = first; i < r->cfg.inv->n && level0; i++)
+        if (!r->cfg.inv->items[i].bad && r->cfg.inv->items[i].sample != HQ_SAMPLE_INT)
+            level0 = 0;
     const char *labels[3];
     for (uint32_t h = 0; h < r->global_nhist; h++)
         labels[h] = hist_label(&m, h);
     hq_page_section sec = {1, 0, "global", 0, 0, m.channels, m.bits, r->global_nhist, labels, r->global_hist,
                            r->global_lut, m.channels >= 3 && m.color != HQ_COLOR_CHANNELS, NULL, {NULL, NULL}, {0, 0},
-                           {NULL, NULL}, NULL};
+                           {NULL, NULL}, NULL, level0};
     if (hq_page_section_write(f, &sec, r->cfg.o->report_log))
         return hq_fail(err, HQ_EMEM, "%s: out of memory for the report", r->cfg.o->report);
     return 0;

@@ -202,8 +202,8 @@ static void section_json(FILE *f, const hq_page_section *s, uint64_t *const *aft
     fputs(", \"name\": ", f);
     hq_json_put(f, s->name);
     fprintf(f, ", \"width\": %llu, \"height\": %llu, \"channels\": %u, \"bits\": %u, \"bins\": %u, \"after_kind\": \"%s\", "
-               "\"note\": ", (unsigned long long)s->width, (unsigned long long)s->height, s->channels, s->bits, bins,
-            s->through_lut ? "through_lut" : "output");
+               "\"level0\": %d, \"note\": ", (unsigned long long)s->width, (unsigned long long)s->height, s->channels, s->bits, bins,
+            s->through_lut ? "through_lut" : "output", (int)s->level0);
     if (s->note)
         hq_json_put(f, s->note);
     else
@@ -348,7 +348,7 @@ static void clahe_caption(FILE *f, const hq_page_clahe *c)
 }
 
 /* One plot per histogram: the picked tiles' LUTs (before the blend), labelled by tile. */
-static void clahe_plots(FILE *f, const hq_page_clahe *c, uint32_t bins)
+static void clahe_plots(FILE *f, const hq_page_clahe *c, uint32_t bins, int32_t level0)
 {
     const uint16_t *luts[HQ_TILE_VIEW_MAX];
     char names[HQ_TILE_VIEW_MAX][64];
@@ -365,7 +365,7 @@ static void clahe_plots(FILE *f, const hq_page_clahe *c, uint32_t bins)
         for (size_t k = 0; k < n; k++)
             luts[k] = tile_lut(c, k, h, bins);
         snprintf(title, sizeof title, "Tile LUTs, %s (row, column)", c->labels[h]);
-        hq_plot_tile_luts(f, luts, label, n, bins, title);
+        hq_plot_tile_luts(f, luts, label, n, bins, level0, title);
     }
     fputs("</div>\n", f);
 }
@@ -382,9 +382,9 @@ static void plots(FILE *f, const hq_page_section *s, uint64_t *const *after, uin
         char title[160];
         fputs("<div class=\"plots\">\n", f);
         snprintf(title, sizeof title, "Histogram, %s (%u levels)", s->labels[h], bins);
-        hq_plot_histograms(f, pb[h], pa[h], n, bins, log_scale, title, after_label);
+        hq_plot_histograms(f, pb[h], pa[h], n, bins, s->level0, log_scale, title, after_label);
         snprintf(title, sizeof title, "LUT and CDF, %s", s->labels[h]);
-        hq_plot_lut(f, s->lut + (size_t)h * bins, s->hist + (size_t)h * bins, after[h], bins, title);
+        hq_plot_lut(f, s->lut + (size_t)h * bins, s->hist + (size_t)h * bins, after[h], bins, s->level0, title);
         fputs("</div>\n", f);
     }
 }
@@ -436,7 +436,7 @@ int hq_page_section_write(FILE *f, const hq_page_section *s, int log_scale)
         fputs("<p class=\"sub\">Equalized with the global LUT above.</p>\n", f);
     plots(f, s, after, pb, pa, log_scale);
     if (s->clahe && !s->note)
-        clahe_plots(f, s->clahe, bins);
+        clahe_plots(f, s->clahe, bins, s->level0);
     fputs("</section>\n", f);
 out:
     for (int h = 0; h < 3; h++) {

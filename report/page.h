@@ -77,6 +77,7 @@ typedef struct hq_page_section {
     size_t png_len[2];
     const char *png_file[2];  /* their file names in the report directory */
     const hq_page_clahe *clahe; /* --method clahe: the grid and tile LUTs; else NULL */
+    int32_t level0;           /* the value level 0 stands for: 0, or -2^(bits-1) for signed data */
 } hq_page_section;
 
 void hq_page_begin(FILE *f, const hq_page_run *run);

@@ -73,12 +73,21 @@ static void close_frame(FILE *f, const frame *fr)
     fputs("</svg>\n", f);
 }
 
-/* The x axis over input levels 0..levels-1, ticks at the centres of their levels. */
-static void x_axis(FILE *f, const frame *fr, uint32_t levels, const char *label)
+/* The first tick of an axis whose level 0 stands for the value level0: the smallest multiple of
+ * step at or above level0, so that signed data gets ticks at round values of its own (0 among them)
+ * rather than at round offsets. */
+static double first_tick(int32_t level0, double step)
 {
-    const double top = levels - 1, step = nice_step(top, 6);
-    for (double t = 0; t <= top + 1e-9; t += step) {
-        const double x = fr->x0 + (t + 0.5) * fr->w / levels;
+    return ceil(level0 / step) * step;
+}
+
+/* The x axis over input levels 0..levels-1, labelled with the values level0..level0+levels-1 they
+ * stand for, ticks at the centres of their levels. */
+static void x_axis(FILE *f, const frame *fr, uint32_t levels, int32_t level0, const char *label)
+{
+    const double top = (double)level0 + levels - 1, step = nice_step(levels - 1, 6);
+    for (double t = first_tick(level0, step); t <= top + 1e-9; t += step) {
+        const double x = fr->x0 + (t - level0 + 0.5) * fr->w / levels;
         fprintf(f, "<line x1=\"%.1f\" y1=\"%g\" x2=\"%.1f\" y2=\"%g\" stroke=\"#444\"/>", x, fr->y0 + fr->h, x,
                 fr->y0 + fr->h + 4);
         fprintf(f, "<text x=\"%.1f\" y=\"%g\" text-anchor=\"middle\" " FONT ">%.0f</text>\n", x, fr->y0 + fr->h + 16, t);
@@ -177,7 +186,7 @@ static void bars(FILE *f, const frame *fr, const scale *s, const uint64_t *v, ui
 }
 
 void hq_plot_histograms(FILE *f, const uint64_t *before, const uint64_t *after, uint32_t n, uint32_t levels,
-                        int log_scale, const char *title, const char *after_label)
+                        int32_t level0, int log_scale, const char *title, const char *after_label)
 {
     frame fr;
     open_svg(f, &fr, 0, title);
@@ -194,7 +203,7 @@ void hq_plot_histograms(FILE *f, const uint64_t *before, const uint64_t *after, 
         snprintf(xl, sizeof xl, "level (bars of %u levels)", levels / n);
     else
         snprintf(xl, sizeof xl, "level");
-    x_axis(f, &fr, levels, xl);
+    x_axis(f, &fr, levels, level0, xl);
     legend(f, &fr, 0, 0, C_BEFORE, NULL, "before");
     legend(f, &fr, 1, 0, C_AFTER, NULL, after_label);
     close_frame(f, &fr);
@@ -255,23 +264,23 @@ static double hist_total(const uint64_t *h, uint32_t n)
     return t;
 }
 
-/* The y axis over output levels 0..levels-1 (a LUT's values). */
-static void level_axis(FILE *f, const frame *fr, uint32_t levels)
+/* The y axis over output levels 0..levels-1 (a LUT's values), labelled as x_axis is. */
+static void level_axis(FILE *f, const frame *fr, uint32_t levels, int32_t level0)
 {
-    const double top = levels - 1, step = nice_step(top, 5);
-    for (double t = 0; t <= top + 1e-9; t += step) {
+    const double span = levels - 1, step = nice_step(span, 5);
+    for (double t = first_tick(level0, step); t <= level0 + span + 1e-9; t += step) {
         char buf[32];
         snprintf(buf, sizeof buf, "%.0f", t);
-        y_tick(f, fr, fr->y0 + fr->h * (1 - (top > 0 ? t / top : 0)), buf, 0);
+        y_tick(f, fr, fr->y0 + fr->h * (1 - (span > 0 ? (t - level0) / span : 0)), buf, 0);
     }
 }
 
 void hq_plot_lut(FILE *f, const uint16_t *lut, const uint64_t *before, const uint64_t *after, uint32_t levels,
-                 const char *title)
+                 int32_t level0, const char *title)
 {
     frame fr;
     open_svg(f, &fr, 1, title);
-    level_axis(f, &fr, levels);
+    level_axis(f, &fr, levels, level0);
     for (int k = 0; k <= 4; k++) {
         char buf[16];
         snprintf(buf, sizeof buf, "%.2g", k / 4.0);
@@ -286,7 +295,7 @@ void hq_plot_lut(FILE *f, const uint16_t *lut, const uint64_t *before, const uin
     cdf_ctx cb = {before, hist_total(before, levels), 0, 0}, ca = {after, hist_total(after, levels), 0, 0};
     polyline(f, &fr, levels, cdf_at, &cb, C_BEFORE, "1.6", "6 3", NULL);
     polyline(f, &fr, levels, cdf_at, &ca, C_AFTER, "1.6", "6 3", NULL);
-    x_axis(f, &fr, levels, "input level");
+    x_axis(f, &fr, levels, level0, "input level");
     legend(f, &fr, 0, 3, C_LUT, NULL, "LUT: input -> output");
     legend(f, &fr, 1, 3, C_BEFORE, "6 3", "CDF before");
     legend(f, &fr, 2, 3, C_AFTER, "6 3", "CDF after");
@@ -309,11 +318,11 @@ static double identity_at(const void *ctx, uint32_t v)
 }
 
 void hq_plot_tile_luts(FILE *f, const uint16_t *const *luts, const char *const *names, size_t n, uint32_t levels,
-                       const char *title)
+                       int32_t level0, const char *title)
 {
     frame fr;
     open_svg(f, &fr, 0, title);
-    level_axis(f, &fr, levels);
+    level_axis(f, &fr, levels, level0);
     y_label(f, &fr, "output level (LUT)", 0);
     polyline(f, &fr, levels, identity_at, &levels, C_LUT, "1", "2 3", NULL);
     for (size_t k = 0; k < n; k++) {
@@ -322,7 +331,7 @@ void hq_plot_tile_luts(FILE *f, const uint16_t *const *luts, const char *const *
         lut_ctx lc = {luts[k], levels};
         polyline(f, &fr, levels, lut_at, &lc, hq_plot_color(k), "1.8", NULL, attrs);
     }
-    x_axis(f, &fr, levels, "input level");
+    x_axis(f, &fr, levels, level0, "input level");
     const int rows = (int)n + 1;
     for (size_t k = 0; k < n; k++)
         legend(f, &fr, (int)k, rows, hq_plot_color(k), NULL, names[k]);

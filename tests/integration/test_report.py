@@ -192,7 +192,7 @@ def check_summary(p, np_, images, scope, skipped=0):
     assert f"--scope {scope}" in s["options"] and "--report" in s["command_line"]
 
 
-SECTION_KEYS = {"kind", "image", "name", "width", "height", "channels", "bits", "bins", "after_kind", "note", "hists",
+SECTION_KEYS = {"kind", "image", "name", "width", "height", "channels", "bits", "bins", "after_kind", "level0", "note", "hists",
                 "thumbs"}
 
 
@@ -303,6 +303,43 @@ def test_u16_global(tmp, np_):
     assert np.array_equal(glut[0], ref.build_lut("stretch", want, 4096))
     assert np.array_equal(ref.apply(img, [glut[0].astype(np.int64)], 12, "luma"), got)
     check_thumbs(samples[0], img, got, 12, thumbs)
+
+
+def axis_labels(svg):
+    """The numbers under a plot's x axis (the labels centred below the frame), in order."""
+    return [int(t) for t in re.findall(r'text-anchor="middle" [^>]*>(-?\d+)</text>', svg)]
+
+
+@pytest.mark.parametrize("dtype", [np.int16, np.int8, np.uint16])
+def test_signed_levels_shown_as_values(tmp, dtype):
+    """Signed data is equalized offset by 2^(n-1) (README, Signed integers); its sections say so
+    (level0) and the plots' axes show the data's own values: ticks at round values, 0 among them,
+    none past the type's range. The histograms and LUTs stay in the offset domain, as recorded in
+    the output."""
+    bits = np.iinfo(dtype).bits
+    lo = int(np.iinfo(dtype).min)
+    rng = np.random.default_rng(7)
+    hi = int(np.iinfo(dtype).max)
+    img = rng.integers(lo + (hi - lo) // 4, hi - (hi - lo) // 4, size=(3, 64, 80)).astype(dtype)
+    inp = h5_write(tmp / "in.h5", ct=img)
+    out, rep = tmp / "out.h5", tmp / "rep"
+    run_ok(["-i", inp, "-o", out, "--device", DEVICES[0], "--report", rep, "--report-sample", "1", "-q"], None)
+    p = parse_report(rep)
+    check_plain_structure(rep, p)
+    assert p.sections and all(s["level0"] == (lo if lo < 0 else 0) for s in p.sections)
+    sec = p.sections[0]
+    offset = -lo if lo < 0 else 0
+    want = np.bincount((img[sec["image"]].astype(np.int64) + offset).ravel(), minlength=1 << bits)
+    assert np.array_equal(dense(sec["hists"][0]["before"], 1 << bits), want)
+    html = (rep / "index.html").read_text(encoding="utf-8")
+    svgs = re.findall(r"<svg.*?</svg>", html, re.S)
+    hist_svg = next(s for s in svgs if "Histogram, gray" in s)
+    ticks = axis_labels(hist_svg)
+    first, top = (lo, -lo - 1) if lo < 0 else (0, (1 << bits) - 1)
+    assert ticks and 0 in ticks and all(first <= t <= top for t in ticks), ticks
+    assert (min(ticks) < 0) == (lo < 0) and ticks == sorted(ticks)
+    step = ticks[1] - ticks[0]
+    assert all(t % step == 0 for t in ticks) and top - ticks[-1] < step and ticks[0] - first < step
 
 
 @pytest.mark.parametrize("np_", [None, 3], ids=["single", "np3"])
