@@ -73,7 +73,7 @@ static const char USAGE[] =
     "                        (default: the node's cores / ranks on the node); HDF5 uses one\n"
     "      --memory SIZE     per-rank budget for pixels in memory: blocks in flight (3, or up to\n"
     "                        --io-threads + 2 with several I/O threads) and those held between the\n"
-    "                        passes (default: RAM/4/ranks; too small is refused)\n"
+    "                        passes (default: RAM/4/ranks, within ulimit -v; too small is refused)\n"
     "      --block SIZE      largest piece read at once (default 256M, less for shares under 4G: a\n"
     "                        sixteenth of the rank's share, at least 16M); SIZE takes K, M, G, T\n"
     "\n"

@@ -8,6 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "../threads.h"
 #include "run_internal.h"
 
 int run_check_modes(run *r, hq_err *err)
@@ -103,14 +104,47 @@ static void size_text(uint64_t bytes, char *buf, size_t len)
     snprintf(buf, len, u ? "%.1f %s" : "%.0f %s", v, units[u]);
 }
 
-/* The per-rank memory budget, the same on every rank: the plan depends on it, and every rank must
- * compute the same plan (the default differs between nodes of different sizes: take the smallest). */
-static uint64_t agreed_memory(const run *r)
+/* Under an address-space limit (ulimit -v), the pixels may take what the limit leaves above what
+ * the rank maps now, less a reserve for everything else (libraries' buffers and caches, the HDF5
+ * workers' chunks, the histograms): at least ROOM_RESERVE, a quarter of the room on large ones.
+ * Past it, a library's malloc fails, and HDF5 1.10 does not survive that (app/threads.h). */
+#define ROOM_RESERVE ((uint64_t)64 << 20)
+static uint64_t room_for_pixels(uint64_t room)
 {
+    const uint64_t keep = room / 4 > ROOM_RESERVE ? room / 4 : ROOM_RESERVE;
+    return room > keep ? room - keep : 0;
+}
+
+/* The per-rank memory budget, the same on every rank: the plan depends on it, and every rank must
+ * compute the same plan (the default differs between nodes of different sizes: take the smallest).
+ * 0 with err set when --memory, or any budget at all, does not fit an address-space limit. */
+static uint64_t agreed_memory(const run *r, hq_err *err)
+{
+    uint64_t limit, room = hq_address_room(&limit), fits = UINT64_MAX;
+    if (room != UINT64_MAX)
+        fits = room_for_pixels(room);
     uint64_t m = r->o->memory ? r->o->memory : default_budget(r->c);
+    if (!r->o->memory && m > fits)
+        m = fits;
+    int rc = 0;
+    if (m > fits || m == 0) {
+        char want[32], have[32], left[32], lim[32];
+        size_text(m, want, sizeof want);
+        size_text(fits, have, sizeof have);
+        size_text(room, left, sizeof left);
+        size_text(limit, lim, sizeof lim);
+        if (r->o->memory)
+            rc = hq_fail(err, HQ_EMEM, "--memory %s does not fit the address-space limit (ulimit -v: %s, %s of it "
+                         "left): at most %s for pixels; lower --memory or raise the limit", want, lim, left, have);
+        else
+            rc = hq_fail(err, HQ_EMEM, "the address-space limit (ulimit -v: %s, %s of it left) leaves no room for "
+                         "pixels: raise the limit", lim, left);
+        m = 0;
+    }
+    rc = hq_comm_agree(r->c, rc, err);
     uint64_t least = m;
     MPI_Allreduce(&m, &least, 1, MPI_UINT64_T, MPI_MIN, r->c->world);
-    return least;
+    return rc ? 0 : least;
 }
 
 /* Without --block, a rank's share is cut into at least PIPELINE_BLOCKS blocks (none below
@@ -203,7 +237,9 @@ static int check_clahe_memory(const run *r, uint64_t memory, hq_err *err)
 
 int run_make_plan(run *r, hq_err *err)
 {
-    const uint64_t memory = agreed_memory(r);
+    const uint64_t memory = agreed_memory(r, err);
+    if (!memory)
+        return HQ_EMEM;
     /* The plan depends on the depth, so every rank takes the deepest any rank wants (their cores
      * may differ); a rank with fewer I/O threads merely reads further ahead. */
     const uint64_t want = hq_comm_max_u64(r->c, (uint64_t)hq_pipeline_depth_for(r->pipe.io_threads));

@@ -10,6 +10,7 @@
 
 #include "../interrupt.h"
 #include "../summary.h"
+#include "../threads.h"
 #include "run_internal.h"
 
 /* Plan: the format's I/O and its threads, the modes checked, the plan made and the work
@@ -164,8 +165,11 @@ int hq_run(const hq_options *given, const hq_comm *c, hq_err *err)
     pthread_mutex_init(&r.tick_mu, NULL);
     /* Before any thread of this rank starts: they inherit the CPUs it works on. */
     hq_place_cpus(c->local_rank, c->local_size, &r.cpus);
+    /* The engine's threads, while nothing else holds the room they need (app/threads.h). */
+    int rc = hq_comm_agree(c, o->device == HQ_DEV_COPY ? 0 : hq_threads_start(run_threads_per_rank(&r), err), err);
     /* plan */
-    int rc = run_scan_and_share(&r, err);
+    if (!rc)
+        rc = run_scan_and_share(&r, err);
     if (!rc && !o->output && !(rc = run_name_output(&r, &r.default_output, err)))
         opts.output = r.default_output;
     if (rc) {

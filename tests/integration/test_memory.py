@@ -149,3 +149,94 @@ def test_image_luts_go_to_the_output_not_into_memory(tmp, np_):
                 want = clahe_ref.tile_luts(a[k], 65536, geo, 40.0).astype(np.uint16)
                 assert_array_equal(lut[k, :, :, 0, :], want, f"slice {k}")
     assert peaks[24] - peaks[3] < 48 * 2**20, peaks
+
+
+# ---- address-space limits (ulimit -v) -------------------------------------------------------------
+# Clusters that bound jobs with `ulimit -v` (h_vmem) made libgomp end the run with its own message
+# (exit 1) and HDF5 1.10 crash in H5Fcreate (SIGSEGV). The threads now start before any work, the
+# pixel budget fits what the limit leaves, and what cannot be done is one line and exit 6 (out of
+# memory), never a crash and never an output. The CPU engine: CUDA maps far more address space than
+# such limits leave, which is the driver's business.
+
+E_MEM = 6
+
+
+def limited(args, kib, np_=None, timeout=60):
+    """The program under `ulimit -v kib` (the shell sets it, then execs mpirun or the program)."""
+    import subprocess
+
+    from helpers import Result, command, run_env
+    cmd = ["sh", "-c", f'ulimit -v {kib} && exec "$@"', "sh"] + command(args, np_)
+    p = subprocess.run(cmd, stdin=subprocess.DEVNULL, capture_output=True, text=True, errors="replace",
+                       env=run_env(), timeout=timeout)
+    return Result(cmd, p.returncode, p.stdout, p.stderr, False)
+
+
+def limit_input(tmp):
+    a = ref.low_contrast(512, 640, 30, 200, np.uint8, seed=84)
+    stack = np.stack([a, a[::-1], a[:, ::-1], a[::-1, ::-1]])
+    inp = tmp / "in.h5"
+    with h5py.File(inp, "w") as f:
+        f.create_dataset("stack", data=stack, chunks=(1, 128, 640))
+    return inp, stack
+
+
+def no_output_left(out):
+    d = out.parent
+    left = [p.name for p in d.iterdir() if p.name.startswith(out.name)]
+    assert not left, f"left behind: {left}"
+
+
+def test_too_many_threads_for_the_limit_is_one_line(tmp):
+    inp, _ = limit_input(tmp)
+    out = tmp / "out.h5"
+    r = limited(["-i", inp, "-o", out, "--device", "cpu", "--threads", "16"], 200000)
+    assert r.rc == E_MEM, f"want exit 6\n{r}"
+    assert len(r.err_lines) == 1 and "16 threads" in r.err_lines[0] and "ulimit -v 200000" in r.err_lines[0], str(r)
+    assert "libgomp" not in r.err, str(r)
+    no_output_left(out)
+
+
+def test_memory_beyond_the_limit_is_refused(tmp):
+    inp, _ = limit_input(tmp)
+    out = tmp / "out.h5"
+    r = limited(["-i", inp, "-o", out, "--device", "cpu", "--threads", "2", "--memory", "4G"], 600000)
+    assert r.rc == E_MEM, f"want exit 6\n{r}"
+    assert len(r.err_lines) == 1 and "--memory 4.0 GiB" in r.err_lines[0] and "ulimit -v" in r.err_lines[0], str(r)
+    no_output_left(out)
+
+
+@pytest.mark.parametrize("np_", [None, 2], ids=["single", "np2"])
+def test_default_budget_fits_the_limit(tmp, np_):
+    """The default budget (RAM/4/ranks, gigabytes here) would not fit 600 MB of address space: it
+    shrinks to what does, and the output is the unlimited run's."""
+    inp, stack = limit_input(tmp)
+    out = tmp / "out.h5"
+    r = limited(["-i", inp, "-o", out, "--device", "cpu", "--threads", "2", "-q"], 600000, np_)
+    assert r.rc == 0, str(r)
+    with h5py.File(out, "r") as f:
+        got = f["stack"][()]
+    for k in range(len(stack)):
+        assert_array_equal(got[k], ref.equalize_one(stack[k], 8), f"slice {k}")
+
+
+@pytest.mark.parametrize("threads", [1, 16])
+def test_any_limit_ends_in_a_result_or_one_line(tmp, threads):
+    """From limits too small for anything to ones that fit: each run either equalizes correctly or
+    stops with exit 6 and one line naming the limit; never a signal, never libgomp's exit 1, never
+    an output left by a failed run."""
+    inp, stack = limit_input(tmp)
+    seen = set()
+    for kib in range(100000, 700001, 50000):
+        out = tmp / f"out_{kib}.h5"
+        r = limited(["-i", inp, "-o", out, "--device", "cpu", "--threads", str(threads), "-q"], kib)
+        assert r.rc in (0, E_MEM), f"ulimit -v {kib}: want 0 or 6\n{r}"
+        seen.add(r.rc)
+        if r.rc == 0:
+            with h5py.File(out, "r") as f:
+                assert_array_equal(f["stack"][1], ref.equalize_one(stack[1], 8), f"ulimit -v {kib}")
+        else:
+            assert len(r.err_lines) == 1 and ("ulimit -v" in r.err_lines[0] or "out of memory" in r.err_lines[0]), \
+                f"ulimit -v {kib}\n{r}"
+            no_output_left(out)
+    assert seen == {0, E_MEM}, f"the sweep should cross from refusals to runs: {seen}"
