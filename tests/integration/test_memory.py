@@ -3,6 +3,7 @@ kept between the passes). Blocks shrink to fit it; a budget below three of the s
 input allows (a compressed chunk, a whole PNG) is refused up front, naming the smallest that works,
 and that one does work. The end-of-run summary reports the peak RSS (and device memory)."""
 import json
+import os
 import re
 
 import h5py
@@ -159,6 +160,9 @@ def test_image_luts_go_to_the_output_not_into_memory(tmp, np_):
 # such limits leave, which is the driver's business.
 
 E_MEM = 6
+# AddressSanitizer maps terabytes of shadow memory at start: nothing runs under a ulimit -v.
+no_asan = pytest.mark.skipif("ASAN_OPTIONS" in os.environ,
+                             reason="AddressSanitizer cannot start under an address-space limit")
 
 
 def limited(args, kib, np_=None, timeout=60):
@@ -187,6 +191,7 @@ def no_output_left(out):
     assert not left, f"left behind: {left}"
 
 
+@no_asan
 def test_too_many_threads_for_the_limit_is_one_line(tmp):
     inp, _ = limit_input(tmp)
     out = tmp / "out.h5"
@@ -197,6 +202,7 @@ def test_too_many_threads_for_the_limit_is_one_line(tmp):
     no_output_left(out)
 
 
+@no_asan
 def test_memory_beyond_the_limit_is_refused(tmp):
     inp, _ = limit_input(tmp)
     out = tmp / "out.h5"
@@ -206,6 +212,7 @@ def test_memory_beyond_the_limit_is_refused(tmp):
     no_output_left(out)
 
 
+@no_asan
 @pytest.mark.parametrize("np_", [None, 2], ids=["single", "np2"])
 def test_default_budget_fits_the_limit(tmp, np_):
     """The default budget (RAM/4/ranks, gigabytes here) would not fit 600 MB of address space: it
@@ -220,6 +227,7 @@ def test_default_budget_fits_the_limit(tmp, np_):
         assert_array_equal(got[k], ref.equalize_one(stack[k], 8), f"slice {k}")
 
 
+@no_asan
 @pytest.mark.parametrize("threads", [1, 16])
 def test_any_limit_ends_in_a_result_or_one_line(tmp, threads):
     """From limits too small for anything to ones that fit: each run either equalizes correctly or
