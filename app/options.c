@@ -2,6 +2,7 @@
 #include "options.h"
 
 #include <ctype.h>
+#include <errno.h>
 #include <getopt.h>
 #include <math.h>
 #include <stdio.h>
@@ -209,12 +210,16 @@ static int parse_double(const char *s, double *out)
     return 0;
 }
 
-/* "512M", "4G", "1048576": bytes, binary multiples. */
+/* "512M", "4G", "1048576": bytes, binary multiples. Digits first: strtoull would take " -5" as
+ * 2^64 - 5, and a number past 2^64 as 2^64 - 1 (ERANGE). */
 static int parse_size(const char *s, uint64_t *out)
 {
     char *end;
+    if (!isdigit((unsigned char)s[0]))
+        return -1;
+    errno = 0;
     unsigned long long v = strtoull(s, &end, 10);
-    if (end == s || s[0] == '-')
+    if (errno == ERANGE)
         return -1;
     int shift = 0;
     switch (toupper((unsigned char)*end)) {
@@ -258,8 +263,17 @@ int hq_options_parse(int argc, char **argv, int print, hq_options *o, hq_err *er
     while ((c = getopt_long(argc, argv, ":i:o:vqh", LONG_OPTS, NULL)) != -1) {
         int k = 0;
         switch (c) {
-        case 'i': o->input = optarg; break;
-        case 'o': o->output = optarg; break;
+        case 'i':
+            if (o->input)
+                return hq_fail(err, HQ_EUSAGE, "--input given twice ('%s', then '%s'): give one file, directory or "
+                               "list of PNG paths", o->input, optarg);
+            o->input = optarg;
+            break;
+        case 'o':
+            if (o->output)
+                return hq_fail(err, HQ_EUSAGE, "--output given twice ('%s', then '%s')", o->output, optarg);
+            o->output = optarg;
+            break;
         case 'v': o->verbose++; break;
         case 'q': o->quiet = 1; break;
         case OPT_FORCE: o->force = 1; break;
@@ -391,7 +405,11 @@ int hq_options_parse(int argc, char **argv, int print, hq_options *o, hq_err *er
         case ':':
             return hq_fail(err, HQ_EUSAGE, "%s: needs a value (see --help)", argv[optind - 1]);
         default:
-            return hq_fail(err, HQ_EUSAGE, "%s: unknown option (see --help)", argv[optind - 1]);
+            /* Inside a cluster (-xq) getopt has not moved past the word yet: name the letter. */
+            if (optopt)
+                return hq_fail(err, HQ_EUSAGE, "-%c: unknown option (see --help)", optopt);
+            return hq_fail(err, HQ_EUSAGE, "%s: unknown option, or an abbreviation of several (see --help)",
+                           argv[optind - 1]);
         }
     }
     if (optind < argc)

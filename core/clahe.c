@@ -6,8 +6,9 @@ int hq_clahe_geom_make(const hq_clahe_cfg *cfg, uint64_t h, uint64_t w, hq_clahe
 {
     uint64_t gy = cfg->grid_y, gx = cfg->grid_x;
     if (cfg->tile) {
-        gy = (h + cfg->tile - 1) / cfg->tile;
-        gx = (w + cfg->tile - 1) / cfg->tile;
+        /* ceil(h / tile) without h + tile - 1, which wraps for tiles near 2^64. */
+        gy = h / cfg->tile + (h % cfg->tile != 0);
+        gx = w / cfg->tile + (w % cfg->tile != 0);
     }
     if (h == 0 || w == 0 || gy == 0 || gx == 0 || gy > h || gx > w)
         return -1;

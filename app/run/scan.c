@@ -69,7 +69,8 @@ int run_scan_and_share(run *r, hq_err *err)
     return hq_comm_agree(r->c, rc, err);
 }
 
-/* Without --output, rank 0 names the output beside the input (app/outname.h) and says so. */
+/* Without --output, rank 0 names the output beside the input (app/outname.h); hq_run says so once
+ * the options have passed their checks. */
 int run_name_output(const run *r, char **name, hq_err *err)
 {
     unsigned char *buf = NULL;
@@ -80,8 +81,6 @@ int run_name_output(const run *r, char **name, hq_err *err)
         if (!rc) {
             buf = (unsigned char *)*name;
             len = strlen(*name) + 1;
-            if (!r->o->quiet)
-                fprintf(stderr, "histeq_dist: note: no --output given: writing %s\n", *name);
         }
     }
     if ((rc = hq_comm_agree(r->c, rc, err)))

@@ -396,6 +396,12 @@ def test_on_error_skip_hdf5_dataset(tmp):
     ["--range", "5:3"],
     ["--range", "0:inf"],
     ["--range", "1"],
+    # strtoull's edges: past 2^64 (ERANGE), a sign after blanks (" -5" would be 2^64 - 5)
+    ["--memory", "18446744073709551616"],
+    ["--memory", "99999999999999999999999"],
+    ["--memory", " -5"],
+    ["--block", " -5"],
+    ["--block", "+64M"],
 ], ids=lambda a: " ".join(a))
 def test_usage_errors(tmp, args):
     inp = good_h5(tmp / "a.h5")
@@ -404,6 +410,46 @@ def test_usage_errors(tmp, args):
     assert not r.timed_out and r.rc == E_USAGE, f"want exit 2\n{r}"
     assert len(r.err_lines) == 1 and r.err_lines[0].startswith("histeq_dist: "), str(r)
     assert not leftovers(out)
+
+
+@pytest.mark.parametrize("args, named", [
+    (["-xq"], "-x"),                  # inside a cluster getopt has not moved past the word
+    (["-vX"], "-X"),
+    (["--bits", "8", "-Zv"], "-Z"),   # not the value before it
+    (["-x"], "-x"),
+    (["--re", "x"], "--re"),          # --reference or --report: ambiguous
+])
+def test_unknown_option_is_named(tmp, args, named):
+    inp = good_h5(tmp / "a.h5")
+    out = str(tmp / "out.h5")
+    r = run(args + ["--input", inp, "--output", out], timeout=ERR_TIMEOUT)
+    assert not r.timed_out and r.rc == E_USAGE, f"want exit 2\n{r}"
+    assert len(r.err_lines) == 1 and r.err_lines[0].startswith(f"histeq_dist: {named}: unknown option"), str(r)
+    assert not leftovers(out)
+
+
+@pytest.mark.parametrize("opt", ["--input", "--output"])
+def test_input_or_output_twice_is_refused(tmp, opt):
+    """-i a -i b took b alone, silently: a user who meant both got half the work."""
+    inp = good_h5(tmp / "a.h5")
+    other = good_h5(tmp / "b.h5")
+    out = str(tmp / "out.h5")
+    args = ["--input", inp, "--input", other, "--output", out] if opt == "--input" else \
+        ["--input", inp, "--output", out, "--output", str(tmp / "o2.h5")]
+    r = run(args, timeout=ERR_TIMEOUT)
+    assert not r.timed_out and r.rc == E_USAGE, f"want exit 2\n{r}"
+    assert len(r.err_lines) == 1 and f"{opt} given twice" in r.err_lines[0], str(r)
+    assert not leftovers(out) and not os.path.exists(tmp / "o2.h5")
+
+
+def test_usage_error_without_output_is_one_line(tmp):
+    """The default output's note comes after the checks: a usage error found by them is the
+    only line (it named an output that was never written)."""
+    inp = good_h5(tmp / "a.h5")
+    r = run(["--input", inp, "--method", "clahe", "--clahe-grid", "999x999"], timeout=ERR_TIMEOUT)
+    assert not r.timed_out and r.rc == E_USAGE, f"want exit 2\n{r}"
+    assert len(r.err.strip().splitlines()) == 1 and "--clahe-grid 999x999" in r.err, str(r)
+    assert not os.path.exists(tmp / "a_clahe.h5")
 
 
 @pytest.mark.parametrize("np_", RANKS, ids=["single", "np2"])

@@ -43,6 +43,10 @@ static void test_geometry(void **state)
     assert_int_equal(g.tiles_x, 4);
     assert_int_equal(g.tile_h, 83);
     assert_int_equal(g.tile_w, 98);
+    g = geom(0, 0, UINT64_MAX - 35, 37, 53, &rc); /* a tile near 2^64: h + tile - 1 would wrap to 0 tiles */
+    assert_int_equal(rc, 0);
+    assert_int_equal(g.tiles_y, 1);
+    assert_int_equal(g.tiles_x, 1);
     geom(30, 4, 0, 20, 30, &rc); /* more tile rows than rows */
     assert_int_equal(rc, -1);
     geom(2, 2, 0, 0, 30, &rc);
