@@ -127,6 +127,19 @@ static int scan_all(scan_ctx *c)
     return 0;
 }
 
+/* 1 when the object lies in another file than the one opened: an external link on its path. The
+ * rest of the backend moves a dataset's bytes at the offsets HDF5 gives, in the file it opened, so
+ * such a dataset would be read from the wrong file (and a whole-file scan does not follow them). */
+static int in_another_file(scan_ctx *c, const H5O_info_t *oi)
+{
+    H5O_info_t root;
+    if (H5Oget_info2(c->file_id, &root, H5O_INFO_BASIC) < 0) {
+        H5Eclear2(H5E_DEFAULT);
+        return 0;
+    }
+    return root.fileno != oi->fileno;
+}
+
 static int scan_one(scan_ctx *c, const char *dset)
 {
     const size_t len = strlen(dset) + 2;
@@ -142,6 +155,9 @@ static int scan_one(scan_ctx *c, const char *dset)
     } else if (oi.type != H5O_TYPE_DATASET) {
         rc = hq_fail(c->err, HQ_EINPUT, "%s:%s: is a %s, not a dataset", c->file, name,
                      oi.type == H5O_TYPE_GROUP ? "group" : "named datatype");
+    } else if (in_another_file(c, &oi)) {
+        rc = hq_fail(c->err, HQ_EINPUT, "%s:%s: lies in another file (an external link on its path): name that "
+                     "file and its dataset instead", c->file, name);
     } else {
         rc = add_dataset(c, name);
     }

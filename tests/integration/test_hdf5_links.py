@@ -136,6 +136,38 @@ def test_external_left_out_dangling_soft_kept(tmp, np_):
         assert_array_equal(f["meta_again/to_z"][()], ref.equalize_one(Z, 8), "/meta_again/to_z")
 
 
+@pytest.mark.parametrize("np_", [None, 2], ids=["1rank", "2ranks"])
+@pytest.mark.parametrize("layout", ["contiguous", "gzip"])
+@pytest.mark.parametrize("how", ["input", "mask", "group"])
+def test_selection_through_an_external_link_is_refused(tmp, np_, layout, how):
+    """file.h5:/ext, an external link (or a group reached through one), named a dataset of another
+    file, whose bytes were then read at its offsets in this one: another dataset's pixels, exit 0
+    (and a --mask through one was silently another dataset). Refused, naming the selection."""
+    rng = np.random.default_rng(8)
+    kw = {"chunks": (1, 20, 35), "compression": "gzip"} if layout == "gzip" else {}
+    with h5py.File(tmp / "target.h5", "w") as f:
+        f.create_dataset("t", data=rng.integers(0, 250, (3, 40, 70)).astype(np.uint8), **kw)
+        f.create_dataset("g/t", data=rng.integers(0, 250, (3, 40, 70)).astype(np.uint8), **kw)
+    decoy = rng.integers(0, 250, (3, 40, 70)).astype(np.uint8)
+    with h5py.File(tmp / "links.h5", "w") as f:
+        f.create_dataset("own", data=decoy, **kw)  # where the target's offsets land in this file
+        f["ext"] = h5py.ExternalLink(str(tmp / "target.h5"), "/t")
+        f["extg"] = h5py.ExternalLink(str(tmp / "target.h5"), "/g")
+    out = tmp / "out.h5"
+    if how == "mask":
+        args = ["-i", f"{tmp}/target.h5:/t", "-o", out, "--mask", f"{tmp}/links.h5:/ext"]
+        named = "links.h5:/ext"
+    else:
+        sel = "/ext" if how == "input" else "/extg/t"
+        args = ["-i", f"{tmp}/links.h5:{sel}", "-o", out]
+        named = f"links.h5:{sel}"
+    r = run(args, np_)
+    assert not r.timed_out and r.rc == 4, f"want exit 4\n{r}"
+    lines = r.err_lines if np_ is None else r.hq_lines
+    assert len(lines) == 1 and named in lines[0] and "another file" in lines[0], str(r)
+    assert not out.exists() and not (tmp / "out.h5.part").exists()
+
+
 def test_resume_does_not_make_links_twice(tmp):
     rng = np.random.default_rng(7)
     inp = str(tmp / "in.h5")
