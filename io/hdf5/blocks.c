@@ -259,14 +259,21 @@ static int transfer(hq_io *io, uint64_t item, const hq_block *b, int collective,
      * Fletcher-32 check on a chunk listed twice, once with size 0 (fuzz/regress/hdf5/chunk-index-*). */
     const int coll_io = collective && (writing || !it->collective);
     /* The direct path (direct_io.c) moves the block itself where it can; else HDF5, as before. */
-    const int direct = b && !rc && hdf5_direct_wanted(io, item, writing, coll_io) &&
-                       hdf5_direct_transfer(io, item, b, buf, writing) == 0;
+    const int moved = b && !rc && hdf5_direct_wanted(io, item, writing, coll_io)
+                          ? hdf5_direct_transfer(io, item, b, buf, writing)
+                          : 1;
+    const int direct = moved == 0;
+    if (moved == 2)
+        rc = hq_fail(err, HQ_EINPUT, "%s:%s [%s]: cannot decompress (corrupt chunk?): a chunk decodes to another "
+                     "size than its own", file, it->name, where);
     if (b) {
         io->blocks[writing]++;
         io->direct_blocks[writing] += (uint64_t)direct;
     }
     if (direct)
         st = 0;
+    else if (moved == 2)
+        st = -1; /* said above; an independent read (compressed input), so no rank waits for it */
     else if (writing && !rc && (rc = hdf5_reserve_wait(io, 0, UINT64_MAX, err)) != 0)
         st = -1; /* the background reservation met a full disk: nothing is written */
     else if (fspace >= 0 && select_block(fspace, it, io->frank[item], b, &mspace) >= 0) {

@@ -5,8 +5,10 @@
  * Contract:
  *  - One hdf5_codec per worker thread (libdeflate's (de)compressors are not shared); everything
  *    else here is a pure function of its arguments and safe on any thread.
- *  - hdf5_inflate succeeds only when the stream decodes to exactly `want` bytes; anything else is
- *    left for HDF5 to judge (the caller falls back to the library path).
+ *  - hdf5_inflate succeeds only when the stream decodes to exactly `want` bytes. A complete stream
+ *    of another length is -2: the chunk is damaged, and HDF5 1.10 would take it (its deflate
+ *    filter returns what it got, and the rest of the chunk is whatever its buffer held). Anything
+ *    else is -1, left for HDF5 to judge (the caller falls back to the library path).
  *  - hdf5_deflate writes a zlib stream any inflater reads (h5py, h5dump, HDF5 itself); its bytes may
  *    differ from zlib's at the same level, never the data they decode to. With libdeflate (built
  *    with HQ_HAVE_LIBDEFLATE) both ways run 2-3x faster than zlib; zlib is the fallback.
@@ -61,11 +63,17 @@ int hdf5_inflate(hdf5_codec *c, const void *in, size_t n, void *out, size_t want
     if (!c->dec && !(c->dec = libdeflate_alloc_decompressor()))
         return -1;
     size_t got = 0;
-    return libdeflate_zlib_decompress(c->dec, in, n, out, want, &got) == LIBDEFLATE_SUCCESS && got == want ? 0 : -1;
+    const enum libdeflate_result r = libdeflate_zlib_decompress(c->dec, in, n, out, want, &got);
+    if (r == LIBDEFLATE_SUCCESS)
+        return got == want ? 0 : -2;
+    return r == LIBDEFLATE_INSUFFICIENT_SPACE ? -2 : -1;
 #else
     (void)c;
     uLongf got = (uLongf)want;
-    return uncompress(out, &got, in, (uLong)n) == Z_OK && got == want ? 0 : -1;
+    const int r = uncompress(out, &got, in, (uLong)n);
+    if (r == Z_OK)
+        return got == want ? 0 : -2;
+    return -1;
 #endif
 }
 

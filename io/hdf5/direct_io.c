@@ -5,8 +5,9 @@
  * order, on the calling thread, while the workers encode the next ones.
  *
  * Contract:
- *  - hdf5_direct_transfer returns 0 when the block was moved, 1 when HDF5 should move it as
- *    before: whatever the direct path does not take (a chunk the block covers in part, a chunk not
+ *  - hdf5_direct_transfer returns 0 when the block was moved, 2 when a chunk's complete deflate
+ *    stream decodes to another length than the chunk's (damaged; HDF5 would take it and fill the
+ *    rest with whatever its buffer held, codec.h), 1 when HDF5 should move it as before: whatever the direct path does not take (a chunk the block covers in part, a chunk not
  *    allocated, a chunk index it cannot read) and whatever fails on it (a short read, a chunk that
  *    does not decode, a failed write). HDF5 then repeats the block from the start and reports any
  *    failure as it always did, so errors read the same on either path.
@@ -53,6 +54,7 @@ typedef struct xfer {
     int fd;
     task *t;
     uint64_t nt, cap;
+    int wrong_length; /* a worker met a chunk decoding to another length (set by any, read after) */
 } xfer;
 
 static task *add_task(xfer *x)
@@ -301,7 +303,10 @@ static unsigned char *decode(xfer *x, const task *t, int worker, unsigned char *
         if (!out || !c)
             return NULL;
         if (x->side->filt[j] == FILT_DEFLATE) {
-            if (hdf5_inflate(c, cur, len, out, x->chunk_bytes))
+            const int r = hdf5_inflate(c, cur, len, out, x->chunk_bytes);
+            if (r == -2)
+                __atomic_store_n(&x->wrong_length, 1, __ATOMIC_RELAXED);
+            if (r)
                 return NULL;
             len = x->chunk_bytes;
         } else {
@@ -511,7 +516,7 @@ int hdf5_direct_transfer(hq_io *io, uint64_t item, const hq_block *b, void *buf,
     for (uint64_t i = 0; i < x.nt; i++)
         free(x.t[i].z);
     free(x.t);
-    return rc ? 1 : 0;
+    return !rc ? 0 : __atomic_load_n(&x.wrong_length, __ATOMIC_RELAXED) ? 2 : 1;
 }
 
 int hdf5_direct_span(hq_io *io, uint64_t item, const hq_block *b, uint64_t *off, uint64_t *len)

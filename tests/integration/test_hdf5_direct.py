@@ -10,13 +10,14 @@ import os
 import re
 import shutil
 import subprocess
+import zlib
 
 import h5py
 import numpy as np
 import pytest
 
 import reference as ref
-from helpers import assert_array_equal, assert_same_output, run_ok
+from helpers import assert_array_equal, assert_same_output, run, run_ok
 
 DIRECT_NOTE = re.compile(r"HDF5 direct path: (\d+) of (\d+) blocks read, (\d+) of (\d+) written \((\d+) threads?")
 
@@ -377,8 +378,31 @@ def test_corrupt_chunk_reads_the_same_on_either_path(tmp):
     assert errs[0][0] == 4 and "cannot decompress" in errs[0][1]
 
 
+@pytest.mark.parametrize("np_", [None, 2], ids=["single", "np2"])
+@pytest.mark.parametrize("length", ["short", "long"])
+def test_chunk_decoding_to_another_length_is_corrupt(tmp, np_, length):
+    """A whole, valid zlib stream of 100 bytes (or 1300) where the chunk holds 1200: HDF5 1.10's
+    deflate filter takes it and leaves the rest of the chunk as its buffer was, so the output held
+    heap bytes, different on every run, marked complete. The direct path decodes every compressed
+    chunk and refuses it (exit 4), naming the dataset."""
+    a = np.random.default_rng(11).integers(0, 250, (4, 30, 40)).astype(np.uint8)
+    inp = tmp / "short.h5"
+    with h5py.File(inp, "w") as f:
+        d = f.create_dataset("g", (4, 30, 40), dtype=np.uint8, chunks=(1, 30, 40), compression="gzip")
+        for s in range(4):
+            raw = a[s].tobytes()
+            bad = raw[:100] if length == "short" else raw + raw[:100]
+            d.id.write_direct_chunk((s, 0, 0), zlib.compress(bad if s == 1 else raw))
+    before = inp.read_bytes()
+    out = tmp / "o.h5"
+    r = run(["--input", inp, "--output", out, "--device", "cpu"], np_)
+    assert not r.timed_out and r.rc == 4, f"want exit 4\n{r}"
+    lines = r.err_lines if np_ is None else r.hq_lines
+    assert len(lines) == 1 and "short.h5:/g" in lines[0] and "cannot decompress" in lines[0], str(r)
+    assert not out.exists() and inp.read_bytes() == before
+
+
 def run_ok_or_fail(args, direct):
-    from helpers import run
     r = run(args, 1, env={"HQ_HDF5_DIRECT": direct})
     assert not r.timed_out, str(r)
     return r.rc, "\n".join(r.hq_lines)
