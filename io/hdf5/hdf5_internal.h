@@ -43,7 +43,9 @@
 
 /* Per item flags: whether the output dataset is filtered (then parallel HDF5 1.10 writes it only
  * collectively); whether the item's blocks travel in chunk order (see chunk_order_ok). */
-enum { OUT_FILTERED = 4, CHUNK_ORDER = 8 };
+/* FILL_NEVER: the input's fill time is H5D_FILL_TIME_NEVER, so HDF5 leaves the buffer as it was
+ * where the dataset was never written; such blocks are read into zeros (what h5py shows). */
+enum { OUT_FILTERED = 4, CHUNK_ORDER = 8, FILL_NEVER = 16 };
 
 typedef struct hdf5_pool hdf5_pool;
 typedef struct hdf5_codec hdf5_codec;

@@ -100,6 +100,19 @@ static hid_t unbuffered_dapl(void)
     return dapl;
 }
 
+/* HDF5 writes nothing into a read's buffer where storage was never written and the fill time is
+ * never: the pixels there would be whatever memory held (a legal file; h5py shows zeros). */
+static int fill_never(hid_t d)
+{
+    hid_t dcpl = H5Dget_create_plist(d);
+    H5D_fill_time_t ft = H5D_FILL_TIME_IFSET;
+    const int never = dcpl >= 0 && H5Pget_fill_time(dcpl, &ft) >= 0 && ft == H5D_FILL_TIME_NEVER;
+    if (dcpl >= 0)
+        H5Pclose(dcpl);
+    H5Eclear2(H5E_DEFAULT);
+    return never;
+}
+
 static int open_item(hq_io *io, uint64_t i, hq_err *err)
 {
     const hq_item *it = &io->inv.items[i];
@@ -128,6 +141,8 @@ static int open_item(hq_io *io, uint64_t i, hq_err *err)
     io->frank[i] = frank;
     if (chunk_order_ok(io, i))
         io->flags[i] |= CHUNK_ORDER;
+    if (fill_never(d))
+        io->flags[i] |= FILL_NEVER;
     hid_t dapl = (io->flags[i] & CHUNK_ORDER) ? unbuffered_dapl() : input_dapl(d, frank, it);
     if (dapl >= 0) {
         /* Reopened so that the sized chunk cache applies (it is fixed at open). */

@@ -339,3 +339,41 @@ def test_own_output_as_input(tmp):
     equalize(once, twice, "--scope", "global")
     assert sorted(h5_datasets(twice)) == ["/s"]
     assert_array_equal(read_dset(twice, "s"), ref.equalize_stack(first, 8, scope="global")[0], "second pass")
+
+
+@pytest.mark.parametrize("np_", [None, 2], ids=["single", "np2"])
+def test_fill_time_never_reads_as_zeros(tmp, np_):
+    """Storage never written with fill time H5D_FILL_TIME_NEVER (legal; h5py reads zeros): HDF5
+    writes nothing into the read's buffer there, so a 1-rank output held heap bytes, different
+    from the 2-rank one. Such blocks read as zeros now, on every path: a contiguous dataset never
+    written, chunked ones (uint8, float32) with one chunk written; --device copy gives h5py's view."""
+    inp = tmp / "in.h5"
+    with h5py.File(inp, "w") as f:
+        f.create_dataset("c", data=np.random.default_rng(0).integers(0, 250, (3, 30, 40)).astype(np.uint8),
+                         chunks=(1, 10, 10))
+        for name, t, chunk in (("k", h5py.h5t.NATIVE_UINT8, None), ("k8", h5py.h5t.NATIVE_UINT8, (1, 10, 40)),
+                               ("kf", h5py.h5t.NATIVE_FLOAT, (1, 10, 40))):
+            dcpl = h5py.h5p.create(h5py.h5p.DATASET_CREATE)
+            if chunk:
+                dcpl.set_chunk(chunk)
+            dcpl.set_fill_time(h5py.h5d.FILL_TIME_NEVER)
+            dcpl.set_alloc_time(h5py.h5d.ALLOC_TIME_LATE)
+            h5py.h5d.create(f.id, name.encode(), t, h5py.h5s.create_simple((3, 30, 40)), dcpl)
+        f["k8"][0, :10] = 7
+        f["kf"][0, :10] = 0.25
+    with h5py.File(inp, "r") as f:
+        seen = {k: f[k][()] for k in ("c", "k", "k8", "kf")}
+    before = file_hash(inp)
+    copy = tmp / "copy.h5"
+    equalize(inp, copy, "--device", "copy", np_=np_)
+    with h5py.File(copy, "r") as f:
+        for k, v in seen.items():
+            assert_array_equal(f[k][()], v, f"--device copy {k}")
+    out = tmp / "out.h5"
+    equalize(inp, out, np_=np_)
+    with h5py.File(out, "r") as f:
+        for k in ("c", "k", "k8"):
+            for s in range(3):
+                assert_array_equal(f[k][s], ref.equalize_one(seen[k][s], 8), f"{k}[{s}]")
+        assert np.array_equal(f["kf"][1], np.zeros((30, 40), np.float32)), "kf[1]: a constant slice"
+    assert file_hash(inp) == before
