@@ -54,10 +54,11 @@ static int classify(const char *path, file_kind *kind, hq_err *err)
     if (fseek(f, 0, SEEK_END) == 0)
         size = ftell(f);
     *kind = KIND_UNKNOWN;
-    if (n == 8 && !memcmp(b, PNG_SIG, 8))
-        *kind = KIND_PNG;
-    else if (has_hdf5_sig(f, size))
+    /* HDF5 first: a user block may start with anything, a PNG thumbnail of the file included. */
+    if (has_hdf5_sig(f, size))
         *kind = KIND_HDF5;
+    else if (n == 8 && !memcmp(b, PNG_SIG, 8))
+        *kind = KIND_PNG;
     else if (looks_like_text(f))
         *kind = KIND_TEXT;
     fclose(f);

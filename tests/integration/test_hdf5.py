@@ -377,3 +377,30 @@ def test_fill_time_never_reads_as_zeros(tmp, np_):
                 assert_array_equal(f[k][s], ref.equalize_one(seen[k][s], 8), f"{k}[{s}]")
         assert np.array_equal(f["kf"][1], np.zeros((30, 40), np.float32)), "kf[1]: a constant slice"
     assert file_hash(inp) == before
+
+
+@pytest.mark.parametrize("np_", [None, 2], ids=["single", "np2"])
+@pytest.mark.parametrize("whole_png", [True, False], ids=["png_thumbnail", "png_signature"])
+def test_user_block_starting_with_a_png_is_hdf5(tmp, np_, whole_png):
+    """An HDF5 file whose user block holds a PNG thumbnail was classified by its first bytes: the
+    thumbnail was equalized and written as out.h5, exit 0 (or 'corrupt PNG', exit 4, for a bare
+    signature). The superblock's signature is looked for first now."""
+    import io as _io
+
+    from PIL import Image
+    img = ref.low_contrast(60, 70, 40, 90, np.uint8, seed=12)
+    stack = np.stack([img, img[::-1], img[:, ::-1]])
+    inp = tmp / "scan.h5"
+    with h5py.File(inp, "w", userblock_size=1024) as f:
+        f.create_dataset("img", data=stack)
+    buf = _io.BytesIO()
+    Image.fromarray(img[:16, :16]).save(buf, format="PNG")
+    head = buf.getvalue() if whole_png else b"\x89PNG\r\n\x1a\n"
+    assert len(head) <= 1024
+    with open(inp, "r+b") as fh:
+        fh.write(head)
+    out = tmp / "out.h5"
+    equalize(inp, out, np_=np_)
+    with h5py.File(out, "r") as f:
+        for s in range(3):
+            assert_array_equal(f["img"][s], ref.equalize_one(stack[s], 8), f"img[{s}]")
