@@ -135,6 +135,30 @@ def test_latest_format_same_as_library(tmp, np_):
     assert n_in >= 1 and c_in >= 150 * 161 or np_ > 1, f"the implicit index was not read in one pass\n{r}"
 
 
+@pytest.mark.parametrize("np_", [None, 2], ids=["single", "np2"])
+def test_latest_format_large_grids_read_without_per_chunk_walks(tmp, np_):
+    """32,768 chunks in a fixed array (and an extensible array, a v2 B-tree of 16,384 each): the
+    check each read made before it (one H5Dget_chunk_info_by_coord a chunk, each a walk of the
+    index) took 17 s at 16,384 chunks and minutes at 65,536. With no one-pass table and a grid past
+    the per-chunk limit, the read is left to HDF5's own checks: the run takes about a second, and
+    its output equals the earliest format's (the v1 B-tree, read through the table)."""
+    a = ref.low_contrast(1024, 2048, 20, 90, np.uint8, seed=220)
+    b = ref.low_contrast(1024, 1024, 300, 900, np.uint16, seed=221)
+    for name, libver in (("latest", ("v110", "v110")), ("earliest", "earliest")):
+        with h5py.File(tmp / f"{name}.h5", "w", libver=libver) as f:
+            f.create_dataset("farray", data=a, chunks=(8, 8))
+            f.create_dataset("earray", data=b, chunks=(8, 8), maxshape=(None, 1024))
+            f.create_dataset("bt2", data=b[::-1], chunks=(8, 8), maxshape=(None, None))
+    outs = {}
+    for name in ("latest", "earliest"):
+        outs[name] = tmp / f"out_{name}.h5"
+        run_ok(["-i", tmp / f"{name}.h5", "-o", outs[name], "--device", "cpu", "-q"], np_, timeout=60)
+    with h5py.File(outs["latest"], "r") as fl, h5py.File(outs["earliest"], "r") as fe:
+        for k in ("farray", "earray", "bt2"):
+            assert np.array_equal(fl[k][()], fe[k][()]), k
+        assert np.array_equal(fl["farray"][()], ref.equalize_one(a, 8))
+
+
 def test_user_block_same_as_library(tmp):
     """HDF5 gives chunk addresses relative to the base address (after the user block); pread needs
     them absolute."""
