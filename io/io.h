@@ -70,6 +70,7 @@ typedef struct hq_out_opts {
      * rest unread), or NULL. Scope image or dataset: a format that records LUTs (write_lut) makes
      * room for every image's with the output, so that none is held in memory until close. */
     const hq_run_meta *settings;
+    int quiet;        /* -q: no notes */
 } hq_out_opts;
 
 typedef struct hq_io hq_io; /* one open input and (after create_output) its output */

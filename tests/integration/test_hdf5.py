@@ -404,3 +404,28 @@ def test_user_block_starting_with_a_png_is_hdf5(tmp, np_, whole_png):
     with h5py.File(out, "r") as f:
         for s in range(3):
             assert_array_equal(f["img"][s], ref.equalize_one(stack[s], 8), f"img[{s}]")
+
+
+@pytest.mark.parametrize("np_", [None, 2], ids=["single", "np2"])
+def test_input_with_its_own_histeq_dist_group_says_no_record(tmp, np_):
+    """A user's file holding /histeq_dist/notes (not written by this tool): the images are equalized,
+    the user's dataset keeps its name, and the output records no LUTs there. That used to happen
+    silently; rank 0 says it once (and -q keeps it quiet)."""
+    from helpers import run
+    img = ref.low_contrast(20, 30, 40, 90, np.uint8, seed=13)
+    notes = ref.low_contrast(20, 30, 10, 50, np.uint8, seed=14)
+    inp = tmp / "in.h5"
+    with h5py.File(inp, "w") as f:
+        f["img"] = img
+        f["histeq_dist/notes"] = notes
+    out = tmp / "out.h5"
+    r = run(["-i", inp, "-o", out, "--device", "cpu"], np_)
+    assert r.rc == 0, str(r)
+    said = [l for l in r.err.splitlines() if "of its own" in l]
+    assert len(said) == 1 and "in.h5" in said[0] and "no LUTs" in said[0], str(r)
+    with h5py.File(out, "r") as f:
+        assert_array_equal(f["img"][()], ref.equalize_one(img, 8), "img")
+        assert_array_equal(f["histeq_dist/notes"][()], ref.equalize_one(notes, 8), "notes")
+        assert "lut" not in f["histeq_dist"]
+    r = run(["-i", inp, "-o", tmp / "q.h5", "--device", "cpu", "-q"], np_)
+    assert r.rc == 0 and "of its own" not in r.err, str(r)
