@@ -111,8 +111,15 @@ int hdf5_describe_dataset(hid_t d, const char *file, const char *name, hq_item *
      * converts by them, and its conversion overruns (fuzz/regress/hdf5/type-precision-*). */
     const size_t precision = H5Tget_precision(t);
     const int offset = H5Tget_offset(t);
-    if (precision == 0 || offset < 0 || precision + (size_t)offset > 8 * size ||
-        (it->sample == HQ_SAMPLE_INT && (precision != 8 * size || offset != 0))) {
+    const int impossible = precision == 0 || offset < 0 || precision + (size_t)offset > 8 * size;
+    if (!impossible && it->sample == HQ_SAMPLE_INT && (precision != 8 * size || offset != 0)) {
+        /* Legal HDF5 (h5py reads it); the offset form of signed samples needs every bit. */
+        rc = hq_fail(err, HQ_EINPUT, "%s:%s: unsupported type (a signed integer with %zu significant bits from bit "
+                     "%d in an int%zu) — signed images must use all their bits", file, name, precision, offset,
+                     8 * size);
+        goto out;
+    }
+    if (impossible) {
         rc = hq_fail(err, HQ_EINPUT, "%s:%s: corrupt type (%zu bits from bit %d in a%s %s%zu)", file, name, precision,
                      offset, it->sample == HQ_SAMPLE_FLOAT ? "" : "n", it->sample == HQ_SAMPLE_FLOAT ? "float"
                      : it->sample == HQ_SAMPLE_INT ? "int" : "uint", 8 * size);

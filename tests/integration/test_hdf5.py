@@ -429,3 +429,20 @@ def test_input_with_its_own_histeq_dist_group_says_no_record(tmp, np_):
         assert "lut" not in f["histeq_dist"]
     r = run(["-i", inp, "-o", tmp / "q.h5", "--device", "cpu", "-q"], np_)
     assert r.rc == 0 and "of its own" not in r.err, str(r)
+
+
+def test_signed_type_with_fewer_bits_is_unsupported_not_corrupt(tmp):
+    """int16 with 12 significant bits is legal HDF5 (h5py and h5dump read it): refused as an
+    unsupported type, not called corrupt."""
+    from helpers import run
+    inp = tmp / "in.h5"
+    with h5py.File(inp, "w") as f:
+        t = h5py.h5t.STD_I16LE.copy()
+        t.set_precision(12)
+        d = h5py.h5d.create(f.id, b"ct", t, h5py.h5s.create_simple((20, 30)))
+        d.write(h5py.h5s.ALL, h5py.h5s.ALL, np.arange(600, dtype=np.int16).reshape(20, 30) - 300)
+    out = tmp / "out.h5"
+    r = run(["-i", inp, "-o", out])
+    assert r.rc == 4 and len(r.err_lines) == 1, str(r)
+    assert "in.h5:/ct: unsupported type" in r.err_lines[0] and "corrupt" not in r.err_lines[0], str(r)
+    assert not out.exists()
