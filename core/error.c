@@ -9,6 +9,11 @@ int hq_fail(hq_err *e, int code, const char *fmt, ...)
         va_start(ap, fmt);
         vsnprintf(e->msg, sizeof e->msg, fmt, ap);
         va_end(ap);
+        /* One line whatever a path or a dataset name holds: a newline in a name (legal in POSIX
+         * paths and HDF5 names) would split the error, and a terminal's escapes would run. */
+        for (char *c = e->msg; *c; c++)
+            if ((unsigned char)*c < 0x20 || *c == 0x7f)
+                *c = '?';
     }
     return code;
 }

@@ -1,7 +1,8 @@
 /* error.h — how every module reports failure.
  *
  * Contract: a function that can fail returns 0 on success or an HQ_E* code, and fills the caller's
- * hq_err with one line "PATH: what is wrong" (no program name, no newline). Only app/ prints it,
+ * hq_err with one line "PATH: what is wrong" (no program name, no newline: control characters a
+ * name brings in become '?'). Only app/ prints it,
  * prefixed with "histeq_dist: ". The codes double as the process exit status. */
 #ifndef HQ_ERROR_H
 #define HQ_ERROR_H

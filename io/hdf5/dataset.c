@@ -103,7 +103,7 @@ int hdf5_describe_dataset(hid_t d, const char *file, const char *name, hq_item *
         char tn[64];
         type_name(t, tn, sizeof tn);
         rc = hq_fail(err, HQ_EINPUT, "%s:%s: unsupported type (%s%s) — only uint8, uint16, int8, int16, float32 and "
-                     "float64 images", file, name, tn, cls == H5T_FLOAT ? ", not IEEE" : "");
+                     "float64 images", file, name, tn, cls == H5T_FLOAT ? ", not IEEE 32- or 64-bit" : "");
         goto out;
     }
     it->sample = is_float ? HQ_SAMPLE_FLOAT : H5Tget_sign(t) == H5T_SGN_NONE ? HQ_SAMPLE_UINT : HQ_SAMPLE_INT;

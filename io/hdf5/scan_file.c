@@ -184,6 +184,10 @@ int hdf5_scan(const char *path, const char *dset, int skip_bad, hq_inventory *in
     if (f < 0) {
         char det[512];
         hdf5_detail(det, sizeof det);
+        /* Another process has it open for writing (HDF5's file lock): nothing wrong with the file. */
+        if (strstr(det, "unable to lock file"))
+            return hq_fail(err, HQ_EIO, "%s: locked by a process writing it (HDF5 file locking): run again when it "
+                           "is done%s", path, det);
         return hq_fail(err, HQ_EINPUT, "%s: cannot open HDF5 file (truncated or corrupt?)%s", path, det);
     }
     inv->format = HQ_FMT_HDF5;

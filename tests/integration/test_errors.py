@@ -498,3 +498,30 @@ def test_quiet_and_auto_notice(tmp):
         r = run(["--input", inp, "--output", tmp / "n.h5"], timeout=ERR_TIMEOUT)
         notices = [l for l in r.err.splitlines() if l.startswith("histeq_dist: note:") and "gpu" in l.lower()]
         assert r.rc == 0 and len(notices) == 1, f"--device auto without a GPU: want one notice line\n{r}"
+
+
+def test_error_naming_a_newline_is_one_line(tmp):
+    """A newline in a dataset name or a file name (both legal) split the error in two lines; control
+    characters now print as '?'."""
+    inp = tmp / "in.h5"
+    with h5py.File(inp, "w") as f:
+        f["bad\nname"] = np.zeros((4, 4), np.float16)
+    r = run(["-i", inp, "-o", tmp / "out.h5"], timeout=ERR_TIMEOUT)
+    assert r.rc == E_INPUT and r.err.count("\n") == 1 and "in.h5:/bad?name: unsupported type" in r.err, str(r)
+    bad = tmp / "a\nb\x1b[31m.png"
+    bad.write_bytes(b"x")
+    r = run(["-i", bad, "-o", tmp / "o.png"], timeout=ERR_TIMEOUT)
+    assert r.rc == E_INPUT and r.err.count("\n") == 1 and "a?b?[31m.png: not a PNG file" in r.err, str(r)
+
+
+def test_input_locked_by_a_writer_is_an_io_error(tmp):
+    """An HDF5 file another process has open for writing: HDF5's lock refuses it. That is no fault of
+    the file, so it is not called truncated or corrupt (exit 4), but locked (exit 1)."""
+    inp = tmp / "in.h5"
+    with h5py.File(inp, "w") as f:
+        f["a"] = np.zeros((8, 8), np.uint8)
+    with h5py.File(inp, "a"):
+        r = run(["-i", inp, "-o", tmp / "out.h5"], timeout=ERR_TIMEOUT)
+    assert r.rc == E_IO and len(r.err_lines) == 1, str(r)
+    assert "in.h5: locked by a process writing it" in r.err_lines[0] and "corrupt" not in r.err_lines[0], str(r)
+    assert not (tmp / "out.h5").exists()
