@@ -135,11 +135,16 @@ static int pick(const char *s, const char *const *names)
     return -1;
 }
 
+/* A decimal integer in [lo, hi], written plainly: a digit first (or '-' then one), as the help
+ * shows them; strtol alone would also take " 2", "+2" and wrap nothing past LONG_MAX (ERANGE). */
 static int parse_int(const char *s, long lo, long hi, long *out)
 {
     char *end;
+    if (!isdigit((unsigned char)s[0]) && !(s[0] == '-' && isdigit((unsigned char)s[1])))
+        return -1;
+    errno = 0;
     long v = strtol(s, &end, 10);
-    if (end == s || *end || v < lo || v > hi)
+    if (end == s || *end || errno == ERANGE || v < lo || v > hi)
         return -1;
     *out = v;
     return 0;

@@ -402,6 +402,9 @@ def test_on_error_skip_hdf5_dataset(tmp):
     ["--memory", " -5"],
     ["--block", " -5"],
     ["--block", "+64M"],
+    ["--threads", " 2"],
+    ["--threads", "+2"],
+    ["--png-level", "99999999999999999999"],
 ], ids=lambda a: " ".join(a))
 def test_usage_errors(tmp, args):
     inp = good_h5(tmp / "a.h5")
