@@ -94,10 +94,15 @@ static int decide(const hq_options *o, const hq_inventory *inv, hq_resume *res, 
     const int ref_file = o->reference && strcmp(o->reference, "global") != 0;
     const uint64_t also = (o->mask ? spec_fingerprint(o->mask) : 0) * 3 + (ref_file ? spec_fingerprint(o->reference) : 0);
     hq_journal_make_id(inv, opts, also, res->id, sizeof res->id);
-    const int journal = hq_journal_exists(o->output);
+    int journal = hq_journal_exists(o->output);
+    const int in_use = journal && hq_journal_in_use(o->output);
+    if (journal && !in_use && !hq_journal_has_id(o->output)) {
+        hq_journal_remove(o->output); /* killed while it was being made: it claims nothing */
+        journal = 0;
+    }
     int rc = 0;
     res->action = HQ_RESUME_FRESH;
-    if (journal && hq_journal_in_use(o->output)) {
+    if (in_use) {
         rc = hq_fail(err, HQ_EUSAGE, "%s: another run is still writing it (its journal %s.journal is in use): wait for "
                      "that run to end, or stop it first", o->output, o->output);
     } else if (!o->resume) {
@@ -122,14 +127,27 @@ static int decide(const hq_options *o, const hq_inventory *inv, hq_resume *res, 
     } else if (journal && !o->quiet) {
         fprintf(stderr, "histeq_dist: note: %s: the interrupted run's output is gone; starting over\n", o->output);
     }
+    /* Starting over: the old claims go before the output is touched (create truncates .part). */
+    if (!rc && res->action == HQ_RESUME_FRESH && journal)
+        hq_journal_remove(o->output);
     free(made_by);
     return rc;
+}
+
+void hq_resume_release(const hq_options *o, hq_resume *res)
+{
+    if (res->lock_fd >= 0)
+        hq_journal_unlock(o->output, res->lock_fd);
+    res->lock_fd = -1;
 }
 
 int hq_resume_decide(const hq_options *o, const hq_comm *c, const hq_inventory *inv, hq_resume *res, hq_err *err)
 {
     memset(res, 0, sizeof *res);
-    int rc = c->rank == 0 ? decide(o, inv, res, err) : 0;
+    res->lock_fd = -1;
+    int rc = c->rank == 0 ? hq_journal_lock(o->output, &res->lock_fd, err) : 0;
+    if (!rc && c->rank == 0)
+        rc = decide(o, inv, res, err);
     if ((rc = hq_comm_agree(c, rc, err)))
         return rc;
     int act = (int)res->action;

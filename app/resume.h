@@ -10,7 +10,13 @@
  *    output is gone starts over; one whose output was already renamed into place is done;
  *  - a journal that a live process still holds (jobs/journal.h: each rank locks its log): refused,
  *    with or without --resume or --force, so that no second run resumes or removes what the first
- *    (or a killed job's last ranks) still writes.
+ *    (or a killed job's last ranks) still writes;
+ *  - before any of this, rank 0 takes the output's run lock (hq_journal_lock) and keeps it to the
+ *    run's end (hq_resume_release): two runs started together on one output cannot both pass the
+ *    checks above and then truncate each other's .part or journal;
+ *  - a journal without its id (killed while it was being made) claims nothing: it is removed and
+ *    the run starts over; and a run that starts over removes the old journal before it touches the
+ *    output, so that a kill in between cannot leave old claims beside a new .part.
  * Only outputs written piece by piece keep a journal: HDF5 files and PNG directories (a single
  * PNG is one image, written at the end). */
 #ifndef HQ_RESUME_H
@@ -32,9 +38,13 @@ typedef struct hq_resume {
     hq_resume_action action;
     hq_journal_state st;
     char id[2048];
+    int lock_fd; /* rank 0: the run lock (-1: none) */
 } hq_resume;
 
 /* Collective. */
 int hq_resume_decide(const hq_options *o, const hq_comm *c, const hq_inventory *inv, hq_resume *res, hq_err *err);
+
+/* The run lock let go, its file removed (rank 0; others: nothing). After the run, however it ended. */
+void hq_resume_release(const hq_options *o, hq_resume *res);
 
 #endif

@@ -2,7 +2,7 @@
  * mid-way (kill -9, a SLURM time limit, a dead node) can be finished with --resume instead of redone.
  *
  * The directory holds `id` (what decides the output: the options and the input's identity; a
- * resume with another id is refused) and one append-only log per rank of records: a block written
+ * resume with another id is refused; and a nonce of this journal's own) and one append-only log per rank of records: a block written
  * (its coordinates, so a resume under another rank count still recognises the blocks it shares
  * with the old plan) and a completed histogram group (so pass 2 resumes without pass 1).
  *
@@ -57,6 +57,18 @@ char *hq_journal_dir(const char *out);
 
 /* 1 when OUT has a journal directory. */
 int hq_journal_exists(const char *out);
+
+/* 1 when OUT.journal holds its id: a journal without one was interrupted while it was being made,
+ * before any rank could claim anything in it. */
+int hq_journal_has_id(const char *out);
+
+/* Rank 0, before anything looks at or touches OUT, its .part or its journal: an exclusive flock on
+ * ".NAME.lock" beside OUT, held until hq_journal_unlock (or the process ends, however it ends).
+ * HQ_EUSAGE ("another run is still writing it") when a live run holds it; *fd -1 (and 0) where
+ * locks cannot be had (no such directory yet, a filesystem without flock). */
+int hq_journal_lock(const char *out, int *fd, hq_err *err);
+/* Removes the lock file and lets go of it (fd -1: nothing). */
+void hq_journal_unlock(const char *out, int fd);
 
 /* The id text of a run: options that shape the output and a fingerprint of the input (every
  * item's file, size and modification time, shape and type; `also`: the caller's fingerprint of

@@ -141,6 +141,7 @@ static void free_run(run *r)
     if (r->sync_fd >= 0)
         close(r->sync_fd);
     hq_journal_state_free(&r->res.st);
+    hq_resume_release(r->o, &r->res); /* last of the output's state: the next run may start */
     hq_report_free(r->rep);
     free(r->target);
     if (r->mask) {
@@ -159,7 +160,7 @@ int hq_run(const hq_options *given, const hq_comm *c, hq_err *err)
 {
     hq_options opts = *given; /* --output filled in when it was not given */
     const hq_options *o = &opts;
-    run r = {.o = o, .c = c, .sync_fd = -1};
+    run r = {.o = o, .c = c, .sync_fd = -1, .res.lock_fd = -1};
     const double t_start = hq_now();
     pthread_mutex_init(&r.mu, NULL);
     pthread_mutex_init(&r.tick_mu, NULL);

@@ -12,6 +12,7 @@
 #include <string.h>
 #include <sys/file.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 char *hq_journal_dir(const char *out)
@@ -21,6 +22,17 @@ char *hq_journal_dir(const char *out)
     if (s)
         snprintf(s, n, "%s.journal", out);
     return s;
+}
+
+int hq_journal_has_id(const char *out)
+{
+    char *d = hq_journal_dir(out);
+    char *p = d ? journal_join(d, "id") : NULL;
+    struct stat st;
+    const int yes = p && stat(p, &st) == 0 && S_ISREG(st.st_mode);
+    free(p);
+    free(d);
+    return yes;
 }
 
 int hq_journal_exists(const char *out)
@@ -122,6 +134,23 @@ int journal_write_failed(hq_err *err, const char *path, int e)
     return hq_fail(err, HQ_EIO, "%s: cannot write the journal (%s)", path, strerror(e));
 }
 
+/* 64 random bits for the id's nonce: two journals made with the same options and input (two
+ * outputs, or one output started over) still mark their logs apart. */
+static uint64_t nonce(void)
+{
+    uint64_t v = 0;
+    const int fd = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
+    const int got = fd >= 0 && read(fd, &v, sizeof v) == (ssize_t)sizeof v;
+    if (fd >= 0)
+        close(fd);
+    if (!got) {
+        struct timespec t;
+        clock_gettime(CLOCK_REALTIME, &t);
+        v = journal_fnv(FNV0, &t, sizeof t) ^ (uint64_t)getpid() << 32;
+    }
+    return v;
+}
+
 int hq_journal_create(const char *out, const char *id, hq_err *err)
 {
     char *dir = hq_journal_dir(out);
@@ -137,8 +166,11 @@ int hq_journal_create(const char *out, const char *id, hq_err *err)
         rc = journal_write_failed(err, dir, errno);
         goto done;
     }
+    char line[64];
+    snprintf(line, sizeof line, NONCE_KEY "%016llx\n", (unsigned long long)nonce());
     int fd = open(idp, O_WRONLY | O_CREAT | O_TRUNC, 0666);
-    if (fd < 0 || hq_write_all(fd, id, strlen(id)) || fdatasync(fd) || close(fd) || rename(idp, fin)) {
+    if (fd < 0 || hq_write_all(fd, id, strlen(id)) || hq_write_all(fd, line, strlen(line)) || fdatasync(fd) ||
+        close(fd) || rename(idp, fin)) {
         rc = journal_write_failed(err, fin, errno);
         if (fd >= 0)
             close(fd);
@@ -149,4 +181,61 @@ done:
     free(fin);
     free(dir);
     return rc;
+}
+
+/* ".NAME.lock" beside OUT (malloc'd). */
+static char *lock_path(const char *out)
+{
+    const char *slash = strrchr(out, '/');
+    const char *name = slash ? slash + 1 : out;
+    const size_t dirlen = slash ? (size_t)(slash - out) + 1 : 0, n = dirlen + strlen(name) + sizeof "..lock";
+    char *p = malloc(n);
+    if (p)
+        snprintf(p, n, "%.*s.%s.lock", (int)dirlen, out, name);
+    return p;
+}
+
+int hq_journal_lock(const char *out, int *fd, hq_err *err)
+{
+    *fd = -1;
+    char *path = lock_path(out);
+    if (!path)
+        return hq_fail(err, HQ_EMEM, "%s: out of memory", out);
+    int rc = 0;
+    /* A run that ends unlinks the file while it holds it: a run that opened that file before must
+     * find, once it holds the lock, that the name now means another file, and start again. */
+    for (int tries = 0; tries < 8 && *fd < 0 && !rc; tries++) {
+        const int f = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0666);
+        if (f < 0) {
+            /* Nowhere to put it (a read-only directory): the output's own checks will say why. */
+            break;
+        }
+        if (flock(f, LOCK_EX | LOCK_NB) != 0) {
+            const int e = errno;
+            close(f);
+            if (e == EWOULDBLOCK)
+                rc = hq_fail(err, HQ_EUSAGE, "%s: another run is still writing it (its lock %s is in use): wait "
+                             "for that run to end, or stop it first", out, path);
+            break; /* any other failure (a filesystem without flock) tells nothing: unlocked, as before */
+        }
+        struct stat held, named;
+        if (fstat(f, &held) == 0 && stat(path, &named) == 0 && held.st_dev == named.st_dev &&
+            held.st_ino == named.st_ino)
+            *fd = f;
+        else
+            close(f);
+    }
+    free(path);
+    return rc;
+}
+
+void hq_journal_unlock(const char *out, int fd)
+{
+    if (fd < 0)
+        return;
+    char *path = lock_path(out);
+    if (path)
+        unlink(path);
+    free(path);
+    close(fd);
 }

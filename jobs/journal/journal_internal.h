@@ -18,6 +18,10 @@
 #define REC_MAGIC 0x524a5148u /* "HQJR" */
 /* The id's first line, the format's version: a journal of another one is refused, never misread. */
 #define ID_LINE "histeq_dist journal 2\n"
+/* The id file's last line: a random nonce of the journal's own (hq_journal_create), so that the
+ * logs of two journals with the same options and input carry different owner marks. The run's
+ * computed id is compared with what comes before it. */
+#define NONCE_KEY "nonce "
 /* REC_OWNER: a log's first record, the journal_owner of the id it was written under; a log that
  * does not start with this journal's (copied from another run's journal, or of a version without
  * it) is not read: its work is done again rather than trusted. */

@@ -116,14 +116,27 @@ int hq_journal_load(const char *out, const char *id, hq_journal_state *st, hq_er
         rc = hq_fail(err, HQ_EIO, "%s: cannot read the journal's id (%s)", idp, strerror(errno));
         goto done;
     }
-    if (oldlen != strlen(id) || memcmp(old, id, oldlen) != 0) {
-        unsigned char *nul = realloc(old, oldlen + 1);
-        if (nul) {
-            old = nul;
-            old[oldlen] = '\0';
-        }
+    /* The recorded id, less its nonce line (journals made before it have none); the logs are
+     * marked with the whole text. */
+    size_t base = oldlen;
+    if (oldlen > 1) {
+        size_t k = oldlen - 1; /* the final newline; k goes back to the start of the last line */
+        while (k > 0 && old[k - 1] != '\n')
+            k--;
+        if (oldlen - k > strlen(NONCE_KEY) && !memcmp(old + k, NONCE_KEY, strlen(NONCE_KEY)))
+            base = k;
+    }
+    unsigned char *whole = realloc(old, oldlen + 1);
+    if (!whole) {
+        rc = hq_fail(err, HQ_EMEM, "%s: out of memory", out);
+        goto done;
+    }
+    old = whole;
+    old[oldlen] = '\0';
+    if (base != strlen(id) || memcmp(old, id, base) != 0) {
+        old[base] = '\0';
         rc = hq_fail(err, HQ_EUSAGE, "%s: cannot resume: %s (use --force without --resume to start over)",
-                     out, nul ? hq_journal_what_differs((char *)old, id) : "its journal differs");
+                     out, hq_journal_what_differs((char *)old, id));
         goto done;
     }
     DIR *d = opendir(dir);
@@ -137,7 +150,7 @@ int hq_journal_load(const char *out, const char *id, hq_journal_state *st, hq_er
         if (!journal_is_log(e->d_name))
             continue;
         char *lp = journal_join(dir, e->d_name);
-        if (!lp || load_log(lp, journal_owner(id), st, &cap))
+        if (!lp || load_log(lp, journal_owner((const char *)old), st, &cap))
             rc = hq_fail(err, HQ_EIO, "%s/%s: cannot read the journal", dir, e->d_name);
         free(lp);
     }

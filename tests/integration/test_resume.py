@@ -9,6 +9,7 @@ at a random moment. HQ_JOURNAL_FLUSH_S=0 makes each record durable at once, so t
 has real work to skip."""
 import json
 import os
+import shutil
 import signal
 import subprocess
 import time
@@ -367,3 +368,101 @@ def test_single_png_keeps_no_journal(tmp):
     run_ok(["--input", tmp / "a.png", "--output", tmp / "b.png", "--resume", "-q"])
     assert not os.path.exists(str(tmp / "b.png") + ".journal")
     assert np.array_equal(read_png(tmp / "b.png").rgb()[..., 0], ref.equalize_one(a, 8))
+
+
+# ---- the run lock and the journal's own identity ----------------------------------------------
+
+
+def lock_of(out):
+    return out.parent / f".{out.name}.lock"
+
+
+def test_the_run_lock_is_honoured_before_anything_is_touched(tmp):
+    """Two runs started together on one output both passed the journal's in-use check before
+    either had made its journal, then truncated each other's .part: an output of one run's method
+    with the other's pixels, marked complete. Rank 0 now holds .NAME.lock from before the checks to
+    the end: while another process holds it, a run (plain, --force or --resume) is refused in one
+    line and leaves the interrupted output and its journal as they were; after a run, no lock file
+    is left."""
+    import fcntl
+    inp, out = tmp / "in.h5", tmp / "out.h5"
+    make_h5(inp)
+    r = run(["--input", inp, "--output", out, "--block", "100K", "-q"], None, env=dict(FLUSH_NOW, HQ_FAULT_KILL="0:2"))
+    assert r.rc != 0 and (tmp / "out.h5.part").exists()
+    before = {p.name: p.read_bytes() for p in [tmp / "out.h5.part"] + sorted((tmp / "out.h5.journal").iterdir())}
+    with open(lock_of(out), "w") as held:
+        fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        for extra in ([], ["--force"], ["--resume"]):
+            r = run(["--input", inp, "--output", out, "--block", "100K"] + extra)
+            assert r.rc == 2 and len(r.err_lines) == 1 and "another run is still writing it" in r.err_lines[0], str(r)
+    after = {p.name: p.read_bytes() for p in [tmp / "out.h5.part"] + sorted((tmp / "out.h5.journal").iterdir())}
+    assert after == before, "a refused run touched the output or its journal"
+    run_ok(["--input", inp, "--output", out, "--block", "100K", "--resume", "-q"])
+    want = tmp / "want.h5"
+    run_ok(["--input", inp, "--output", want, "--block", "100K", "-q"])
+    assert_same_output(str(want), str(out))
+    assert not lock_of(out).exists() and not lock_of(want).exists()
+
+
+@pytest.mark.parametrize("left", ["empty", "id.tmp"])
+@pytest.mark.parametrize("resume", [True, False], ids=["resume", "plain"])
+def test_a_journal_killed_while_being_made_starts_over(tmp, left, resume):
+    """A kill between the journal's mkdir and its id's rename left OUT.journal/ without an id, and
+    every --resume then failed (exit 1, 'cannot read the journal's id'), a plain run asked for
+    --resume: only --force got out. Such a journal claims nothing: the run starts over."""
+    inp, out = tmp / "in.h5", tmp / "out.h5"
+    make_h5(inp)
+    r = run(["--input", inp, "--output", out, "--block", "100K", "-q"], None, env=dict(FLUSH_NOW, HQ_FAULT_KILL="0:2"))
+    assert r.rc != 0
+    j = tmp / "out.h5.journal"
+    for p in j.iterdir():
+        p.unlink()
+    if left == "id.tmp":
+        (j / "id.tmp").write_text("histeq_dist journal 2\noptions")
+    run_ok(["--input", inp, "--output", out, "--block", "100K", "-q"] + (["--resume"] if resume else []))
+    want = tmp / "want.h5"
+    run_ok(["--input", inp, "--output", want, "--block", "100K", "-q"])
+    assert_same_output(str(want), str(out))
+    assert complete_attr(out) == 1 and not j.exists()
+
+
+def test_a_log_from_another_outputs_journal_is_not_read(tmp):
+    """Two outputs of one input with the same options: their journals' ids were equal, so a rank
+    log copied from one into the other was taken for its own: its blocks were never written, the
+    output marked complete. Each journal now has a nonce of its own in its id, and the logs carry
+    its mark: the copied log is passed over and its work done."""
+    inp = tmp / "in.h5"
+    make_h5(inp)
+    outs = [tmp / "o1.h5", tmp / "o2.h5"]
+    for o, kill in zip(outs, ("0:6", "0:1")):
+        r = run(["--input", inp, "--output", o, "--block", "100K", "-q"], None, env=dict(FLUSH_NOW, HQ_FAULT_KILL=kill))
+        assert r.rc != 0
+    ids = [(o.parent / (o.name + ".journal") / "id").read_text() for o in outs]
+    assert ids[0] != ids[1] and ids[0].rsplit("nonce ", 1)[0] == ids[1].rsplit("nonce ", 1)[0], ids
+    log = "rank-000000.log"
+    (tmp / "o2.h5.journal" / log).write_bytes((tmp / "o1.h5.journal" / log).read_bytes())
+    r = run_ok(["--input", inp, "--output", outs[1], "--block", "100K", "--resume"])
+    want = tmp / "want.h5"
+    run_ok(["--input", inp, "--output", want, "--block", "100K", "-q"])
+    assert_same_output(str(want), str(outs[1]))
+
+
+@pytest.mark.skipif(not shutil.which("gdb"), reason="needs gdb to stop the run at the journal's creation")
+def test_force_killed_before_its_journal_does_not_keep_the_old_claims(tmp):
+    """A --force run killed after it made a new .part but before it replaced the old journal left the
+    old claims beside the new file, and --resume took them: exit 0, an output marked complete with
+    most of its pixels never written. The old journal now goes before the output is touched. The
+    kill lands where it did (gdb stops the run as it starts the new journal, then kills it)."""
+    inp, out = tmp / "in.h5", tmp / "out.h5"
+    make_h5(inp)
+    r = run(["--input", inp, "--output", out, "--block", "100K", "-q"], None, env=dict(FLUSH_NOW, HQ_FAULT_KILL="0:6"))
+    assert r.rc != 0
+    g = subprocess.run(["gdb", "-q", "-batch", "-ex", "break hq_journal_create", "-ex", "run", "-ex", "kill", "--args",
+                        BIN, "--input", str(inp), "--output", str(out), "--block", "100K", "--force", "-q"],
+                       capture_output=True, text=True, timeout=120, env=run_env(FLUSH_NOW))
+    assert "Breakpoint 1, hq_journal_create" in g.stdout, g.stdout + g.stderr
+    assert (tmp / "out.h5.part").exists() and not (tmp / "out.h5.journal").exists()
+    run_ok(["--input", inp, "--output", out, "--block", "100K", "--resume", "-q"])
+    want = tmp / "want.h5"
+    run_ok(["--input", inp, "--output", want, "--block", "100K", "-q"])
+    assert_same_output(str(want), str(out))
