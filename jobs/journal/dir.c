@@ -2,6 +2,7 @@
  * holds it (jobs/journal.h). */
 #define _GNU_SOURCE
 #include "journal_internal.h"
+#include "../../core/doomed.h"
 #include "../../core/fdio.h"
 
 #include <dirent.h>
@@ -183,6 +184,9 @@ done:
     return rc;
 }
 
+/* The lock file's slot in core/doomed.h's registry (one run lock a process). */
+static int lock_slot = -1;
+
 /* ".NAME.lock" beside OUT (malloc'd). */
 static char *lock_path(const char *out)
 {
@@ -225,6 +229,8 @@ int hq_journal_lock(const char *out, int *fd, hq_err *err)
         else
             close(f);
     }
+    if (*fd >= 0)
+        lock_slot = hq_doomed_add(path); /* a signal that ends the run removes it too */
     free(path);
     return rc;
 }
@@ -237,5 +243,7 @@ void hq_journal_unlock(const char *out, int fd)
     if (path)
         unlink(path);
     free(path);
+    hq_doomed_drop(lock_slot);
+    lock_slot = -1;
     close(fd);
 }

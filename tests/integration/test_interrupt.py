@@ -92,6 +92,7 @@ def test_signal_keeps_the_work_and_resume_finishes(tmp, sig):
     assert interrupted_lines(err) == [want], err
     assert session_dirs(work) == [], "the session directory must go with the run"
     assert not out.exists() and (tmp / "out.h5.part").exists() and (tmp / "out.h5.journal").is_dir()
+    assert not (tmp / ".out.h5.lock").exists(), "the run lock must go with the run"
     r = run_ok(["-i", inp, "-o", out, "--resume"] + opts)
     assert "resuming" in r.err
     run_ok(["-i", inp, "-o", ref] + opts)
