@@ -171,9 +171,12 @@ static int scan_input(const char *input, int skip_bad, hq_inventory *inv, hq_err
     memset(inv, 0, sizeof *inv);
     struct stat st;
     if (stat(input, &st) != 0) {
+        const int why = errno;
         char *file = NULL, *dset = NULL;
         if (!hq_io_split_dataset(input, &file, &dset))
-            return hq_fail(err, HQ_EINPUT, "%s: no such file or directory", input);
+            return why == ENOENT || why == ENOTDIR
+                       ? hq_fail(err, HQ_EINPUT, "%s: no such file or directory", input)
+                       : hq_fail(err, HQ_EINPUT, "%s: cannot open (%s)", input, strerror(why));
         file_kind kind;
         int rc = classify(file, &kind, err);
         if (!rc && kind != KIND_HDF5)

@@ -83,6 +83,10 @@ static void note_nothing_counted(const run *r, uint64_t group)
      * image would bury the benchmark's own output. */
     if (r->o->quiet || r->o->device == HQ_DEV_COPY || hq_plan_image_owner(&r->plan, image) != r->c->rank)
         return;
+    /* An image left out while read (--on-error skip) counted nothing too, but was not masked out:
+     * the list of skipped inputs says what happened to it. */
+    if (__atomic_load_n(&r->nskipped, __ATOMIC_RELAXED))
+        return;
     if (r->scope == HQ_SCOPE_GLOBAL) {
         fprintf(stderr, "histeq_dist: note: %s: nothing counted (every pixel masked out or ignored); the images "
                 "are left unchanged\n", r->o->input);

@@ -183,6 +183,27 @@ static int report_summary(const run *r, double wall, uint64_t images, uint64_t s
     return rc;
 }
 
+/* Collective, before the output is committed: under --on-error skip, inputs that failed only while
+ * read (a PNG's pixel data) still left the run "finished with skips" (exit 3) when every image was
+ * among them, an output directory holding nothing but its completion mark. Found at scan time,
+ * that is "nothing to equalize" (exit 4, no output, run_make_plan): so it is here too. */
+int run_check_something_left(run *r, hq_err *err)
+{
+    uint64_t skipped = r->nskipped;
+    MPI_Allreduce(MPI_IN_PLACE, &skipped, 1, MPI_UINT64_T, MPI_SUM, r->c->world);
+    uint64_t bad = 0;
+    for (size_t i = 0; i < r->inv.n; i++)
+        bad += r->inv.items[i].bad ? r->inv.items[i].slices : 0;
+    if (!skipped || r->plan.nimages > skipped + bad)
+        return 0;
+    int rc = 0;
+    for (uint64_t j = 0; j < r->nmine && !rc; j++)
+        if (r->mine[j].why)
+            rc = hq_fail(err, HQ_EINPUT, "%s: nothing to equalize (every input was left out; the first: %s)",
+                         r->o->input, r->mine[j].why);
+    return hq_comm_agree(r->c, rc, err) ? HQ_EINPUT : 0;
+}
+
 /* A run that succeeded: the skipped inputs listed, --report finished, the closing line and
  * --summary. Returns the agreed status: HQ_ESKIPPED when any input was left out. */
 int run_report_end(run *r, double t_start, hq_err *err)

@@ -215,6 +215,8 @@ int hq_run(const hq_options *given, const hq_comm *c, hq_err *err)
     }
     /* close */
     if (!rc)
+        rc = run_check_something_left(&r, err);
+    if (!rc)
         rc = hq_comm_agree(c, run_share_fused_ranges(&r, err), err);
     rc = run_close_output(&r, rc, err);
     hq_interrupt_set_output(NULL, 0); /* complete, or removed by the failure's cleanup */

@@ -181,11 +181,14 @@ static int read_whole_file(const char *path, char **out, size_t *len, hq_err *er
 }
 
 /* Splits the list into entries: one path a line, surrounding blanks trimmed, blank lines and
- * '#' comments skipped. Returns pointers into buf (which it modifies). */
+ * '#' comments skipped, a UTF-8 byte-order mark at the start (editors on Windows write one) too.
+ * Returns pointers into buf (which it modifies). */
 static int parse_list(const char *list, char *buf, char ***entries, size_t *count, hq_err *err)
 {
     char **v = NULL;
     size_t n = 0, cap = 0;
+    if (!strncmp(buf, "\xEF\xBB\xBF", 3))
+        buf += 3;
     for (char *line = buf; line && *line;) {
         char *nl = strchr(line, '\n');
         char *next = nl ? nl + 1 : NULL;

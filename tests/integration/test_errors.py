@@ -528,3 +528,35 @@ def test_input_locked_by_a_writer_is_an_io_error(tmp):
     assert r.rc == E_IO and len(r.err_lines) == 1, str(r)
     assert "in.h5: locked by a process writing it" in r.err_lines[0] and "corrupt" not in r.err_lines[0], str(r)
     assert not (tmp / "out.h5").exists()
+
+
+@pytest.mark.parametrize("n,np_", [(2, None), (2, 2), (1, None)], ids=["two", "two-np2", "one"])
+def test_on_error_skip_every_image_bad_in_its_pixels_is_nothing_to_equalize(tmp, n, np_):
+    """Every PNG of a collection bad only in its pixel data (the header reads): each was skipped as
+    it was read, and the run ended 'finished with skips' (exit 3) with an output directory holding
+    nothing but its completion mark, and for one image a note blaming a mask. As when the scan
+    finds them all bad: exit 4, 'nothing to equalize', no output."""
+    d = tmp / "in"
+    d.mkdir()
+    for i in range(n):
+        good_png(d / f"b{i}.png", shape=(40, 30))
+        flip_idat(str(d / f"b{i}.png"), fix_crc=(i == 1))
+    before = tree_hash(d)
+    out = tmp / "out"
+    r = run(["--input", d, "--output", out, "--on-error", "skip", "--device", DEVICES[0]], np_, timeout=ERR_TIMEOUT)
+    assert not r.timed_out and r.rc == E_INPUT, f"want exit 4\n{r}"
+    lines = [l for l in (r.err_lines if np_ is None else r.hq_lines)]
+    assert len(lines) == 1 and "nothing to equalize" in lines[0] and "b0.png" in lines[0], str(r)
+    assert "masked out" not in r.err, str(r)
+    assert not out.exists() and not leftovers(str(out))
+    assert tree_hash(d) == before
+
+
+def test_unreadable_input_path_names_the_reason(tmp):
+    """stat() failing for another reason than absence (a symlink loop here; a directory without
+    search permission alike) said 'no such file or directory'."""
+    os.symlink("loopB", tmp / "loopA")
+    os.symlink("loopA", tmp / "loopB")
+    r = run(["-i", tmp / "loopA", "-o", tmp / "o.png"], timeout=ERR_TIMEOUT)
+    assert r.rc == E_INPUT and len(r.err_lines) == 1, str(r)
+    assert "loopA: cannot open (Too many levels of symbolic links)" in r.err_lines[0], str(r)

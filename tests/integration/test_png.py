@@ -163,7 +163,8 @@ def test_png_list_file(tmp):
     imgs = {n: ref.low_contrast(20, 30, 30, 70, np.uint8, 50 + i) for i, n in enumerate(["a", "b", "c"])}
     for n, im in imgs.items():
         pngio.write(d / f"{n}.png", im, 8, pngio.GRAY)
-    (d / "list.txt").write_text("# the scans to equalize\n\na.png\n\n# b.png is left out\nc.png\n")
+    # A byte-order mark first (editors on Windows write one) and CRLF line ends: both ignored.
+    (d / "list.txt").write_bytes(b"\xef\xbb\xbfa.png\r\n# the scans to equalize\r\n\r\n# b.png is left out\r\nc.png\r\n")
     os.makedirs(tmp / "elsewhere")
     out = tmp / "out"
     # Run from another directory: entries are relative to the list file, not to the cwd.
