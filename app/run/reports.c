@@ -183,6 +183,18 @@ static int report_summary(const run *r, double wall, uint64_t images, uint64_t s
     return rc;
 }
 
+/* Rank 0, --resume over an output finished already: --summary still gets its file (a batch
+ * script reads it after every submission), saying that nothing was done this time. */
+int run_summary_nothing_done(const run *r, double t_start, hq_err *err)
+{
+    if (r->c->rank != 0 || !r->o->summary)
+        return 0;
+    hq_summary s = {HQ_VERSION, r->o->input, r->o->output, "none (complete already)", hq_scope_name(r->scope),
+                    hq_method_name(r->o->method), hq_color_name(r->o->color), r->c->size, 0, 0, 0, 0,
+                    hq_now() - t_start, PHASE_NAMES, {0}, {0}, peak_rss_bytes(), 0, 0};
+    return hq_summary_write(r->o->summary, &s, err);
+}
+
 /* Collective, before the output is committed: under --on-error skip, inputs that failed only while
  * read (a PNG's pixel data) still left the run "finished with skips" (exit 3) when every image was
  * among them, an output directory holding nothing but its completion mark. Found at scan time,

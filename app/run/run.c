@@ -187,8 +187,9 @@ int hq_run(const hq_options *given, const hq_comm *c, hq_err *err)
     if (!rc && r.res.action == HQ_RESUME_DONE) {
         if (c->rank == 0 && !o->quiet)
             fprintf(stderr, "histeq_dist: note: %s is complete already; nothing to resume\n", o->output);
+        rc = hq_comm_agree(c, run_summary_nothing_done(&r, t_start, err), err);
         free_run(&r);
-        return 0;
+        return rc;
     }
     /* open: input, output, journal, engine, --method match's target */
     if (!rc)

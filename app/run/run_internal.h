@@ -260,6 +260,8 @@ int run_close_output(run *r, int rc, hq_err *err); /* collective, agreed */
 void run_report_plan(const run *r);
 void run_start_progress(run *r, uint64_t done_pixels, uint64_t done_bytes);
 int run_report_end(run *r, double t_start, hq_err *err);
+/* Rank 0 (others: 0): --summary for a --resume that found the output finished already. */
+int run_summary_nothing_done(const run *r, double t_start, hq_err *err);
 /* Collective: HQ_EINPUT when --on-error skip left out every image while reading them. */
 int run_check_something_left(run *r, hq_err *err); /* agreed */
 

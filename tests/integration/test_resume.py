@@ -466,3 +466,18 @@ def test_force_killed_before_its_journal_does_not_keep_the_old_claims(tmp):
     want = tmp / "want.h5"
     run_ok(["--input", inp, "--output", want, "--block", "100K", "-q"])
     assert_same_output(str(want), str(out))
+
+
+def test_resume_over_a_finished_output_still_writes_the_summary(tmp):
+    """A batch script that always passes --resume and --summary read no file after a submission that
+    found the output finished already (exit 0, no F). The summary is written, and says nothing was
+    done this time."""
+    inp, out = tmp / "in.h5", tmp / "out.h5"
+    make_h5(inp)
+    run_ok(["--input", inp, "--output", out, "-q"])
+    summ = tmp / "again.json"
+    r = run_ok(["--input", inp, "--output", out, "--resume", "--summary", summ])
+    assert "complete already" in r.err, str(r)
+    s = json.loads(summ.read_text())
+    assert s["images"] == 0 and s["pixels"] == 0 and s["output"] == str(out), s
+    assert "complete already" in s["engine"], s
