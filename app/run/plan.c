@@ -118,14 +118,19 @@ static uint64_t room_for_pixels(uint64_t room)
 /* The per-rank memory budget, the same on every rank: the plan depends on it, and every rank must
  * compute the same plan (the default differs between nodes of different sizes: take the smallest).
  * 0 with err set when --memory, or any budget at all, does not fit an address-space limit. */
-static uint64_t agreed_memory(const run *r, hq_err *err)
+static uint64_t agreed_memory(run *r, hq_err *err)
 {
     uint64_t limit, room = hq_address_room(&limit), fits = UINT64_MAX;
     if (room != UINT64_MAX)
         fits = room_for_pixels(room);
     uint64_t m = r->o->memory ? r->o->memory : default_budget(r->c);
-    if (!r->o->memory && m > fits)
+    int by_limit = 0;
+    if (!r->o->memory && m > fits) {
         m = fits;
+        by_limit = 1;
+    }
+    MPI_Allreduce(MPI_IN_PLACE, &by_limit, 1, MPI_INT, MPI_MAX, r->c->world);
+    r->memory_by_limit = by_limit;
     int rc = 0;
     if (m > fits || m == 0) {
         char want[32], have[32], left[32], lim[32];
@@ -182,6 +187,15 @@ static int fit_memory(run *r, const hq_plan_item *pi, uint64_t memory, int want_
         char have[32], one[32];
         size_text(memory, have, sizeof have);
         size_text(unit, one, sizeof one);
+        /* The default was cut to what ulimit -v leaves: no --memory would help, only the limit. */
+        if (r->memory_by_limit)
+            return hq_fail(err, HQ_EMEM, "%s%s%s: the address-space limit (ulimit -v) leaves %s for pixels, less than "
+                           "%d of its smallest blocks (%s each, %s): raise the limit (by more than %lluK)", it->src,
+                           r->inv.format == HQ_FMT_HDF5 ? ":" : "", r->inv.format == HQ_FMT_HDF5 ? it->name : "",
+                           have, HQ_PIPELINE_MIN_DEPTH, one,
+                           !pi[which].splittable ? "the whole image" : pi[which].whole_chunks ? "one compressed chunk"
+                                                                                              : "one pixel",
+                           (unsigned long long)(need_k - memory / 1024));
         return hq_fail(err, HQ_EUSAGE, "%s%s%s: --memory %s%s is too small: its smallest block is %s (%s) and up "
                        "to %d blocks are in flight at once (more with several I/O threads, as the budget allows); "
                        "use --memory %lluK or more", it->src,
@@ -227,6 +241,12 @@ static int check_clahe_memory(const run *r, uint64_t memory, hq_err *err)
         size_text(memory, have, sizeof have);
         size_text(need, want, sizeof want);
         const hq_clahe_geom g = run_geom_of(r, i);
+        if (r->memory_by_limit)
+            return hq_fail(err, HQ_EMEM, "%s%s%s: CLAHE holds the image's %llux%llu tile histograms (%s), more than the "
+                           "%s the address-space limit (ulimit -v) leaves for pixels: raise the limit, or use fewer "
+                           "tiles", it->src, r->inv.format == HQ_FMT_HDF5 ? ":" : "",
+                           r->inv.format == HQ_FMT_HDF5 ? it->name : "", (unsigned long long)g.tiles_y,
+                           (unsigned long long)g.tiles_x, want, have);
         return hq_fail(err, HQ_EUSAGE, "%s%s%s: CLAHE holds the image's %llux%llu tile histograms (%s), more than "
                        "--memory %s: use fewer tiles (--clahe-grid, --clahe-tile), fewer --bits or more --memory",
                        it->src, r->inv.format == HQ_FMT_HDF5 ? ":" : "", r->inv.format == HQ_FMT_HDF5 ? it->name : "",

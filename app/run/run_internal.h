@@ -108,6 +108,7 @@ typedef struct run {
     uint64_t *shared;     /* groups summed over ranks, ascending, the same list on every rank */
     uint64_t nshared;
     uint64_t held_bytes, budget; /* under mu: I/O threads release held blocks */
+    int memory_by_limit;          /* the default --memory was shrunk to fit ulimit -v (on some rank) */
     hq_cpus cpus;         /* the CPUs this rank works on (app/placement.h) */
     hq_pipeline_cfg pipe; /* own items' streams: I/O threads and blocks in flight (app/pipeline.h) */
     pthread_mutex_t mu;   /* guards held_bytes and the I/O clocks, which I/O threads share */

@@ -16,12 +16,22 @@
 #include <time.h>
 #include <unistd.h>
 
+/* OUT's length without trailing slashes: "outd/" and "outd" are one output, and must name one
+ * journal and one lock ("outd/.journal" would be a file inside the directory). */
+static size_t name_len(const char *out)
+{
+    size_t n = strlen(out);
+    while (n > 1 && out[n - 1] == '/')
+        n--;
+    return n;
+}
+
 char *hq_journal_dir(const char *out)
 {
-    size_t n = strlen(out) + sizeof ".journal";
+    const size_t len = name_len(out), n = len + sizeof ".journal";
     char *s = malloc(n);
     if (s)
-        snprintf(s, n, "%s.journal", out);
+        snprintf(s, n, "%.*s.journal", (int)len, out);
     return s;
 }
 
@@ -190,12 +200,14 @@ static int lock_slot = -1;
 /* ".NAME.lock" beside OUT (malloc'd). */
 static char *lock_path(const char *out)
 {
-    const char *slash = strrchr(out, '/');
-    const char *name = slash ? slash + 1 : out;
-    const size_t dirlen = slash ? (size_t)(slash - out) + 1 : 0, n = dirlen + strlen(name) + sizeof "..lock";
+    const size_t len = name_len(out);
+    size_t start = len;
+    while (start > 0 && out[start - 1] != '/')
+        start--;
+    const size_t n = len + sizeof "..lock";
     char *p = malloc(n);
     if (p)
-        snprintf(p, n, "%.*s.%s.lock", (int)dirlen, out, name);
+        snprintf(p, n, "%.*s.%.*s.lock", (int)start, out, (int)(len - start), out + start);
     return p;
 }
 

@@ -249,28 +249,50 @@ def test_default_budget_fits_the_limit(tmp, np_):
         assert_array_equal(got[k], ref.equalize_one(stack[k], 8), f"slice {k}")
 
 
+def png_limit_input(tmp):
+    """Three 2048x2048 PNGs: blocks of a whole image (4 MiB), so that a budget cut by the limit can
+    fall below three of them (it was then a usage error, exit 2, advising a --memory the same limit
+    refused)."""
+    d = tmp / "pngs"
+    d.mkdir()
+    imgs = [ref.low_contrast(2048, 2048, 30 + 10 * k, 200, np.uint8, seed=85 + k) for k in range(3)]
+    for k, im in enumerate(imgs):
+        pngio.write(d / f"p{k}.png", im, 8, pngio.GRAY)
+    return d, imgs
+
+
 @no_asan
-@pytest.mark.parametrize("threads", [1, 16])
-def test_any_limit_ends_in_a_result_or_one_line(tmp, threads):
+@pytest.mark.parametrize("threads,kind", [(1, "h5"), (16, "h5"), (2, "png")])
+def test_any_limit_ends_in_a_result_or_one_line(tmp, threads, kind):
     """From limits too small for anything to ones that fit (from the lowest at which this platform's
     MPI starts at all): each run either equalizes correctly or stops with exit 6 and one line naming
-    the limit; never a signal, never libgomp's exit 1, never an output left by a failed run."""
-    inp, stack = limit_input(tmp)
+    the limit; never a signal, never libgomp's exit 1, never a usage error for a budget the user
+    did not give, never an output left by a failed run."""
+    if kind == "h5":
+        inp, stack = limit_input(tmp)
+    else:
+        inp, imgs = png_limit_input(tmp)
     seen = set()
     floor = next((k for k in range(100000, 4000001, 100000) if starts_under(k)), None)
     if floor is None:
         pytest.skip("this platform's MPI cannot start under a ulimit -v of 4 GB")
-    # Fine steps near the floor, then coarse ones up to where a 16-core node's runs fit too.
-    for kib in list(range(floor, floor + 600001, 50000)) + [1000000, 1500000, 2000000, 3000000, 4000000]:
+    # Fine steps near the floor, then coarse ones up to where a 16-core node's runs fit too. Whole
+    # 4 MiB images leave a window of a few MiB in which the budget holds one or two blocks, not
+    # three: steps of 4 MB find it.
+    step = 50000 if kind == "h5" else 4000
+    for kib in list(range(floor, floor + 600001, step)) + [1000000, 1500000, 2000000, 3000000, 4000000]:
         if 0 in seen or not starts_under(kib):
             continue
-        out = tmp / f"out_{kib}.h5"
+        out = tmp / (f"out_{kib}.h5" if kind == "h5" else f"out_{kib}")
         r = limited(["-i", inp, "-o", out, "--device", "cpu", "--threads", str(threads), "-q"], kib)
         assert r.rc in (0, E_MEM), f"ulimit -v {kib}: want 0 or 6\n{r}"
         seen.add(r.rc)
-        if r.rc == 0:
+        if r.rc == 0 and kind == "h5":
             with h5py.File(out, "r") as f:
                 assert_array_equal(f["stack"][1], ref.equalize_one(stack[1], 8), f"ulimit -v {kib}")
+        elif r.rc == 0:
+            assert_array_equal(read_png(out / "p1.png").samples[:, :, 0], ref.equalize_one(imgs[1], 8),
+                               f"ulimit -v {kib}")
         else:
             assert len(r.err_lines) == 1 and ("ulimit -v" in r.err_lines[0] or "out of memory" in r.err_lines[0]), \
                 f"ulimit -v {kib}\n{r}"

@@ -481,3 +481,24 @@ def test_resume_over_a_finished_output_still_writes_the_summary(tmp):
     s = json.loads(summ.read_text())
     assert s["images"] == 0 and s["pixels"] == 0 and s["output"] == str(out), s
     assert "complete already" in s["engine"], s
+
+
+def test_outd_and_outd_slash_are_one_output(tmp):
+    """A PNG directory output spelled 'outd/' made its lock and journal inside the directory
+    ('outd/..lock', 'outd/.journal'), 'outd' beside it: a second run spelled the other way was not
+    refused while the first wrote. One name now, whatever the trailing slashes."""
+    import fcntl
+    d = tmp / "in"
+    make_pngs(d)
+    with open(tmp / ".outd.lock", "w") as held:
+        fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        r = run(["--input", d, "--output", str(tmp / "outd") + "/", "-q"])
+        assert r.rc == 2 and "another run is still writing it" in r.err, str(r)
+    r = run(["--input", d, "--output", str(tmp / "outd") + "//", "-q"], None, env=dict(FLUSH_NOW, HQ_FAULT_KILL="0:2"))
+    assert r.rc != 0
+    assert (tmp / "outd.journal").is_dir() and not (tmp / "outd" / ".journal").exists()
+    run_ok(["--input", d, "--output", tmp / "outd", "--resume", "-q"])
+    want = tmp / "want"
+    run_ok(["--input", d, "--output", want, "-q"])
+    assert_same_output(str(want), str(tmp / "outd"))
+    assert not (tmp / ".outd.lock").exists() and not (tmp / "outd.journal").exists()
