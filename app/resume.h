@@ -37,7 +37,7 @@ typedef enum {
 typedef struct hq_resume {
     hq_resume_action action;
     hq_journal_state st;
-    char id[2048];
+    char id[HQ_JOURNAL_ID_MAX];
     int lock_fd; /* rank 0: the run lock (-1: none) */
 } hq_resume;
 

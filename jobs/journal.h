@@ -70,9 +70,14 @@ int hq_journal_lock(const char *out, int *fd, hq_err *err);
 /* Removes the lock file and lets go of it (fd -1: nothing). */
 void hq_journal_unlock(const char *out, int fd);
 
+/* Room for an id (the options, up to 4 KiB, and the input's path, up to PATH_MAX, with their
+ * frame): cut shorter, a long input path lost the fingerprint, and with it the difference between
+ * two inputs. */
+#define HQ_JOURNAL_ID_MAX 12288
+
 /* The id text of a run: options that shape the output and a fingerprint of the input (every
  * item's file, size and modification time, shape and type; `also`: the caller's fingerprint of
- * further input files, 0 for none). Rank 0; len >= 1024. */
+ * further input files, 0 for none). Rank 0; len: HQ_JOURNAL_ID_MAX. */
 void hq_journal_make_id(const hq_inventory *inv, const char *options, uint64_t also, char *buf, size_t len);
 
 /* A mark of one file's identity as an input's is taken (size, time, inode) and of its name, for

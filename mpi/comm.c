@@ -38,6 +38,11 @@ static void quick_start(void)
     }
     if (!launched || (world && local && strcmp(world, local) == 0))
         setenv("OMPI_MCA_pml", "ob1", 0);
+    /* Every MPI_File_open queries the shared-file-pointer components, which this program never
+     * uses; Open MPI 4.1's "lockedfile" formats a name from the file's path into a fixed buffer and
+     * aborts ("buffer overflow detected", SIGABRT) for paths past about 230 characters, on any
+     * launch. The others ("individual", "sm") stay. */
+    setenv("OMPI_MCA_sharedfp", "^lockedfile", 0);
 }
 
 int hq_comm_init(int *argc, char ***argv, hq_comm *c)

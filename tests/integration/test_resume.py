@@ -502,3 +502,27 @@ def test_outd_and_outd_slash_are_one_output(tmp):
     run_ok(["--input", d, "--output", want, "-q"])
     assert_same_output(str(want), str(tmp / "outd"))
     assert not (tmp / ".outd.lock").exists() and not (tmp / "outd.journal").exists()
+
+
+def test_long_input_paths_keep_their_whole_identity(tmp):
+    """The run's id was cut at 2,047 bytes: with an input path of ~2,000 characters the input's
+    fingerprint fell off, an interrupted run could never be resumed ('the input changed'), and
+    --resume over an output finished from another input said 'complete already', exit 0."""
+    deep = tmp
+    for k in range(10):
+        deep = deep / (f"{k}" * 200)
+    deep.mkdir(parents=True)
+    inp, other, out = deep / "in.h5", deep / "in2.h5", tmp / "out.h5"
+    assert len(str(inp)) > 2000
+    make_h5(inp)
+    with h5py.File(other, "w") as f:
+        f["stack"] = np.full((12, 200, 300), 7, np.uint8)
+    r = run(["--input", inp, "--output", out, "--block", "100K", "-q"], None, env=dict(FLUSH_NOW, HQ_FAULT_KILL="0:3"))
+    assert r.rc != 0
+    r = run_ok(["--input", inp, "--output", out, "--block", "100K", "--resume"], None, env=FLUSH_NOW)
+    assert "resuming" in r.err, str(r)
+    want = tmp / "want.h5"
+    run_ok(["--input", inp, "--output", want, "--block", "100K", "-q"])
+    assert_same_output(str(want), str(out))
+    r = run(["--input", other, "--output", out, "--block", "100K", "--resume"])
+    assert r.rc == 2 and "input changed" in r.err, str(r)
