@@ -284,7 +284,17 @@ def test_any_limit_ends_in_a_result_or_one_line(tmp, threads, kind):
         if 0 in seen or not starts_under(kib):
             continue
         out = tmp / (f"out_{kib}.h5" if kind == "h5" else f"out_{kib}")
-        r = limited(["-i", inp, "-o", out, "--device", "cpu", "--threads", str(threads), "-q"], kib)
+        args = ["-i", inp, "-o", out, "--device", "cpu", "--threads", str(threads), "-q"]
+        r = limited(args, kib)
+        # Near the floor Open MPI's own start-up fails now and then (GPU node: 'PTHREAD ERROR',
+        # SIGABRT; 'unable to open mca_...'), before a line of this program runs: such a run is
+        # tried once more, and where it still says nothing of its own and --version cannot start
+        # either, the limit is the platform's.
+        if r.rc not in (0, E_MEM) and not [l for l in r.err.splitlines() if l.startswith("histeq_dist")]:
+            r = limited(args, kib)
+            if (r.rc not in (0, E_MEM) and not [l for l in r.err.splitlines() if l.startswith("histeq_dist")]
+                    and limited(["--version"], kib).rc != 0):
+                continue
         assert r.rc in (0, E_MEM), f"ulimit -v {kib}: want 0 or 6\n{r}"
         seen.add(r.rc)
         if r.rc == 0 and kind == "h5":
