@@ -251,8 +251,7 @@ static int transfer(hq_io *io, uint64_t item, const hq_block *b, int collective,
             return rc;
     }
     if (b && !writing && buf && (io->flags[item] & FILL_NEVER)) {
-        const uint64_t bytes = (b->s1 - b->s0) * (b->r1 - b->r0) * (b->c1 - b->c0) * it->channels * it->sample_bytes;
-        memset(buf, 0, (size_t)bytes);
+        memset(buf, 0, (size_t)(hq_block_pixels(b) * it->channels * it->sample_bytes));
     }
     static unsigned char nothing;
     const hid_t mtype = it->sample == HQ_SAMPLE_FLOAT ? (it->sample_bytes == 8 ? H5T_NATIVE_DOUBLE : H5T_NATIVE_FLOAT)

@@ -44,6 +44,9 @@ uint64_t journal_fnv(uint64_t h, const void *p, size_t n);
 uint64_t journal_rec_sum(const void *a, size_t na, const void *b, size_t nb);
 /* The 8-byte mark of an id text that REC_OWNER carries. */
 uint64_t journal_owner(const char *id);
+/* A whole file into *out (malloc'd, NUL after its *len bytes); -1 with errno when it cannot. The
+ * id file is read through it by the loader and by each new log (its owner mark): the same text. */
+int journal_read_file(const char *path, unsigned char **out, size_t *len);
 /* "a/b" (malloc'd; NULL when out of memory). */
 char *journal_join(const char *a, const char *b);
 /* Whether a name in OUT.journal/ is a rank's log ("rank-NNNNNN.log"). */

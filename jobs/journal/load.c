@@ -8,40 +8,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int read_file(const char *path, unsigned char **out, size_t *len)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return -1;
-    size_t cap = 4096, n = 0;
-    unsigned char *b = malloc(cap);
-    while (b) {
-        if (n == cap) {
-            unsigned char *nb = realloc(b, cap * 2);
-            if (!nb) {
-                free(b);
-                b = NULL;
-                break;
-            }
-            b = nb;
-            cap *= 2;
-        }
-        size_t got = fread(b + n, 1, cap - n, f);
-        n += got;
-        if (got == 0)
-            break;
-    }
-    int bad = ferror(f) || !b;
-    fclose(f);
-    if (bad) {
-        free(b);
-        return -1;
-    }
-    *out = b;
-    *len = n;
-    return 0;
-}
-
 const char *hq_journal_what_differs(const char *old, const char *now)
 {
     if (strncmp(old, ID_LINE, strlen(ID_LINE)) != 0)
@@ -58,7 +24,7 @@ static int load_log(const char *path, uint64_t owner, hq_journal_state *st, size
 {
     unsigned char *b = NULL;
     size_t len = 0, off = 0;
-    if (read_file(path, &b, &len))
+    if (journal_read_file(path, &b, &len))
         return -1;
     /* Another journal's log (REC_OWNER): its claims are not this output's. */
     rec_head h0;
@@ -112,7 +78,7 @@ int hq_journal_load(const char *out, const char *id, hq_journal_state *st, hq_er
         rc = hq_fail(err, HQ_EMEM, "%s: out of memory", out);
         goto done;
     }
-    if (read_file(idp, &old, &oldlen)) {
+    if (journal_read_file(idp, &old, &oldlen)) {
         rc = hq_fail(err, HQ_EIO, "%s: cannot read the journal's id (%s)", idp, strerror(errno));
         goto done;
     }
@@ -126,13 +92,6 @@ int hq_journal_load(const char *out, const char *id, hq_journal_state *st, hq_er
         if (oldlen - k > strlen(NONCE_KEY) && !memcmp(old + k, NONCE_KEY, strlen(NONCE_KEY)))
             base = k;
     }
-    unsigned char *whole = realloc(old, oldlen + 1);
-    if (!whole) {
-        rc = hq_fail(err, HQ_EMEM, "%s: out of memory", out);
-        goto done;
-    }
-    old = whole;
-    old[oldlen] = '\0';
     if (base != strlen(id) || memcmp(old, id, base) != 0) {
         old[base] = '\0';
         rc = hq_fail(err, HQ_EUSAGE, "%s: cannot resume: %s (use --force without --resume to start over)",

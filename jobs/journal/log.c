@@ -45,25 +45,17 @@ static int start_log(hq_journal *j, const char *out, hq_err *err)
         return 0;
     char *dir = hq_journal_dir(out), *idp = dir ? journal_join(dir, "id") : NULL;
     free(dir);
-    FILE *f = idp ? fopen(idp, "rb") : NULL;
-    const size_t cap = HQ_JOURNAL_ID_MAX + 64; /* the id and its nonce line */
-    char *id = malloc(cap);
-    const size_t n = f && id ? fread(id, 1, cap - 1, f) : 0;
-    const int bad = !f || ferror(f);
-    if (f)
-        fclose(f);
+    unsigned char *id = NULL;
+    size_t n = 0;
     int rc = 0;
-    if (!idp || !id)
+    if (!idp)
         rc = hq_fail(err, HQ_EMEM, "%s: out of memory", out);
-    else if (bad)
+    else if (journal_read_file(idp, &id, &n))
         rc = hq_fail(err, HQ_EIO, "%s: cannot read the journal's id (%s)", idp, strerror(errno ? errno : EIO));
     free(idp);
-    if (rc) {
-        free(id);
+    if (rc)
         return rc;
-    }
-    id[n] = '\0';
-    const uint64_t owner = journal_owner(id);
+    const uint64_t owner = journal_owner((const char *)id);
     free(id);
     const rec_head h = {REC_MAGIC, REC_OWNER, sizeof owner, journal_rec_sum(&owner, sizeof owner, NULL, 0)};
     unsigned char rec[sizeof h + sizeof owner];

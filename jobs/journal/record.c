@@ -87,6 +87,41 @@ uint64_t journal_owner(const char *id)
     return journal_fnv(FNV0, id, strlen(id));
 }
 
+int journal_read_file(const char *path, unsigned char **out, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return -1;
+    size_t cap = 4096, n = 0;
+    unsigned char *b = malloc(cap);
+    while (b) {
+        if (n + 1 >= cap) { /* room for the NUL after the contents */
+            unsigned char *nb = realloc(b, cap * 2);
+            if (!nb) {
+                free(b);
+                b = NULL;
+                break;
+            }
+            b = nb;
+            cap *= 2;
+        }
+        size_t got = fread(b + n, 1, cap - 1 - n, f);
+        n += got;
+        if (got == 0)
+            break;
+    }
+    int bad = ferror(f) || !b;
+    fclose(f);
+    if (bad) {
+        free(b);
+        return -1;
+    }
+    b[n] = '\0';
+    *out = b;
+    *len = n;
+    return 0;
+}
+
 char *journal_join(const char *a, const char *b)
 {
     size_t n = strlen(a) + strlen(b) + 2;
