@@ -15,12 +15,19 @@ static void *idle(void *arg)
     return arg;
 }
 
+/* RLIMIT_AS in bytes; UINT64_MAX without one. */
+static uint64_t address_limit(void)
+{
+    struct rlimit as;
+    return getrlimit(RLIMIT_AS, &as) == 0 && as.rlim_cur != RLIM_INFINITY ? (uint64_t)as.rlim_cur : UINT64_MAX;
+}
+
 /* "ulimit -v 614400" or "the process limits": what most likely stopped thread creation. */
 static void limit_text(char *buf, size_t len)
 {
-    struct rlimit as;
-    if (getrlimit(RLIMIT_AS, &as) == 0 && as.rlim_cur != RLIM_INFINITY)
-        snprintf(buf, len, "the address-space limit (ulimit -v %llu)", (unsigned long long)(as.rlim_cur / 1024));
+    const uint64_t limit = address_limit();
+    if (limit != UINT64_MAX)
+        snprintf(buf, len, "the address-space limit (ulimit -v %llu)", (unsigned long long)(limit / 1024));
     else
         snprintf(buf, len, "the process limits (ulimit -u, -s)");
 }
@@ -30,8 +37,8 @@ static void limit_text(char *buf, size_t len)
  * limit, one arena for each GiB of it (the main one included). */
 static void fewer_arenas(void)
 {
-    uint64_t limit;
-    if (hq_address_room(&limit) == UINT64_MAX)
+    const uint64_t limit = address_limit();
+    if (limit == UINT64_MAX)
         return;
     mallopt(M_ARENA_MAX, (int)(1 + (limit >> 30 < 64 ? limit >> 30 : 64)));
 }
@@ -69,11 +76,9 @@ int hq_threads_start(int n, hq_err *err)
 
 uint64_t hq_address_room(uint64_t *limit)
 {
-    struct rlimit as;
-    *limit = UINT64_MAX;
-    if (getrlimit(RLIMIT_AS, &as) != 0 || as.rlim_cur == RLIM_INFINITY)
+    *limit = address_limit();
+    if (*limit == UINT64_MAX)
         return UINT64_MAX;
-    *limit = (uint64_t)as.rlim_cur;
     unsigned long long pages = 0;
     FILE *f = fopen("/proc/self/statm", "r");
     const int got = f && fscanf(f, "%llu", &pages) == 1;

@@ -250,9 +250,8 @@ static int transfer(hq_io *io, uint64_t item, const hq_block *b, int collective,
         if (rc)
             return rc;
     }
-    if (b && !writing && buf && (io->flags[item] & FILL_NEVER)) {
+    if (b && !writing && buf && (io->flags[item] & FILL_NEVER))
         memset(buf, 0, (size_t)(hq_block_pixels(b) * it->channels * it->sample_bytes));
-    }
     static unsigned char nothing;
     const hid_t mtype = it->sample == HQ_SAMPLE_FLOAT ? (it->sample_bytes == 8 ? H5T_NATIVE_DOUBLE : H5T_NATIVE_FLOAT)
                         : it->sample == HQ_SAMPLE_INT ? (it->sample_bytes == 2 ? H5T_NATIVE_INT16 : H5T_NATIVE_INT8)
