@@ -35,8 +35,9 @@ static int target_round(run *r, uint64_t i, my_block *mb, int rc, hq_err *err)
 /* --reference global: one extra read of everything before pass 1 (every image's LUT needs the
  * whole input's histogram), summed over ranks as --scope global sums it. Memory stays one block;
  * the price is reading the input once more. Shared items in lockstep rounds, then own ones. */
-static int target_from_input(run *r, size_t len, hq_err *err)
+static int target_from_input(run *r, size_t len, uint64_t *skipped, hq_err *err)
 {
+    *skipped = 0;
     int rc = run_lockstep(r, 0, NULL, target_round, err);
     for (uint64_t j = 0; j < r->nmine && !rc; j++) {
         const hq_block *b = r->mine[j].b;
@@ -46,6 +47,7 @@ static int target_from_input(run *r, size_t len, hq_err *err)
         rc = run_timed_read(r, b, b->item, 0, &data, err);
         if (rc == HQ_EINPUT && r->o->on_error == HQ_ONERR_SKIP && r->inv.format == HQ_FMT_PNG) {
             rc = 0; /* a bad PNG: pass 1 lists it as skipped */
+            ++*skipped;
             continue;
         }
         if (!rc)
@@ -53,7 +55,7 @@ static int target_from_input(run *r, size_t len, hq_err *err)
         hq_block_free(r->eng, data);
     }
     rc = hq_comm_agree(r->c, rc, err);
-    if (!rc && hq_comm_sum_u64(r->c, r->target, len))
+    if (!rc && (hq_comm_sum_u64(r->c, skipped, 1) || hq_comm_sum_u64(r->c, r->target, len)))
         rc = hq_fail(err, HQ_EIO, "MPI_Allreduce of the target histogram failed");
     return rc;
 }
@@ -126,8 +128,9 @@ int run_make_target(run *r, hq_err *err)
     int rc = hq_comm_agree(r->c, r->target ? 0 : hq_fail(err, HQ_EMEM, "out of memory for the target histogram"), err);
     if (rc)
         return rc;
+    uint64_t skipped = 0;
     if (!strcmp(r->o->reference, "global")) {
-        rc = target_from_input(r, len, err);
+        rc = target_from_input(r, len, &skipped, err);
     } else {
         rc = hq_comm_agree(r->c, r->c->rank == 0 ? target_from_file(r, &m0, err) : 0, err);
         if (!rc)
@@ -136,6 +139,13 @@ int run_make_target(run *r, hq_err *err)
     if (rc)
         return rc;
     run_ignore_bins(r, &m0, r->target);
+    /* Every image skipped while read: pass 1 skips them again and says "nothing to equalize",
+     * naming the first, which says more than an empty reference would. */
+    uint64_t bad = 0;
+    for (size_t i = 0; i < r->inv.n; i++)
+        bad += r->inv.items[i].bad ? r->inv.items[i].slices : 0;
+    if (skipped && skipped + bad >= r->plan.nimages)
+        return 0;
     if (hq_hist_total(r->target, (uint32_t)len) == 0 && r->o->device != HQ_DEV_COPY)
         rc = hq_fail(err, HQ_EINPUT, "%s: the reference has no counted pixels (all ignored or masked out)",
                      r->o->reference);

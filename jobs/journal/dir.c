@@ -221,9 +221,21 @@ int hq_journal_lock(const char *out, int *fd, hq_err *err)
     /* A run that ends unlinks the file while it holds it: a run that opened that file before must
      * find, once it holds the lock, that the name now means another file, and start again. */
     for (int tries = 0; tries < 8 && *fd < 0 && !rc; tries++) {
-        const int f = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0666);
+        /* Not followed: a link planted under the lock's name would have us create or hold a file
+         * elsewhere, and the end of the run unlink only the link. */
+        const int f = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK, 0666);
         if (f < 0) {
-            /* Nowhere to put it (a read-only directory): the output's own checks will say why. */
+            if (errno == ELOOP)
+                rc = hq_fail(err, HQ_EUSAGE, "%s: its lock %s is a symbolic link, which no run makes: remove it",
+                             out, path);
+            /* Else nowhere to put it (a read-only directory): the output's own checks will say why. */
+            break;
+        }
+        struct stat kind;
+        if (fstat(f, &kind) != 0 || !S_ISREG(kind.st_mode)) {
+            close(f);
+            rc = hq_fail(err, HQ_EUSAGE, "%s: its lock %s is not a regular file, which no run makes: remove it",
+                         out, path);
             break;
         }
         if (flock(f, LOCK_EX | LOCK_NB) != 0) {
@@ -235,7 +247,7 @@ int hq_journal_lock(const char *out, int *fd, hq_err *err)
             break; /* any other failure (a filesystem without flock) tells nothing: unlocked, as before */
         }
         struct stat held, named;
-        if (fstat(f, &held) == 0 && stat(path, &named) == 0 && held.st_dev == named.st_dev &&
+        if (fstat(f, &held) == 0 && lstat(path, &named) == 0 && held.st_dev == named.st_dev &&
             held.st_ino == named.st_ino)
             *fd = f;
         else

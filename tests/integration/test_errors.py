@@ -530,12 +530,14 @@ def test_input_locked_by_a_writer_is_an_io_error(tmp):
     assert not (tmp / "out.h5").exists()
 
 
+@pytest.mark.parametrize("method", [[], ["--method", "match", "--reference", "global"]], ids=["equalize", "match-global"])
 @pytest.mark.parametrize("n,np_", [(2, None), (2, 2), (1, None)], ids=["two", "two-np2", "one"])
-def test_on_error_skip_every_image_bad_in_its_pixels_is_nothing_to_equalize(tmp, n, np_):
+def test_on_error_skip_every_image_bad_in_its_pixels_is_nothing_to_equalize(tmp, n, np_, method):
     """Every PNG of a collection bad only in its pixel data (the header reads): each was skipped as
     it was read, and the run ended 'finished with skips' (exit 3) with an output directory holding
     nothing but its completion mark, and for one image a note blaming a mask. As when the scan
-    finds them all bad: exit 4, 'nothing to equalize', no output."""
+    finds them all bad: exit 4, 'nothing to equalize', no output. --reference global read them
+    first and said only 'the reference has no counted pixels'."""
     d = tmp / "in"
     d.mkdir()
     for i in range(n):
@@ -543,7 +545,8 @@ def test_on_error_skip_every_image_bad_in_its_pixels_is_nothing_to_equalize(tmp,
         flip_idat(str(d / f"b{i}.png"), fix_crc=(i == 1))
     before = tree_hash(d)
     out = tmp / "out"
-    r = run(["--input", d, "--output", out, "--on-error", "skip", "--device", DEVICES[0]], np_, timeout=ERR_TIMEOUT)
+    r = run(["--input", d, "--output", out, "--on-error", "skip", "--device", DEVICES[0]] + method, np_,
+            timeout=ERR_TIMEOUT)
     assert not r.timed_out and r.rc == E_INPUT, f"want exit 4\n{r}"
     lines = [l for l in (r.err_lines if np_ is None else r.hq_lines)]
     assert len(lines) == 1 and "nothing to equalize" in lines[0] and "b0.png" in lines[0], str(r)

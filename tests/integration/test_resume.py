@@ -404,6 +404,26 @@ def test_the_run_lock_is_honoured_before_anything_is_touched(tmp):
     assert not lock_of(out).exists() and not lock_of(want).exists()
 
 
+@pytest.mark.parametrize("kind", ["symlink", "fifo"])
+def test_a_planted_lock_name_is_refused_not_followed(tmp, kind):
+    """A symbolic link planted under the lock's name was followed: the run created (or held) the
+    file it pointed at, wherever that was, and at its end removed only the link. A FIFO there could
+    block the open. No run makes either: refused in one line, exit 2, the target left alone."""
+    inp, out = tmp / "in.h5", tmp / "out.h5"
+    make_h5(inp)
+    target = tmp / "elsewhere" / "victim"
+    target.parent.mkdir()
+    if kind == "symlink":
+        lock_of(out).symlink_to(target)
+    else:
+        os.mkfifo(lock_of(out))
+    r = run(["--input", inp, "--output", out, "--block", "100K"])
+    assert r.rc == 2 and len(r.err_lines) == 1 and str(lock_of(out)) in r.err_lines[0], str(r)
+    assert ("symbolic link" if kind == "symlink" else "not a regular file") in r.err_lines[0], str(r)
+    assert not target.exists() and not out.exists() and not (tmp / "out.h5.part").exists()
+    assert os.path.lexists(lock_of(out))
+
+
 @pytest.mark.parametrize("left", ["empty", "id.tmp"])
 @pytest.mark.parametrize("resume", [True, False], ids=["resume", "plain"])
 def test_a_journal_killed_while_being_made_starts_over(tmp, left, resume):
