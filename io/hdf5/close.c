@@ -79,7 +79,7 @@ static int finish_output(hq_io *io, int keep, hq_err *err)
     if (io->rank == 0) {
         if (keep)
             hdf5_release_reserve(io);
-        if (keep && (rc = verify_output(io, err)) != 0)
+        if (keep && ((rc = hdf5_fix_szip_masks(io, err)) != 0 || (rc = verify_output(io, err)) != 0))
             keep = 0;
         if (keep && rename(io->part_path, io->out_path) != 0) {
             rc = hq_fail(err, HQ_EIO, "%s: cannot rename %s to it (%s)", io->out_path, io->part_path, strerror(errno));

@@ -8,8 +8,8 @@
  * reserved ahead), out_map.c (the output's pixels written through a shared mapping),
  * output_layout.c (an output dataset laid out like its input), create_output.c, links.c (the
  * input's further hard links and its soft links, made again in the output), lut_store.c (every
- * image's LUT, written into the output as it is built), provenance.c (the run recorded in the
- * output), close.c; and the direct path, which moves pixel bytes outside HDF5:
+ * image's LUT, written into the output as it is built), szip_masks.c (chunks szip could not
+ * shrink, recorded as such), provenance.c (the run recorded in the output), close.c; and the direct path, which moves pixel bytes outside HDF5:
  * direct.c (which datasets, their file offsets), chunk_index.c (every chunk's address, read in one
  * pass over the chunk index), direct_io.c (one block cut into tasks), pool.c (the workers), codec.c
  * (deflate, shuffle, byte swap), in_view.c (blocks read in place from a mapping of the input).
@@ -306,6 +306,9 @@ void hdf5_out_map(hq_io *io);
 uint64_t hdf5_direct_data_end(hq_io *io);
 int hdf5_out_put(hq_io *io, const void *p, uint64_t n, uint64_t off);
 void hdf5_out_unmap(hq_io *io);
+
+/* szip_masks.c: rank 0, on OUT.part once every rank has closed it. */
+int hdf5_fix_szip_masks(hq_io *io, hq_err *err);
 
 /* chunk_index.c */
 hdf5_chunk_table *hdf5_chunk_table_read(hid_t d, int fd);
