@@ -104,8 +104,13 @@ int hdf5_reserve_for_write(hq_io *io, uint64_t item, const hq_block *b, hq_err *
 }
 
 /* The end of the space allocated in the output so far. H5Fget_eoa needs a SWMR driver and
- * H5Fget_filesize fails under MPI-IO once the EOF is unknown; then the datasets' sizes, each
- * possibly aligned to 1 MiB, make an estimate. */
+ * H5Fget_filesize fails under MPI-IO once the EOF is unknown; then the datasets' sizes make an
+ * estimate. Only storage of 1 MiB or more is aligned to 1 MiB (H5Pset_alignment's threshold,
+ * create_output.c): a MiB for each small dataset too reserved 2.6 GB for 2,500 datasets of
+ * 64 bytes, and failed the run on a disk that held its 3 MB. Each dataset's object header and
+ * chunk index count DSET_METADATA (1.3 KB a dataset in that output). */
+#define DSET_METADATA (8 * 1024)
+
 uint64_t hdf5_allocated_bytes(hq_io *io)
 {
     hsize_t size = 0;
@@ -114,8 +119,10 @@ uint64_t hdf5_allocated_bytes(hq_io *io)
     H5Eclear2(H5E_DEFAULT);
     uint64_t sum = MiB;
     for (size_t i = 0; i < io->inv.n; i++)
-        if (io->out_dset[i] >= 0)
-            sum += H5Dget_storage_size(io->out_dset[i]) + MiB;
+        if (io->out_dset[i] >= 0) {
+            const uint64_t s = H5Dget_storage_size(io->out_dset[i]);
+            sum += s + (s >= MiB ? MiB : 0) + DSET_METADATA;
+        }
     return sum;
 }
 
@@ -173,18 +180,24 @@ int hdf5_reserve_space(hq_io *io, uint64_t allocated, hq_err *err)
     return hdf5_share_from_root(io->comm, rc, err);
 }
 
-/* Rank 0, once the output is complete: gives back the reserved blocks past its end. */
+/* Rank 0, once the output is complete: gives back the blocks reserved past its end, this run's or
+ * an interrupted one's (a resumed run reserves nothing, yet the file holds the first run's). The
+ * hole is punched (tmpfs) and the file truncated to its own size: ext4 ignores a hole punched
+ * past the end of a file (2.6 GB stayed held under a 3 MB output), a truncate gives them back. */
 void hdf5_release_reserve(hq_io *io)
 {
     struct stat st;
-    if (!io->reserved || stat(io->part_path, &st) != 0 || (uint64_t)st.st_size >= io->reserved)
+    if (stat(io->part_path, &st) != 0 || (uint64_t)st.st_blocks * 512 <= (uint64_t)st.st_size)
         return;
-    int fd = open(io->part_path, O_WRONLY);
+    int fd = open(io->part_path, O_WRONLY | O_CLOEXEC);
     if (fd < 0)
         return;
-    if (fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, st.st_size,
-                  (off_t)(io->reserved - (uint64_t)st.st_size)) != 0) {
-        /* the reservation stays allocated past the end; harmless but for the space */
+    uint64_t held = (uint64_t)st.st_blocks * 512;
+    held = held > io->reserved ? held : io->reserved;
+    if (fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, st.st_size, (off_t)(held - (uint64_t)st.st_size)) !=
+            0 ||
+        ftruncate(fd, st.st_size) != 0) {
+        /* what stays allocated past the end is harmless but for the space */
     }
     close(fd);
 }
