@@ -7,6 +7,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "../core/samepath.h"
 #include "../io/io.h"
 
 /* The identity of what a --mask or --reference names (FILE of FILE.h5:/dset; every file of a mask
@@ -141,11 +142,63 @@ void hq_resume_release(const hq_options *o, hq_resume *res)
     res->lock_fd = -1;
 }
 
+/* Whether path (or, for the journal, its directory) is the file at id. */
+static int same_id(const char *path, const struct stat *id, int or_parent)
+{
+    struct stat st;
+    if (path && stat(path, &st) == 0 && st.st_dev == id->st_dev && st.st_ino == id->st_ino)
+        return 1;
+    char dir[4096];
+    return or_parent && path && !hq_dir_of(path, dir, sizeof dir) && stat(dir, &st) == 0 && st.st_dev == id->st_dev &&
+           st.st_ino == id->st_ino;
+}
+
+/* Rank 0, before the lock is taken: the run removes its lock file and empties its journal, so
+ * neither may be a file the run reads or --summary writes (an input named .OUT.lock was gone
+ * after the run, one named OUT.journal emptied). Only where one of them exists already. */
+static int clash_with_own_files(const hq_options *o, const hq_inventory *inv, hq_err *err)
+{
+    char *names[2] = {hq_journal_lock_path(o->output), hq_journal_dir(o->output)};
+    const char *what[2] = {"lock", "journal"};
+    int rc = 0;
+    for (int k = 0; k < 2 && !rc; k++) {
+        struct stat id;
+        if (names[k] && k == 0 && o->summary && hq_same_path(o->summary, names[k])) {
+            rc = hq_fail(err, HQ_EUSAGE, "%s: --summary FILE cannot be the run's lock %s", o->summary, names[k]);
+            break;
+        }
+        if (!names[k] || lstat(names[k], &id) != 0)
+            continue;
+        char *mask = o->mask ? hq_io_spec_file(o->mask) : NULL;
+        char *ref = o->reference && strcmp(o->reference, "global") ? hq_io_spec_file(o->reference) : NULL;
+        const char *clash = same_id(inv->root, &id, k)      ? "the input"
+                            : same_id(mask, &id, k)           ? "the --mask file"
+                            : same_id(ref, &id, k)            ? "the --reference file"
+                            : same_id(o->summary, &id, k)     ? "the --summary file"
+                                                              : NULL;
+        for (size_t i = 0; !clash && inv->root_is_dir == 0 && i < inv->n; i++)
+            if (same_id(inv->items[i].src, &id, k))
+                clash = "an input file";
+        if (clash)
+            rc = hq_fail(err, HQ_EUSAGE, "%s: the run's %s, %s, is %s, which the run would remove: choose another "
+                         "output", o->output, what[k], names[k], clash);
+        free(mask);
+        free(ref);
+    }
+    free(names[0]);
+    free(names[1]);
+    return rc;
+}
+
 int hq_resume_decide(const hq_options *o, const hq_comm *c, const hq_inventory *inv, hq_resume *res, hq_err *err)
 {
     memset(res, 0, sizeof *res);
     res->lock_fd = -1;
-    int rc = c->rank == 0 ? hq_journal_lock(o->output, &res->lock_fd, err) : 0;
+    int rc = c->rank == 0 ? clash_with_own_files(o, inv, err) : 0;
+    if (!rc && c->rank == 0)
+        rc = hq_journal_foreign(o->output, err);
+    if (!rc && c->rank == 0)
+        rc = hq_journal_lock(o->output, &res->lock_fd, err);
     if (!rc && c->rank == 0)
         rc = decide(o, inv, res, err);
     if ((rc = hq_comm_agree(c, rc, err)))

@@ -58,6 +58,14 @@ char *hq_journal_dir(const char *out);
 /* 1 when OUT has a journal directory. */
 int hq_journal_exists(const char *out);
 
+/* Rank 0, before anything removes or makes OUT.journal: HQ_EUSAGE when something else has that
+ * name (a symbolic link, a file, a directory holding anything but an id and rank logs), which the
+ * run would otherwise empty or follow; 0 when there is none or it is a journal. */
+int hq_journal_foreign(const char *out, hq_err *err);
+
+/* ".NAME.lock" beside OUT (malloc'd): the run lock's name. */
+char *hq_journal_lock_path(const char *out);
+
 /* 1 when OUT.journal holds its id: a journal without one was interrupted while it was being made,
  * before any rank could claim anything in it. */
 int hq_journal_has_id(const char *out);

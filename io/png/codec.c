@@ -511,8 +511,12 @@ int hq_png_encode(hq_png_sink *snk, const hq_png_info *info, const void *pixels,
     c.writing = 1;
     c.snk = snk;
     c.png = png_create_write_struct(PNG_LIBPNG_VER_STRING, &c, on_png_error, on_png_warning);
-    if (c.png)
+    if (c.png) {
+        /* As for reading: libpng's default of 1,000,000 a side refused (after all the work) to write
+         * what it had read. */
+        png_set_user_limits(c.png, HQ_PNG_MAX_DIM, HQ_PNG_MAX_DIM);
         c.info = png_create_info_struct(c.png);
+    }
     int rc = 0;
     if (!c.png || !c.info)
         rc = hq_fail(err, HQ_EMEM, "%s: out of memory creating PNG", snk->name);

@@ -86,13 +86,58 @@ void hq_journal_make_id(const hq_inventory *inv, const char *options, uint64_t a
              inv->root, inv->n, (unsigned long long)h);
 }
 
+/* The names a journal holds: its id, the id being written, the rank logs. */
+static int journal_name(const char *name)
+{
+    return !strcmp(name, "id") || !strcmp(name, "id.tmp") || journal_is_log(name);
+}
+
+int hq_journal_foreign(const char *out, hq_err *err)
+{
+    char *dir = hq_journal_dir(out);
+    if (!dir)
+        return hq_fail(err, HQ_EMEM, "%s: out of memory", out);
+    struct stat st;
+    int rc = 0;
+    char what[300] = "";
+    if (lstat(dir, &st) != 0) {
+        free(dir);
+        return 0;
+    }
+    if (S_ISLNK(st.st_mode))
+        snprintf(what, sizeof what, "a symbolic link");
+    else if (!S_ISDIR(st.st_mode))
+        snprintf(what, sizeof what, "not a directory");
+    DIR *d = what[0] ? NULL : opendir(dir);
+    for (struct dirent *e; d && !what[0] && (e = readdir(d)) != NULL;) {
+        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
+            continue;
+        char *p = journal_join(dir, e->d_name);
+        struct stat es;
+        if (!journal_name(e->d_name) || !p || lstat(p, &es) != 0 || !S_ISREG(es.st_mode))
+            snprintf(what, sizeof what, "it holds %.200s, which no run makes", e->d_name);
+        free(p);
+    }
+    if (d)
+        closedir(d);
+    if (what[0])
+        rc = hq_fail(err, HQ_EUSAGE, "%s: the name of its journal, %s, is taken (%s): remove it or choose another "
+                     "output", out, dir, what);
+    free(dir);
+    return rc;
+}
+
+/* Only what a journal holds: should anything else be there, the directory stays (rmdir fails). */
 void journal_remove_tree(const char *dir)
 {
+    struct stat st;
+    if (lstat(dir, &st) != 0 || !S_ISDIR(st.st_mode))
+        return;
     DIR *d = opendir(dir);
     if (d) {
         struct dirent *e;
         while ((e = readdir(d)) != NULL) {
-            if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
+            if (!journal_name(e->d_name))
                 continue;
             char *p = journal_join(dir, e->d_name);
             if (p)
@@ -197,8 +242,7 @@ done:
 /* The lock file's slot in core/doomed.h's registry (one run lock a process). */
 static int lock_slot = -1;
 
-/* ".NAME.lock" beside OUT (malloc'd). */
-static char *lock_path(const char *out)
+char *hq_journal_lock_path(const char *out)
 {
     const size_t len = name_len(out);
     size_t start = len;
@@ -214,7 +258,7 @@ static char *lock_path(const char *out)
 int hq_journal_lock(const char *out, int *fd, hq_err *err)
 {
     *fd = -1;
-    char *path = lock_path(out);
+    char *path = hq_journal_lock_path(out);
     if (!path)
         return hq_fail(err, HQ_EMEM, "%s: out of memory", out);
     int rc = 0;
@@ -232,10 +276,10 @@ int hq_journal_lock(const char *out, int *fd, hq_err *err)
             break;
         }
         struct stat kind;
-        if (fstat(f, &kind) != 0 || !S_ISREG(kind.st_mode)) {
+        if (fstat(f, &kind) != 0 || !S_ISREG(kind.st_mode) || kind.st_size != 0) {
             close(f);
-            rc = hq_fail(err, HQ_EUSAGE, "%s: its lock %s is not a regular file, which no run makes: remove it",
-                         out, path);
+            rc = hq_fail(err, HQ_EUSAGE, "%s: its lock %s is %s, which no run makes: remove it, or choose another "
+                         "output", out, path, S_ISREG(kind.st_mode) ? "a file with data" : "not a regular file");
             break;
         }
         if (flock(f, LOCK_EX | LOCK_NB) != 0) {
@@ -263,7 +307,7 @@ void hq_journal_unlock(const char *out, int fd)
 {
     if (fd < 0)
         return;
-    char *path = lock_path(out);
+    char *path = hq_journal_lock_path(out);
     if (path)
         unlink(path);
     free(path);

@@ -7,7 +7,7 @@ from PIL import Image
 
 import pngio
 import reference as ref
-from helpers import assert_array_equal, equalize, file_hash, read_png, tree_hash
+from helpers import assert_array_equal, equalize, file_hash, read_png, run_ok, tree_hash
 
 
 def palette_image(h, w, seed, n=40, alpha=False):
@@ -212,3 +212,20 @@ def test_png_transparent_colour_becomes_alpha(tmp, kind):
     assert got.trns is None
     assert_array_equal(got.samples, want.samples, kind)
     assert np.array_equal(got.samples[:, :, -1] == 0, transparent)
+
+
+@pytest.mark.parametrize("shape,opts", [((1, 1000001), ["--png-level", "6"]), ((1000001, 1), ["--png-level", "6"]),
+                                        ((1, 1000001), ["--palette-wide"])], ids=["wide", "tall", "palette"])
+def test_a_side_over_a_million_pixels_is_written(tmp, shape, opts):
+    """libpng refuses to write a side over 1,000,000 pixels unless told otherwise; reading was told,
+    writing was not: 'cannot encode PNG (Invalid IHDR data)', exit 1, after all the work."""
+    from PIL import Image
+    a = (np.arange(shape[0] * shape[1]) % 97 + 20).astype(np.uint8).reshape(shape)
+    src = tmp / "in.png"
+    palette = opts == ["--palette-wide"]
+    (Image.fromarray(a).convert("P") if palette else Image.fromarray(a)).save(src)
+    out = tmp / "out.png"
+    run_ok(["--input", src, "--output", out] + ([] if palette else opts))
+    got = np.asarray(Image.open(out).convert("L") if palette else Image.open(out))
+    want = ref.equalize_one(np.asarray(Image.open(src).convert("L")) if palette else a, 8)
+    assert got.shape == shape and (palette or np.array_equal(got, want))

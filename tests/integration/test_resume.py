@@ -424,6 +424,69 @@ def test_a_planted_lock_name_is_refused_not_followed(tmp, kind):
     assert os.path.lexists(lock_of(out))
 
 
+@pytest.mark.parametrize("kind", ["symlink", "user-dir", "file"])
+def test_a_journal_name_taken_by_something_else_is_left_alone(tmp, kind):
+    """OUT.journal as a symbolic link to a user's directory: every file in that directory was
+    deleted (exit 1, 'File exists'); as a user's own directory: it was emptied and removed, exit 0.
+    Only what a journal holds is ever removed, and a name taken by anything else is refused."""
+    inp, out = tmp / "in.h5", tmp / "out.h5"
+    make_h5(inp)
+    victim = tmp / "victim"
+    victim.mkdir()
+    for n in ("notes.txt", "id", "rank-000000.log"):
+        (victim / n).write_text("mine")
+    j = tmp / "out.h5.journal"
+    if kind == "symlink":
+        j.symlink_to(victim)
+    elif kind == "user-dir":
+        j.mkdir()
+        (j / "notes.txt").write_text("mine")
+    else:
+        j.write_text("mine")
+    for extra in ([], ["--force"], ["--resume"]):
+        r = run(["--input", inp, "--output", out, "--block", "100K"] + extra)
+        assert r.rc == 2 and len(r.err_lines) == 1 and "the name of its journal" in r.err_lines[0], str(r)
+    assert sorted(p.name for p in victim.iterdir()) == ["id", "notes.txt", "rank-000000.log"]
+    assert os.path.lexists(j) and not out.exists() and not (tmp / "out.h5.part").exists()
+
+
+@pytest.mark.parametrize("case", ["input-is-journal", "input-is-lock", "mask-is-lock", "summary-is-lock"])
+def test_the_runs_own_files_cannot_be_what_it_reads(tmp, case):
+    """The run removes its lock at the end and empties its journal: an input PNG directory named
+    OUT.journal lost its files, an HDF5 input or a --mask file named .OUT.lock was gone after an exit 0,
+    a --summary written there was removed with the lock. Refused up front, exit 2, nothing touched."""
+    import pngio
+    out = tmp / "o"
+    img = (np.arange(48 * 40) % 200).reshape(48, 40).astype(np.uint8)
+    if case == "input-is-journal":
+        inp = tmp / "o.journal"
+        inp.mkdir()
+        pngio.write(str(inp / "a.png"), img, 8, pngio.GRAY)
+        args = ["--input", inp, "--output", out]
+    elif case == "input-is-lock":
+        out = tmp / "b.h5"
+        inp = tmp / ".b.h5.lock"
+        make_h5(inp)
+        args = ["--input", inp, "--output", out]
+    else:
+        src = tmp / "src"
+        src.mkdir()
+        pngio.write(str(src / "a.png"), img, 8, pngio.GRAY)
+        if case == "mask-is-lock":
+            inp = tmp / ".o.lock"
+            pngio.write(str(inp), np.ones_like(img), 8, pngio.GRAY)
+            args = ["--input", src, "--output", out, "--mask", inp]
+        else:
+            inp = tmp / ".o.lock"
+            args = ["--input", src, "--output", out, "--summary", inp]
+    before = sorted((p.name, p.read_bytes()) for p in ([inp] if inp.is_file() else inp.iterdir())) if inp.exists() else None
+    r = run(args)
+    assert r.rc == 2 and len(r.err_lines) == 1, str(r)
+    assert ("lock" in r.err_lines[0] or "journal" in r.err_lines[0]), str(r)
+    after = sorted((p.name, p.read_bytes()) for p in ([inp] if inp.is_file() else inp.iterdir())) if inp.exists() else None
+    assert after == before and not out.exists()
+
+
 @pytest.mark.parametrize("left", ["empty", "id.tmp"])
 @pytest.mark.parametrize("resume", [True, False], ids=["resume", "plain"])
 def test_a_journal_killed_while_being_made_starts_over(tmp, left, resume):
