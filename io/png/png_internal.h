@@ -21,6 +21,10 @@
  * directory output it takes its final name (rename) as soon as it is complete and a failed write
  * removes its temporary at once, so a failed run leaves only whole PNGs (a killed one may leave a
  * hidden .part file); a single-file output keeps the temporary name until close(commit = 1).
+ * A directory is finished by its completion record, written by rank 0 in close(commit = 1) after
+ * every rank's files are in place; a record that cannot be written (a full disk) fails the close,
+ * and every rank takes its files back as with commit = 0 (after a --resume, rank 0 also removes
+ * the interrupted run's: the failed run's journal goes, so nothing could resume them).
  * Outputs keep the input's color type, bit depth, palette (remapped) and palette tRNS (a gray or
  * RGB image's transparent colour becomes an alpha channel: codec.h); they are written without
  * interlacing.
@@ -81,6 +85,7 @@ struct hq_io {
     char *out_path;
     int out_is_dir;
     int created_dir; /* rank 0 made the output directory: removed again if the run fails and it is empty */
+    int resumed;     /* hq_out_opts.resume: a failed run takes back the interrupted run's files too */
     int per_pixel;   /* hq_out_opts.per_pixel: palette images go out as RGB(A) */
     hq_png_zopts zopts;
     pending_out pending; /* single-file output waiting for close(commit = 1) */

@@ -1,6 +1,7 @@
 /* write.c — an item encoded under its temporary name and renamed into place; the run closed (a
- * directory's completion record written last) or undone (this run's files removed); the state a
- * --resume finds. */
+ * directory's completion record written last) or undone (this run's files removed, and after a
+ * --resume the interrupted run's; a completion record that cannot be written undoes the run too);
+ * the state a --resume finds. */
 #include <errno.h>
 #include <png.h> /* PNG_COLOR_TYPE_*: a palette image written as RGB(A) */
 #include <stdio.h>
@@ -122,25 +123,52 @@ int png_write_block(hq_io *io, uint64_t item, const hq_block *b, int collective,
 }
 
 /* Rank 0, once every rank has renamed its files: the directory's completion record, its first
- * line for people, then the run's identity (hq_run_meta.run_id) for --resume. */
+ * line for people, then the run's identity (hq_run_meta.run_id) for --resume. It takes space like
+ * any other write, so it can fail for a full disk; its temporary is removed then. */
 static int mark_dir_complete(const char *dir, uint64_t nimages, const char *run_id, hq_err *err)
 {
     char *mark = png_join_path(dir, COMPLETE_NAME);
     char *tmp = mark ? png_temp_path(mark) : NULL;
     int rc = 0;
     FILE *f = tmp ? fopen(tmp, "w") : NULL;
-    if (!tmp)
+    if (!tmp) {
         rc = hq_fail(err, HQ_EMEM, "%s: out of memory", dir);
-    else if (!f ||
-             fprintf(f, "histeq_dist %s: complete, %llu input files\n%s", HQ_VERSION, (unsigned long long)nimages,
-                     run_id ? run_id : "") < 0 ||
-             fclose(f) != 0 || rename(tmp, mark) != 0) {
+    } else if (!f) {
         rc = hq_fail(err, HQ_EIO, "%s: cannot write (%s)", mark, strerror(errno));
-        unlink(tmp);
+    } else {
+        /* The text is buffered: a full disk usually shows at fclose, which must run either way. */
+        int e = 0;
+        if (fprintf(f, "histeq_dist %s: complete, %llu input files\n%s", HQ_VERSION, (unsigned long long)nimages,
+                    run_id ? run_id : "") < 0)
+            e = errno ? errno : EIO;
+        if (fclose(f) != 0 && !e)
+            e = errno ? errno : EIO;
+        if (!e && rename(tmp, mark) != 0)
+            e = errno;
+        if (e) {
+            rc = hq_fail(err, HQ_EIO, "%s: cannot write (%s)", mark, strerror(e));
+            unlink(tmp);
+        }
     }
     free(tmp);
     free(mark);
     return rc;
+}
+
+/* Rank 0, a failed run that had continued an interrupted one (--resume): the interrupted run's
+ * outputs go too. Its journal, which claimed them, is removed with this run's (app/run/close.c),
+ * so kept they would be an unmarked directory nothing can resume, which a later --resume refuses
+ * as an existing output; taken back, the directory is empty and the next run starts over, as
+ * after an HDF5 resume whose .part is removed. Only the inventory's names: nothing else in the
+ * directory is this tool's. */
+static void take_back_resumed(const hq_io *io)
+{
+    for (uint64_t i = 0; i < io->inv->n; i++) {
+        char *p = png_join_path(io->out_path, io->inv->items[i].name);
+        if (p)
+            unlink(p);
+        free(p);
+    }
 }
 
 int png_close(hq_io *io, int commit, const hq_run_meta *meta, hq_err *err)
@@ -157,20 +185,32 @@ int png_close(hq_io *io, int commit, const hq_run_meta *meta, hq_err *err)
             unlink(io->pending.tmp);
         hq_doomed_drop(io->pending.slot);
     }
+    /* A directory is finished only once its mark is there, and the mark can fail like any write (a
+     * full disk). So every rank keeps the list of its files until rank 0 has written the mark, and
+     * a mark that fails takes them back as a failure mid-run does: a directory of unmarked PNGs
+     * would be neither finished nor resumable (the journal goes with a failed run). */
+    if (io->have_output && io->out_is_dir && commit) {
+        MPI_Barrier(io->comm); /* every rank has renamed its files */
+        if (io->rank == 0)
+            rc = mark_dir_complete(io->out_path, io->inv->n, meta ? meta->run_id : NULL, err);
+        int failed = rc != 0;
+        MPI_Bcast(&failed, 1, MPI_INT, 0, io->comm);
+        commit = !failed;
+    }
     for (size_t i = 0; i < io->nwritten; i++) {
         if (!commit)
             unlink(io->written[i]);
         free(io->written[i]);
     }
     free(io->written);
+    if (!commit && io->have_output && io->out_is_dir && io->resumed && io->rank == 0)
+        take_back_resumed(io);
     /* A failed run leaves no new directory behind: once every rank has taken back its files, the
-     * directory this run created is empty again (rmdir refuses one that is not). */
+     * directory this run created (or resumed) is empty again (rmdir refuses one that is not). */
     if (io->have_output)
         MPI_Barrier(io->comm);
-    if (!commit && io->created_dir)
+    if (!commit && io->rank == 0 && (io->created_dir || io->resumed))
         rmdir(io->out_path);
-    if (commit && io->out_is_dir && io->rank == 0)
-        rc = mark_dir_complete(io->out_path, io->inv->n, meta ? meta->run_id : NULL, err);
     free(io->pending.tmp);
     free(io->pending.final);
     png_drop_held(io);

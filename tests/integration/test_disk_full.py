@@ -10,7 +10,7 @@ import pytest
 
 import reference as ref
 import pngio
-from helpers import run
+from helpers import assert_same_output, run, run_ok
 
 
 @pytest.fixture
@@ -58,6 +58,102 @@ def test_png_directory_disk_full(tmp, small_disk):
     assert len(r.hq_lines) == 1 and str(out) in r.hq_lines[0], str(r)
     assert not (out / "histeq_dist.complete").exists()
     assert not out.exists() or not any(n.endswith(".png") for n in os.listdir(out))
+
+
+def _mount_inodes(mnt, n, remount=False):
+    opts = f"{'remount,' if remount else ''}size=8m,nr_inodes={n}"
+    return subprocess.run(["mount", "-t", "tmpfs", "-o", opts, "tmpfs", str(mnt)], capture_output=True).returncode == 0
+
+
+def _mark_fails(r, out):
+    return r.rc == 1 and len(r.hq_lines) == 1 and str(out / "histeq_dist.complete") in r.hq_lines[0]
+
+
+@pytest.mark.parametrize("np_,then", [(None, "--resume"), (3, "--resume"), (3, None)])
+def test_png_directory_disk_full_at_the_completion_mark(tmp, np_, then):
+    """The disk fills exactly when the directory's completion mark is written, after every PNG is in
+    place: the run has failed like any other, so it takes back the files it wrote (a directory of
+    unmarked PNGs with its journal gone was refused by the next --resume, exit 2 "output exists"),
+    one line naming the output and the full disk, exit 1. Once space is freed the next run, plain
+    or --resume (a batch script's), gives the uninterrupted run's PNGs byte for byte.
+
+    The disk is a tmpfs with few inodes: every file takes one and the mark is the last one this run
+    creates (its journal's are made first), so the largest inode count that fails is the one that
+    fails exactly at the mark; found by counting down from one that is surely enough."""
+    inp = tmp / "in"
+    inp.mkdir()
+    rng = np.random.default_rng(17)
+    for k in range(6):
+        pngio.write(str(inp / f"im{k}.png"), rng.integers(0, 200, (64, 96), dtype=np.uint8), 8, pngio.GRAY)
+    want = tmp / "want"
+    run_ok(["--input", inp, "--output", want, "-q"], np_)
+    mnt = tmp / "disk"
+    mnt.mkdir()
+    out = mnt / "out"
+    n = 6 + 2 * (np_ or 1) + 12
+    if not _mount_inodes(mnt, n):
+        pytest.skip("cannot mount a tmpfs here")
+    try:
+        while True:
+            r = run(["--input", inp, "--output", out, "-q"], np_)
+            assert not r.timed_out, str(r)
+            if r.rc != 0:
+                break
+            subprocess.run(["umount", "-l", str(mnt)])
+            n -= 1
+            assert n > 6 and _mount_inodes(mnt, n), str(r)
+        assert _mark_fails(r, out), f"the first failure counting down is not at the mark:\n{r}"
+        assert "No space left on device" in r.hq_lines[0], str(r)
+        assert not out.exists(), f"left under the output's name: {os.listdir(out)}"
+        assert sorted(os.listdir(mnt)) == [], "nothing of the run is left (journal, lock, temporaries)"
+        assert _mount_inodes(mnt, 1000, remount=True)  # space freed
+        r = run_ok(["--input", inp, "--output", out, "-q"] + ([then] if then else []), np_)
+        assert_same_output(str(want), str(out))
+        assert (out / "histeq_dist.complete").exists()
+    finally:
+        subprocess.run(["umount", "-l", str(mnt)])
+
+
+def test_png_directory_disk_full_at_the_mark_of_a_resumed_run(tmp):
+    """A killed run resumed on a disk that fills at the completion mark: the resumed run fails in
+    good order and its journal goes, so the interrupted run's PNGs, which only that journal claimed,
+    go too (README: nothing is left under the output's name, nothing to resume); the next --resume
+    then starts over and gives the uninterrupted run's PNGs."""
+    inp = tmp / "in"
+    inp.mkdir()
+    rng = np.random.default_rng(18)
+    for k in range(6):
+        pngio.write(str(inp / f"im{k}.png"), rng.integers(0, 200, (64, 96), dtype=np.uint8), 8, pngio.GRAY)
+    want = tmp / "want"
+    run_ok(["--input", inp, "--output", want, "-q"])
+    mnt = tmp / "disk"
+    mnt.mkdir()
+    out = mnt / "out"
+    flush_now = {"HQ_JOURNAL_FLUSH_S": "0"}
+    n = 6 + 2 + 12
+    if not _mount_inodes(mnt, 1000):
+        pytest.skip("cannot mount a tmpfs here")
+    try:
+        while True:
+            subprocess.run(["umount", "-l", str(mnt)])
+            assert n > 6 and _mount_inodes(mnt, 1000)
+            r = run(["--input", inp, "--output", out, "-q"], None, env=dict(flush_now, HQ_FAULT_KILL="0:3"))
+            assert r.rc != 0 and not r.timed_out, str(r)
+            assert any(x.endswith(".png") for x in os.listdir(out)), "the killed run finished no file"
+            assert _mount_inodes(mnt, n, remount=True)
+            r = run(["--input", inp, "--output", out, "-q", "--resume"], None, env=flush_now)
+            assert not r.timed_out, str(r)
+            if r.rc != 0:
+                break
+            n -= 1
+        assert _mark_fails(r, out), f"the first failure counting down is not at the mark:\n{r}"
+        assert not out.exists(), f"left under the output's name: {os.listdir(out)}"
+        assert sorted(os.listdir(mnt)) == [], "nothing of the run is left (journal, lock, temporaries)"
+        assert _mount_inodes(mnt, 1000, remount=True)
+        run_ok(["--input", inp, "--output", out, "-q", "--resume"], None, env=flush_now)
+        assert_same_output(str(want), str(out))
+    finally:
+        subprocess.run(["umount", "-l", str(mnt)])
 
 
 @pytest.mark.parametrize("np_", [None, 2, 3])
