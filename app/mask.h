@@ -5,7 +5,8 @@
  * whole-image copy). SRC is one image that applies to every input image of its height x width (an
  * HDF5 dataset FILE.h5:/path of H x W, or a PNG file), an N x H x W dataset whose slice s masks
  * slice s of every N-slice stack, or (PNG input) a directory or list of PNGs matched to the input
- * files by name. Masks are read as stored: uint8/uint16 samples, the first channel of a PNG.
+ * files by base name, byte for byte (case counts), in O(n log n) for n PNGs. Masks are read as
+ * stored: uint8/uint16 samples, the first channel of a PNG.
  *
  * --ignore with --mask-apply inside on RGB luma is folded in here too: a pixel whose luma Y is
  * ignored gets 0, so the remap leaves it as it is (an identity LUT entry would not: luma ties move).

@@ -253,6 +253,49 @@ def test_mask_mismatches(tmp, np_):
     one_line(r, E_USAGE, "--mask-apply")
 
 
+def test_mask_names_match_byte_for_byte_in_any_order(tmp):
+    """Masks are found by name, whatever order either side lists them in: case counts, digits are
+    not numbers, a byte above 0x7f sorts last, and a list's entry in a subdirectory goes by its base
+    name. Every mask differs, so a mask taken for another image's shows in the output."""
+    names = ["b.png", "A.png", "a.png", "img10.png", "img9.png", "img100.png", "Img2.png", "_x.png",
+             "\u00e9.png"]
+    d, md = tmp / "in", tmp / "masks"
+    os.makedirs(d)
+    os.makedirs(md / "sub")
+    imgs, masks, sub = {}, {}, set(names[::3])
+    for k, name in enumerate(names):
+        imgs[name] = ref.low_contrast(12, 14, 40, 160, np.uint8, seed=60 + k)
+        masks[name] = np.random.default_rng(80 + k).integers(0, 2, (12, 14)).astype(np.uint8)
+        pngio.write(d / name, imgs[name], 8, pngio.GRAY)
+        pngio.write(md / ("sub" if name in sub else ".") / name, masks[name], 8, pngio.GRAY)
+    # A mask of no image, named like some: it must not be taken for theirs.
+    for extra in ("img1.png", "B.png", "img2.png"):
+        pngio.write(md / extra, np.ones((12, 14), np.uint8), 8, pngio.GRAY)
+    listed = list(reversed(names)) + ["img1.png", "B.png", "img2.png"]
+    mlist = md / "masks.txt"
+    mlist.write_text("".join(f"sub/{n}\n" if n in sub else f"{n}\n" for n in listed), encoding="utf-8")
+    ilist = d / "images.txt"
+    ilist.write_text("".join(n + "\n" for n in names), encoding="utf-8")
+    mdir = tmp / "maskdir"
+    os.makedirs(mdir)
+    for name in names:
+        pngio.write(mdir / name, masks[name], 8, pngio.GRAY)
+    # The input's directory against the mask list, and the input's list against a mask directory.
+    for inp, msrc, tag in ((d, mlist, "dir"), (ilist, mdir, "list")):
+        out = tmp / f"out_{tag}"
+        equalize(inp, out, "--mask", msrc, "--mask-apply", "inside")
+        for name, img in imgs.items():
+            assert_array_equal(read_png(out / name), ref.process_one(img, 8, mask=masks[name], inside=True),
+                               f"{tag} {name}")
+    # Missing masks: the first image (in the input's order) without one is named, on every rank count.
+    os.remove(mdir / "Img2.png")
+    os.remove(mdir / "img9.png")
+    for np_ in (None, 2):
+        r = run(["-i", ilist, "-o", tmp / "o", "--mask", mdir], np_)
+        one_line(r, E_INPUT, "no mask named img9.png (for ")
+        assert not os.path.exists(tmp / "o")
+
+
 # ---- --method match ---------------------------------------------------------------------------
 
 
