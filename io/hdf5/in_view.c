@@ -16,8 +16,12 @@
  *    is never opened for writing, and PROT_READ makes a stray store fault rather than change it.
  *  - hdf5_view_release (any thread): the view's whole pages leave this process's page tables
  *    (MADV_DONTNEED; the page cache keeps them), so a run's resident memory stays its buffers.
- *  - hdf5_view_unmap (close): the mapping removed. HQ_INPUT_VIEW=0 turns views off. */
+ *  - hdf5_view_unmap (close): the mapping removed. HQ_INPUT_VIEW=0 turns views off.
+ *  - A view read after another process cut the file short ends the process: one line naming the
+ *    input, exit 4 (on_sigbus below). */
 #define _GNU_SOURCE /* MADV_POPULATE_READ */
+#include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -25,10 +29,56 @@
 #include <unistd.h>
 
 #include "hdf5_internal.h"
+#include "../../core/doomed.h"
 
 #ifndef MADV_POPULATE_READ
 #define MADV_POPULATE_READ 22 /* Linux 5.14; older kernels answer EINVAL */
 #endif
+
+/* A file cut short while mapped faults (SIGBUS) where the engine reads a page that is gone: the
+ * pages are populated when a view is made, but another process can truncate the file after that.
+ * Then the run ends as any input that turns bad does: one line naming the input, exit 4 (HQ_EINPUT),
+ * this process's temporary files removed (core/doomed.h), not a core dump. One mapping a process
+ * (the input's); a fault elsewhere goes to the handler that was there before. */
+static const unsigned char *volatile fault_map;
+static volatile uint64_t fault_len;
+static char fault_line[sizeof(hq_err) + 16];
+static struct sigaction fault_old;
+static int fault_installed;
+
+static void on_sigbus(int sig, siginfo_t *si, void *ctx)
+{
+    const unsigned char *a = si ? (const unsigned char *)si->si_addr : NULL, *m = fault_map;
+    if (m && a >= m && a < m + fault_len) {
+        static int entered;
+        if (__atomic_exchange_n(&entered, 1, __ATOMIC_ACQ_REL)) /* the engine's other threads: one line */
+            for (;;)
+                pause();
+        ssize_t w = write(STDERR_FILENO, fault_line, strlen(fault_line));
+        (void)w;
+        hq_doomed_unlink_all();
+        _exit(HQ_EINPUT);
+    }
+    sigaction(sig, &fault_old, NULL); /* returning faults again, under the old action */
+    (void)ctx;
+}
+
+static void watch_faults(hq_io *io)
+{
+    hq_err e; /* hq_fail makes the name printable */
+    hq_fail(&e, HQ_EINPUT, "%s: the input changed while it was read (cut short by another process?)", io->inv.root);
+    snprintf(fault_line, sizeof fault_line, "histeq_dist: %s\n", e.msg);
+    fault_len = io->imap_len;
+    fault_map = io->imap;
+    if (!fault_installed) {
+        struct sigaction sa;
+        memset(&sa, 0, sizeof sa);
+        sa.sa_sigaction = on_sigbus;
+        sa.sa_flags = SA_SIGINFO;
+        sigemptyset(&sa.sa_mask);
+        fault_installed = sigaction(SIGBUS, &sa, &fault_old) == 0;
+    }
+}
 
 static int map_input(hq_io *io)
 {
@@ -44,6 +94,7 @@ static int map_input(hq_io *io)
         return 0;
     io->imap = m;
     io->imap_len = (uint64_t)st.st_size;
+    watch_faults(io);
     return 1;
 }
 
@@ -87,6 +138,8 @@ void hdf5_view_release(hq_io *io, const void *p, uint64_t bytes)
 
 void hdf5_view_unmap(hq_io *io)
 {
+    if (io->imap && fault_map == io->imap)
+        fault_map = NULL;
     if (io->imap)
         munmap((void *)io->imap, io->imap_len);
     io->imap = NULL;

@@ -14,7 +14,7 @@ import pytest
 
 import pngio
 import reference as ref
-from helpers import DEVICES, assert_array_equal, equalize, read_png, run, tree_hash
+from helpers import BIN, DEVICES, assert_array_equal, equalize, read_png, run, run_env, tree_hash
 
 E_IO, E_USAGE, E_SKIPPED, E_INPUT, E_DEVICE = 1, 2, 3, 4, 5
 RANKS = [None, 2]
@@ -563,3 +563,26 @@ def test_unreadable_input_path_names_the_reason(tmp):
     r = run(["-i", tmp / "loopA", "-o", tmp / "o.png"], timeout=ERR_TIMEOUT)
     assert r.rc == E_INPUT and len(r.err_lines) == 1, str(r)
     assert "loopA: cannot open (Too many levels of symbolic links)" in r.err_lines[0], str(r)
+
+
+@pytest.mark.skipif(not shutil.which("gdb"), reason="needs gdb to stop the run between the read and the histogram")
+def test_input_cut_short_while_read_in_place_is_one_line_not_a_crash(tmp):
+    """The CPU engine reads an unfiltered input in place, through a mapping of the file whose pages
+    the read populates. Another process cutting the file short after that made the histogram fault:
+    SIGBUS, no line, exit 135 (mpirun: 'signal 7'). Now one line naming the input, exit 4. gdb stops
+    the run at its first histogram (the block is read, the pages are there), the file is cut to a
+    page, and the run goes on."""
+    inp = tmp / "in.h5"
+    with h5py.File(inp, "w") as f:
+        f["v"] = np.random.default_rng(5).integers(0, 200, (8, 256, 256), dtype=np.uint8)
+    g = subprocess.run(["gdb", "-q", "-batch", "-ex", "handle SIGBUS nostop noprint pass",
+                        "-ex", "set breakpoint pending on", "-ex", "break hq_cpu_histogram", "-ex", "run",
+                        "-ex", f"shell truncate -s 4096 {inp}", "-ex", "delete", "-ex", "continue", "--args",
+                        BIN, "--input", str(inp), "--output", str(tmp / "out.h5"), "--device", "cpu"],
+                       capture_output=True, text=True, timeout=120, env=run_env(None))
+    assert "Breakpoint 1, hq_cpu_histogram" in g.stdout, g.stdout + g.stderr
+    lines = [l for l in g.stderr.splitlines() if l.startswith("histeq_dist:") and "note:" not in l]
+    assert lines == [f"histeq_dist: {inp}: the input changed while it was read (cut short by another process?)"], \
+        g.stdout + g.stderr
+    assert "exited with code 04" in g.stdout, g.stdout
+    assert not (tmp / "out.h5").exists()
