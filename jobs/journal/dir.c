@@ -60,8 +60,8 @@ uint64_t hq_journal_file_mark(const char *path, const char *name)
     struct stat st;
     memset(&st, 0, sizeof st);
     stat(path, &st);
-    const uint64_t facts[] = {(uint64_t)st.st_size, (uint64_t)st.st_mtim.tv_sec, (uint64_t)st.st_mtim.tv_nsec,
-                              (uint64_t)st.st_ino};
+    const uint64_t facts[] = {(uint64_t)st.st_size,          (uint64_t)st.st_mtim.tv_sec, (uint64_t)st.st_mtim.tv_nsec,
+                              (uint64_t)st.st_ino,           (uint64_t)st.st_ctim.tv_sec, (uint64_t)st.st_ctim.tv_nsec};
     return journal_fnv(journal_fnv(FNV0, name, strlen(name) + 1), facts, sizeof facts);
 }
 
@@ -75,9 +75,12 @@ void hq_journal_make_id(const hq_inventory *inv, const char *options, uint64_t a
         struct stat st;
         memset(&st, 0, sizeof st);
         stat(it->src, &st); /* a vanished file hashes as size 0, time 0: a changed input */
+        /* The change time too: a file rewritten in place with its modification time set back (touch
+         * -d, rsync --times) keeps size, mtime and inode, and a resume mixed old pixels with new. */
         const uint64_t facts[] = {it->slices, it->height, it->width, it->channels, it->sample_bytes, it->depth,
                                   it->bad, (uint64_t)st.st_size, (uint64_t)st.st_mtim.tv_sec,
-                                  (uint64_t)st.st_mtim.tv_nsec, (uint64_t)st.st_ino};
+                                  (uint64_t)st.st_mtim.tv_nsec, (uint64_t)st.st_ino, (uint64_t)st.st_ctim.tv_sec,
+                                  (uint64_t)st.st_ctim.tv_nsec};
         h = journal_fnv(h, it->src, strlen(it->src) + 1);
         h = journal_fnv(h, it->name, strlen(it->name) + 1);
         h = journal_fnv(h, facts, sizeof facts);

@@ -487,6 +487,27 @@ def test_the_runs_own_files_cannot_be_what_it_reads(tmp, case):
     assert after == before and not out.exists()
 
 
+def test_an_input_rewritten_in_place_with_its_time_set_back_is_a_changed_input(tmp):
+    """Size, modification time and inode were the input's fingerprint: slice 0 rewritten in place and
+    the modification time set back (touch -d, rsync --times) and --resume finished the output, exit
+    0, marked complete, with old pixels beside new. The change time counts too now."""
+    inp, out = tmp / "in.h5", tmp / "out.h5"
+    with h5py.File(inp, "w") as f:  # contiguous: its bytes can be rewritten where they lie
+        f["v"] = np.random.default_rng(8).integers(20, 90, (12, 64, 64), dtype=np.uint8)
+        offset = f["v"].id.get_offset()
+    r = run(["--input", inp, "--output", out, "--block", "8K", "-q"], None, env=dict(FLUSH_NOW, HQ_FAULT_KILL="0:3"))
+    assert r.rc != 0 and (tmp / "out.h5.journal").exists()
+    st = os.stat(inp)
+    time.sleep(0.05)
+    with open(inp, "r+b") as f:
+        f.seek(offset)
+        f.write(bytes(200 for _ in range(64 * 64)))
+    os.utime(inp, ns=(st.st_atime_ns, st.st_mtime_ns))
+    assert os.stat(inp).st_size == st.st_size and os.stat(inp).st_mtime_ns == st.st_mtime_ns
+    r = run(["--input", inp, "--output", out, "--block", "8K", "--resume"])
+    assert r.rc == 2 and len(r.err_lines) == 1 and "the input changed" in r.err_lines[0], str(r)
+
+
 @pytest.mark.parametrize("left", ["empty", "id.tmp"])
 @pytest.mark.parametrize("resume", [True, False], ids=["resume", "plain"])
 def test_a_journal_killed_while_being_made_starts_over(tmp, left, resume):
