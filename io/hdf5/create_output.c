@@ -312,6 +312,8 @@ int hdf5_create_output(hq_io *io, const hq_out_opts *o, MPI_Comm comm, hq_err *e
             rc = hdf5_agree(io->comm, create_datasets(io, 1, err), err);
         if (!rc)
             rc = hdf5_copy_links(io, err);
+        if (!rc)
+            rc = hdf5_copy_group_attrs(io, err);
         /* The metadata goes to the file (the chunk tables are read from it, and a run killed from
          * here on leaves a file that --resume can open) before the background reservation takes
          * the file's lock for its pieces: on tmpfs each of HDF5's small writes waited behind one

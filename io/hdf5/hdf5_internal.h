@@ -7,9 +7,10 @@
  * block), collective_report.c (collective transfers HDF5 made independent), reserve.c (disk space
  * reserved ahead), out_map.c (the output's pixels written through a shared mapping),
  * output_layout.c (an output dataset laid out like its input), create_output.c, links.c (the
- * input's further hard links and its soft links, made again in the output), lut_store.c (every
- * image's LUT, written into the output as it is built), szip_masks.c (chunks szip could not
- * shrink, recorded as such), provenance.c (the run recorded in the output), close.c; and the direct path, which moves pixel bytes outside HDF5:
+ * input's further hard links and its soft links, made again in the output), group_attrs.c (the
+ * groups' and the root's attributes), lut_store.c (every image's LUT, written into the output as
+ * it is built), szip_masks.c (chunks szip could not shrink, recorded as such), provenance.c (the
+ * run recorded in the output), close.c; and the direct path, which moves pixel bytes outside HDF5:
  * direct.c (which datasets, their file offsets), chunk_index.c (every chunk's address, read in one
  * pass over the chunk index), direct_io.c (one block cut into tasks), pool.c (the workers), codec.c
  * (deflate, shuffle, byte swap), in_view.c (blocks read in place from a mapping of the input).
@@ -238,6 +239,11 @@ int hdf5_output_dcpl(hid_t in, int frank, const char *out, const char *name, hid
 herr_t hdf5_attr_cb(hid_t obj, const char *aname, const H5A_info_t *info, void *data);
 /* io.h's check_metadata: every attribute create_output copies, read once (output_layout.c). */
 int hdf5_check_metadata(const hq_inventory *inv);
+
+/* group_attrs.c: collective, whole-file outputs; the same code on every rank. */
+int hdf5_copy_group_attrs(hq_io *io, hq_err *err);
+/* hdf5_check_metadata's share: every group's attributes of the input file, read. */
+void hdf5_check_group_attrs(hid_t file);
 
 /* create_output.c */
 void hdf5_empty_output(hq_io *io);

@@ -82,58 +82,59 @@ out:
     return rc;
 }
 
-/* Numbers and strings, of modest size, are copied; anything else (references, compounds, ...)
- * is left out: the decision depends only on the input, so every rank makes the same one. */
+/* Any type without references (they would point into the input), numbers, strings, compounds,
+ * enums and arrays alike, of modest size, scalar, simple or empty; the decision depends only on
+ * the input, so every rank makes the same one. */
 static int attr_copyable(hid_t t, hid_t s)
 {
-    const H5T_class_t cls = H5Tget_class(t);
     const H5S_class_t sc = H5Sget_simple_extent_type(s);
-    const hssize_t n = H5Sget_simple_extent_npoints(s);
-    if ((cls != H5T_INTEGER && cls != H5T_FLOAT && cls != H5T_STRING) || (sc != H5S_SCALAR && sc != H5S_SIMPLE))
+    if (H5Tdetect_class(t, H5T_REFERENCE) != 0 || (sc != H5S_SCALAR && sc != H5S_SIMPLE && sc != H5S_NULL))
         return 0;
-    const size_t elem = H5Tis_variable_str(t) > 0 ? sizeof(char *) : H5Tget_size(t);
-    return n > 0 && (uint64_t)n * elem <= ATTR_COPY_MAX;
+    const hssize_t n = sc == H5S_NULL ? 0 : H5Sget_simple_extent_npoints(s);
+    const size_t elem = H5Tget_size(t);
+    return n >= 0 && elem > 0 && (uint64_t)n * elem <= ATTR_COPY_MAX;
 }
 
+/* Read and written in the attribute's own type: its bytes go across as they are (a 128-bit
+ * integer or float read through a native type came out as another value). Variable-length data
+ * is read into memory by HDF5 and given back after. */
 static int copy_attr(hid_t src_obj, const char *aname, attr_ctx *c)
 {
     hid_t a = H5Aopen(src_obj, aname, H5P_DEFAULT);
     hid_t t = a >= 0 ? H5Aget_type(a) : H5I_INVALID_HID;
     hid_t s = a >= 0 ? H5Aget_space(a) : H5I_INVALID_HID;
-    hid_t ft = H5I_INVALID_HID, mt = H5I_INVALID_HID, na = H5I_INVALID_HID;
+    hid_t mt = H5I_INVALID_HID, na = H5I_INVALID_HID;
     void *buf = NULL;
-    int rc = 0;
+    int rc = 0, read = 0;
     if (a < 0 || t < 0 || s < 0) {
         rc = -1;
         goto out;
     }
     if (!attr_copyable(t, s))
         goto out;
-    const int vstr = H5Tis_variable_str(t) > 0;
-    ft = H5Tcopy(t); /* a transient copy, should the input use a named datatype */
-    mt = H5Tget_class(t) == H5T_STRING ? H5Tcopy(t) : H5Tget_native_type(t, H5T_DIR_ASCEND);
-    const hssize_t n = H5Sget_simple_extent_npoints(s);
-    const size_t elem = vstr ? sizeof(char *) : (mt >= 0 ? H5Tget_size(mt) : 0);
-    buf = calloc((size_t)n, elem ? elem : 1);
-    if (ft < 0 || mt < 0 || !buf || H5Aread(a, mt, buf) < 0) {
+    const int vlen = H5Tdetect_class(t, H5T_VLEN) > 0 || H5Tis_variable_str(t) > 0;
+    const int empty = H5Sget_simple_extent_type(s) == H5S_NULL;
+    mt = H5Tcopy(t); /* a transient copy, should the input use a named datatype */
+    const hssize_t n = empty ? 0 : H5Sget_simple_extent_npoints(s);
+    buf = calloc(n > 0 ? (size_t)n : 1, H5Tget_size(t));
+    if (mt < 0 || !buf || (!empty && H5Aread(a, mt, buf) < 0)) {
         rc = -1;
         goto out;
     }
+    read = !empty;
     if (c->dst >= 0) {
-        na = H5Acreate2(c->dst, aname, ft, s, H5P_DEFAULT, H5P_DEFAULT);
-        if (na < 0 || H5Awrite(na, mt, buf) < 0)
+        na = H5Acreate2(c->dst, aname, mt, s, H5P_DEFAULT, H5P_DEFAULT);
+        if (na < 0 || (!empty && H5Awrite(na, mt, buf) < 0))
             rc = -1;
     }
-    if (vstr)
-        H5Dvlen_reclaim(mt, s, H5P_DEFAULT, buf);
 out:
+    if (read && vlen)
+        H5Dvlen_reclaim(mt, s, H5P_DEFAULT, buf);
     free(buf);
     if (na >= 0)
         H5Aclose(na);
     if (mt >= 0)
         H5Tclose(mt);
-    if (ft >= 0)
-        H5Tclose(ft);
     if (s >= 0)
         H5Sclose(s);
     if (t >= 0)
@@ -173,6 +174,8 @@ int hdf5_check_metadata(const hq_inventory *inv)
         H5Aiterate2(d, H5_INDEX_NAME, H5_ITER_INC, &idx, hdf5_attr_cb, &c);
         H5Dclose(d);
     }
+    if (!inv->one_dataset)
+        hdf5_check_group_attrs(f);
     H5Fclose(f);
     return 0;
 }

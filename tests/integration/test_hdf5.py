@@ -503,3 +503,56 @@ def test_szip_chunks_szip_could_not_shrink_read_back(tmp, np_):
                 assert stored_plain == bool(c.filter_mask), (k, c)
                 uncoded += stored_plain
     assert uncoded > 10, "the noise should have given chunks szip could not shrink"
+
+
+@pytest.mark.parametrize("np_", [None, 2], ids=["single", "np2"])
+def test_attributes_of_every_type_on_datasets_groups_and_the_root(tmp, np_):
+    """Dataset attributes of enum, bool, compound, array, variable-length, empty and zero-length
+    types were dropped, and 128-bit numbers came out as other values (read through a native type);
+    the root's and the groups' attributes were all dropped. Now each is carried with its type and
+    bytes; references (they would point into the input) are not. Equalizing the output again does
+    not pass on its completion mark or its record of the first run."""
+    with h5py.File(tmp / "in.h5", "w") as f:
+        f.attrs["instrument"] = "microCT-7"
+        f.attrs["voxel_um"] = np.array([1.5, 1.5, 2.0])
+        f.attrs["method"] = "theirs"  # a name the run records itself: the run's own value wins
+        g = f.create_group("scan")
+        g.attrs["patient"] = "anon-17"
+        d = g.create_dataset("vol", data=ref.stack_of(2, 40, 40, 100, 140, np.uint8, seed=3))
+        d.attrs["calibrated"] = True
+        d.attrs.create("kind", 1, dtype=h5py.enum_dtype({"A": 0, "B": 1}, basetype="i1"))
+        d.attrs["origin"] = np.array([(1.0, 2, b"xy")], dtype=[("x", "f8"), ("n", "i4"), ("s", "S2")])
+        d.attrs.create("arr3", np.arange(6, dtype="i2").reshape(2, 3), dtype=np.dtype(("i2", (3,))))
+        d.attrs.create("ragged", [np.arange(3, dtype="i4"), np.arange(1, dtype="i4")],
+                       dtype=h5py.vlen_dtype(np.int32))
+        d.attrs["empty"] = h5py.Empty("f4")
+        d.attrs["zero_len"] = np.zeros(0, np.int16)
+        d.attrs["units"] = "HU"
+        d.attrs["ref"] = g.ref
+        t = h5py.h5t.STD_U64LE.copy()
+        t.set_size(16)
+        t.set_precision(128)
+        a = h5py.h5a.create(d.id, b"u128", t, h5py.h5s.create(h5py.h5s.SCALAR))
+        a.write(np.frombuffer((2 ** 100 + 12345).to_bytes(16, "little"), dtype="V16").reshape(()), mtype=t)
+    equalize(tmp / "in.h5", tmp / "out.h5", np_=np_)
+    equalize(tmp / "out.h5", tmp / "again.h5", np_=np_)
+    for name in ("out.h5", "again.h5"):
+        with h5py.File(tmp / "in.h5", "r") as a, h5py.File(tmp / name, "r") as b:
+            assert b.attrs["instrument"] == "microCT-7" and list(b.attrs["voxel_um"]) == [1.5, 1.5, 2.0]
+            assert attr_str(b.attrs["method"]) == "equalize"
+            assert b["scan"].attrs["patient"] == "anon-17"
+            da, db = a["scan/vol"], b["scan/vol"]
+            for k in ("calibrated", "kind", "origin", "arr3", "zero_len"):
+                assert np.asarray(db.attrs[k]).dtype == np.asarray(da.attrs[k]).dtype, k
+                assert np.array_equal(db.attrs[k], da.attrs[k]), k
+            assert db.attrs["units"] == "HU"
+            assert [list(x) for x in db.attrs["ragged"]] == [[0, 1, 2], [0]]
+            assert isinstance(db.attrs["empty"], h5py.Empty)
+            assert "ref" not in db.attrs
+            ai = h5py.h5a.open(db.id, b"u128")
+            buf = np.zeros((), dtype="V16")
+            ai.read(buf, mtype=ai.get_type())
+            assert int.from_bytes(buf.tobytes(), "little") == 2 ** 100 + 12345
+            assert b.attrs["histeq_dist_complete"] == 1
+    with h5py.File(tmp / "again.h5", "r") as f:
+        assert attr_str(f.attrs["source"]).endswith("out.h5")
