@@ -95,46 +95,58 @@ int run_fused_ranges(run *r, const hq_block *b, const hq_block_data *d, const hq
     return rc;
 }
 
-/* Fused: every image of the block is complete here, so histogram, LUT and remap happen at once.
- * out: NULL remaps in place; else data is only read (a view of the input) and the result goes to
- * out (stream.c decides; never under CLAHE or for float data). */
-int run_equalize_fused(run *r, const hq_block *b, void *data, void *out, hq_err *err)
+/* The most a fused block's per-image tables (a u64 histogram and a u16 LUT of every bin) take at
+ * once: a stack of 16-bit slices of 4 x 4 pixels held 640 KiB of tables a slice, 64,000 slices
+ * 41 GB (exit 6, or the kernel's OOM killer for float data). Larger blocks go in batches. */
+#define FUSED_TABLES_MAX ((uint64_t)64 << 20)
+
+/* Images [lo, hi) of the fused block b (views d and dr of the whole block): histograms, LUTs,
+ * remap. */
+static int fused_batch(run *r, const hq_block *b, const hq_mode *m, const hq_block_data *d, const hq_block_data *dr,
+                       uint64_t lo, uint64_t hi, hq_err *err)
 {
-    if (run_is_clahe(r))
-        return run_clahe_fused(r, b, data, err);
-    const hq_mode m = run_mode_of(r, b->item);
-    /* One histogram per image, or one for the whole dataset (scope dataset: the block is all of it). */
-    hq_block_data d = run_block_view(r, b, data, r->scope != HQ_SCOPE_DATASET, 0);
-    const size_t hl = run_hist_len(&m);
-    uint64_t *hist = calloc(d.nseg * hl, sizeof *hist);
-    uint16_t *lut = malloc(d.nseg * hl * sizeof *lut);
-    uint64_t **hp = malloc(d.nseg * sizeof *hp);
-    const uint16_t **lp = malloc(d.nseg * sizeof *lp);
+    const size_t hl = run_hist_len(m), n = hi - lo;
+    const size_t px_bytes = (size_t)m->channels * m->sample_bytes, seg_bytes = d->seg_pixels * px_bytes;
+    hq_block sub = *b; /* the batch's images, for the group of each (run_image_of) */
+    if (d->nseg > 1) {
+        sub.s0 = b->s0 + lo;
+        sub.s1 = b->s0 + hi;
+    }
+    hq_block_data dv = *d, rv = *dr;
+    dv.data = (char *)d->data + lo * seg_bytes;
+    rv.data = (char *)dr->data + lo * seg_bytes;
+    dv.nseg = rv.nseg = n;
+    dv.mask = d->mask ? d->mask + lo * d->seg_pixels : NULL;
+    rv.mask = dr->mask ? dr->mask + lo * dr->seg_pixels : NULL;
+    dv.fbin = d->fbin ? d->fbin + lo : NULL;
+    rv.fbin = dr->fbin ? dr->fbin + lo : NULL;
+    rv.out = dr->out ? (char *)dr->out + lo * seg_bytes : NULL;
+    uint64_t *hist = calloc(n * hl, sizeof *hist);
+    uint16_t *lut = malloc(n * hl * sizeof *lut);
+    uint64_t **hp = malloc(n * sizeof *hp);
+    const uint16_t **lp = malloc(n * sizeof *lp);
     int rc = HQ_EMEM;
     if (!hist || !lut || !hp || !lp) {
-        hq_fail(err, rc, "%s: out of memory for %llu histograms", r->inv.items[b->item].src,
-                (unsigned long long)d.nseg);
+        hq_fail(err, rc, "%s: out of memory for %llu histograms", r->inv.items[b->item].src, (unsigned long long)n);
         goto done;
     }
-    for (uint64_t s = 0; s < d.nseg; s++) {
+    for (uint64_t s = 0; s < n; s++) {
         hp[s] = hist + s * hl;
         lp[s] = lut + s * hl;
     }
     double t0 = hq_now();
-    rc = run_fused_ranges(r, b, &d, &m, err);
+    rc = run_fused_ranges(r, &sub, &dv, m, err);
     if (!rc)
-        rc = run_name_float_failure(r, b->item, r->eng->ops->histogram(r->eng, &d, &m, hp, err), err);
+        rc = run_name_float_failure(r, b->item, r->eng->ops->histogram(r->eng, &dv, m, hp, err), err);
     r->t[PH_HIST] += hq_now() - t0;
     if (rc)
         goto done;
-    __atomic_add_fetch(&r->bytes_histogrammed, run_block_bytes(r, b), __ATOMIC_RELAXED);
-    hq_report_pixels(r->rep, b, data, 0);
     t0 = hq_now();
     uint64_t empties = 0;
-    for (uint64_t s = 0; s < d.nseg && !rc; s++) {
-        const uint64_t group = run_image_of(r, b, b->s0 + s);
+    for (uint64_t s = 0; s < n && !rc; s++) {
+        const uint64_t group = run_image_of(r, &sub, sub.s0 + s);
         int e = 0;
-        rc = run_build_luts(r, &m, b->item, group, hp[s], lut + s * hl, &e, err);
+        rc = run_build_luts(r, m, b->item, group, hp[s], lut + s * hl, &e, err);
         if (rc)
             break;
         if (e) {
@@ -146,35 +158,59 @@ int run_equalize_fused(run *r, const hq_block *b, void *data, void *out, hq_err 
     }
     if (rc)
         goto done;
-    hq_block_data dr = run_block_view(r, b, data, r->scope != HQ_SCOPE_DATASET, 1);
-    dr.out = out;
     if (empties == 0) {
-        dr.same_as_histogram = 1;
-        rc = r->eng->ops->remap(r->eng, &dr, &m, lp, err);
+        rv.same_as_histogram = 1;
+        rc = r->eng->ops->remap(r->eng, &rv, m, lp, err);
     } else {
         /* An image with nothing counted comes back exactly as it was (an identity LUT alone would
          * still move luma ties): the others are remapped one by one. */
-        const size_t px_bytes = (size_t)m.channels * m.sample_bytes, seg_bytes = dr.seg_pixels * px_bytes;
-        for (uint64_t s = 0; s < d.nseg && !rc; s++) {
+        for (uint64_t s = 0; s < n && !rc; s++) {
             if (!hp[s]) {
-                if (out)
-                    memcpy((char *)out + s * seg_bytes, (char *)data + s * seg_bytes, seg_bytes);
+                if (rv.out)
+                    memcpy((char *)rv.out + s * seg_bytes, (char *)rv.data + s * seg_bytes, seg_bytes);
                 continue;
             }
-            hq_block_data one = {(char *)data + s * seg_bytes, 1, dr.seg_pixels, 0,
-                                 dr.mask ? dr.mask + s * dr.seg_pixels : NULL, dr.fbin ? dr.fbin + s : NULL,
-                                 out ? (char *)out + s * seg_bytes : NULL};
-            rc = r->eng->ops->remap(r->eng, &one, &m, &lp[s], err);
+            hq_block_data one = {(char *)rv.data + s * seg_bytes, 1, rv.seg_pixels, 0,
+                                 rv.mask ? rv.mask + s * rv.seg_pixels : NULL, rv.fbin ? rv.fbin + s : NULL,
+                                 rv.out ? (char *)rv.out + s * seg_bytes : NULL};
+            rc = r->eng->ops->remap(r->eng, &one, m, &lp[s], err);
         }
     }
     r->t[PH_REMAP] += hq_now() - t0;
-    if (!rc)
-        hq_report_pixels(r->rep, b, out ? out : data, 1);
 done:
     free(hist);
     free(lut);
     free(hp);
     free(lp);
+    return rc;
+}
+
+/* Fused: every image of the block is complete here, so histogram, LUT and remap happen at once.
+ * out: NULL remaps in place; else data is only read (a view of the input) and the result goes to
+ * out (stream.c decides; never under CLAHE or for float data). Many images go in batches whose
+ * tables fit FUSED_TABLES_MAX; each image's result is the same either way. */
+int run_equalize_fused(run *r, const hq_block *b, void *data, void *out, hq_err *err)
+{
+    if (run_is_clahe(r))
+        return run_clahe_fused(r, b, data, err);
+    const hq_mode m = run_mode_of(r, b->item);
+    /* One histogram per image, or one for the whole dataset (scope dataset: the block is all of it). */
+    const hq_block_data d = run_block_view(r, b, data, r->scope != HQ_SCOPE_DATASET, 0);
+    hq_block_data dr = run_block_view(r, b, data, r->scope != HQ_SCOPE_DATASET, 1);
+    dr.out = out;
+    const uint64_t table = run_hist_len(&m) * (sizeof(uint64_t) + sizeof(uint16_t));
+    const uint64_t per = table * d.nseg <= FUSED_TABLES_MAX || FUSED_TABLES_MAX / table == 0
+                             ? d.nseg
+                             : FUSED_TABLES_MAX / table;
+    /* The input's pixels go to the report before any batch remaps them in place. */
+    hq_report_pixels(r->rep, b, data, 0);
+    int rc = 0;
+    for (uint64_t lo = 0; lo < d.nseg && !rc; lo += per)
+        rc = fused_batch(r, b, &m, &d, &dr, lo, lo + per < d.nseg ? lo + per : d.nseg, err);
+    if (!rc) {
+        __atomic_add_fetch(&r->bytes_histogrammed, run_block_bytes(r, b), __ATOMIC_RELAXED);
+        hq_report_pixels(r->rep, b, out ? out : data, 1);
+    }
     return rc;
 }
 

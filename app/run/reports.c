@@ -128,9 +128,21 @@ static void report_skipped(const run *r)
     free(all);
 }
 
-/* This process's peak resident set, in bytes (Linux reports kilobytes). */
+/* This process's peak resident set, in bytes: VmHWM, its own memory's high-water mark. Not
+ * getrusage's ru_maxrss, which Linux keeps across execve: a run started by a large process (a
+ * Python driver holding its arrays, which forks and execs it) reported that process's size. */
 static uint64_t peak_rss_bytes(void)
 {
+    FILE *f = fopen("/proc/self/status", "r");
+    char line[256];
+    unsigned long long kib = 0;
+    while (f && fgets(line, sizeof line, f))
+        if (sscanf(line, "VmHWM: %llu kB", &kib) == 1)
+            break;
+    if (f)
+        fclose(f);
+    if (kib)
+        return (uint64_t)kib * 1024;
     struct rusage ru;
     return getrusage(RUSAGE_SELF, &ru) == 0 && ru.ru_maxrss > 0 ? (uint64_t)ru.ru_maxrss * 1024 : 0;
 }
