@@ -40,6 +40,7 @@ typedef struct hq_inventory {
     char *root; /* the input as given: HDF5 file, PNG file, PNG directory or list file */
     int root_is_dir;
     int one_dataset; /* HDF5: one dataset was named (FILE.h5:/dset), not the whole file */
+    int own_name_taken; /* HDF5, whole file not written by this tool: its root has a link named histeq_dist */
     size_t n, cap;
     hq_item *items;
 } hq_inventory;

@@ -280,8 +280,8 @@ int hdf5_create_output(hq_io *io, const hq_out_opts *o, MPI_Comm comm, hq_err *e
     /* The input's own /histeq_dist (not ours: ours is left out of the scan) is mirrored there, and
      * the run's record (LUTs, global histogram) cannot share the name: said, not silently missed. */
     if (o && !o->quiet && io->rank == 0 && hdf5_collides_with_own_group(io))
-        fprintf(stderr, "histeq_dist: note: %s: the input has datasets under %s of its own; they keep that name, "
-                "and the output records no LUTs or histograms there\n", io->inv.root, OWN_GROUP);
+        fprintf(stderr, "histeq_dist: note: %s: the input has %s of its own; it keeps that name, and the output "
+                "records no LUTs or histograms there\n", io->inv.root, OWN_GROUP);
     int rc = hdf5_agree(io->comm, name_output(io, o, err), err);
     if (!rc) {
         int mine = io->rank == 0 ? check_output_path(io, o, err) : 0;

@@ -266,7 +266,8 @@ void hdf5_luts_forget(hq_io *io);
 /* An attribute of n values (n == 1: a scalar), replaced if it exists: stored as ftype, given as mtype. */
 int hdf5_num_attr(hid_t obj, const char *aname, hid_t ftype, hid_t mtype, hsize_t n, const void *v);
 int hdf5_u64_pair_attr(hid_t obj, const char *aname, uint64_t a0, uint64_t a1);
-/* An input dataset lies under /histeq_dist: the output records no datasets of its own there. */
+/* An input dataset lies under /histeq_dist, or someone else's file links that name: the output
+ * records no datasets of its own there. */
 int hdf5_collides_with_own_group(const hq_io *io);
 int hdf5_record_meta(hq_io *io, const hq_run_meta *m, hq_err *err);
 int hdf5_mark_complete(hq_io *io, hq_err *err);

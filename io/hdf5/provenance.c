@@ -84,6 +84,8 @@ static int write_float_attrs(hid_t root, const hq_run_meta *m)
 
 int hdf5_collides_with_own_group(const hq_io *io)
 {
+    if (io->inv.own_name_taken)
+        return 1;
     for (size_t i = 0; i < io->inv.n; i++)
         if (!io->inv.items[i].bad && hdf5_under_own_group(io->inv.items[i].name))
             return 1;

@@ -107,6 +107,9 @@ static int cmp_item_path(const void *pa, const void *pb)
 static int scan_all(scan_ctx *c)
 {
     c->skip_own = H5Aexists(c->file_id, OWN_VERSION_ATTR) > 0;
+    /* Someone else's file with a link of our group's name: whatever it names (an image's group, a
+     * hard link to one, a soft link), the output keeps it, and the run's record goes without. */
+    c->inv->own_name_taken = !c->skip_own && H5Lexists(c->file_id, OWN_GROUP + 1, H5P_DEFAULT) > 0;
     H5Eclear2(H5E_DEFAULT);
     const size_t first = c->inv->n;
     /* H5Ovisit visits each object once even when hard-linked twice (under the first name it meets).

@@ -200,3 +200,33 @@ def test_whole_file_of_one_image_keeps_its_links_and_a_selection_does_not(tmp):
     assert sorted(links(tmp / "whole.h5")) == ["/again", "/s", "/x"]
     equalize(str(inp) + ":/x", tmp / "one_named.h5")
     assert sorted(links(tmp / "one_named.h5")) == ["/x"]
+
+
+@pytest.mark.parametrize("kind", ["hard-group", "hard-dataset", "soft"])
+def test_someone_elses_histeq_dist_link_keeps_its_names_whatever_the_order(tmp, kind):
+    """In a file this tool did not write, a link named /histeq_dist (a hard link to a group holding an
+    image, a group holding a hard link to an image, a soft link) was dropped or replaced by the run's
+    own group, silently, when the image's first name sorted before it (/g); a group named /z kept
+    everything and said so. Now any such link keeps the input's names, with the note, in any order."""
+    im = np.random.default_rng(1).integers(10, 90, (20, 20)).astype(np.uint8)
+    inp, out = tmp / "in.h5", tmp / "out.h5"
+    with h5py.File(inp, "w") as f:
+        if kind == "hard-group":
+            f["g/img"] = im
+            f["histeq_dist"] = f["g"]
+        elif kind == "hard-dataset":
+            f["a"] = im
+            f.create_group("histeq_dist")
+            f["histeq_dist/x"] = f["a"]
+        else:
+            f["g/img"] = im
+            f["histeq_dist"] = h5py.SoftLink("/g")
+    r = run_ok(["--input", inp, "--output", out])
+    assert "of its own" in r.err, str(r)
+    with h5py.File(inp, "r") as a, h5py.File(out, "r") as b:
+        names = {"hard-group": ["g/img", "histeq_dist/img"], "hard-dataset": ["a", "histeq_dist/x"],
+                 "soft": ["g/img", "histeq_dist/img"]}[kind]
+        for n in names:
+            assert n in b and np.array_equal(b[n][()], ref.equalize_one(im, 8)), n
+        if kind == "soft":
+            assert isinstance(b.get("histeq_dist", getlink=True), h5py.SoftLink)
