@@ -248,8 +248,13 @@ int run_report_end(run *r, double t_start, hq_err *err)
     hq_report_end end = {r->eng, r->t, PHASE_NAMES, PH_N, r->pixels_done, r->bytes_done, r->skipped, skipped,
                          hq_now() - t_start};
     int rc = hq_comm_agree(c, hq_report_finish(r->rep, &end, err), err);
-    if (!rc)
+    if (!rc) {
         rc = hq_comm_agree(c, report_summary(r, hq_now() - t_start, images, skipped, err), err);
+        if (rc) { /* as for --report: the run exits non-zero, but what it wrote stands */
+            const size_t n = strlen(err->msg);
+            snprintf(err->msg + n, sizeof err->msg - n, "; the output is complete and kept");
+        }
+    }
     if (!rc && skipped)
         rc = HQ_ESKIPPED;
     return rc;

@@ -262,3 +262,24 @@ def test_many_small_datasets_fit_a_small_disk_and_give_back_the_reservation(tmp,
         for i in (0, 1799, 1800, 2499):
             want = ref.equalize_one(a + i % 7, 8)
             assert np.array_equal(f[f"d{i:05d}"][()], want), i
+
+
+def test_summary_on_a_full_disk_says_the_output_is_kept(tmp, small_disk):
+    """--summary is written after the output is committed: a full disk there ended the run with only
+    'sum.json: cannot write (No space left on device)', exit 1, though the output was complete.
+    As for --report, the line now says the output is complete and kept."""
+    inp, out = tmp / "in.h5", tmp / "out.h5"
+    with h5py.File(inp, "w") as f:
+        f["a"] = np.random.default_rng(4).integers(0, 200, (64, 64)).astype(np.uint8)
+    with open(small_disk / "filler", "wb") as f:
+        try:
+            while True:
+                f.write(b"\0" * 65536)
+                f.flush()
+        except OSError:
+            pass
+    r = run(["--input", inp, "--output", out, "--summary", small_disk / "sum.json"])
+    bad = [l for l in r.err_lines if "sum.json" in l]
+    assert r.rc == 1 and len(bad) == 1 and bad[0].endswith("the output is complete and kept"), str(r)
+    with h5py.File(out, "r") as f:
+        assert f.attrs["histeq_dist_complete"] == 1
