@@ -36,7 +36,11 @@ static int check_dir_writable(const char *out, hq_err *err)
     else
         *slash = '\0';
     int rc = 0;
-    if (access(dir, W_OK | X_OK) != 0)
+    struct stat st;
+    /* access() of a file as if it were a directory says EACCES to root: the reason is its kind. */
+    if (stat(dir, &st) == 0 && !S_ISDIR(st.st_mode))
+        rc = hq_fail(err, HQ_EIO, "%s: cannot write (%s)", out, strerror(ENOTDIR));
+    else if (access(dir, W_OK | X_OK) != 0)
         rc = hq_fail(err, HQ_EIO, "%s: cannot write (%s)", out, strerror(errno));
     free(dir);
     return rc;

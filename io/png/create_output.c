@@ -31,7 +31,9 @@ static int make_dirs(const char *path, hq_err *err)
         *s = '\0';
         struct stat st;
         if (mkdir(p, 0777) != 0 && !(errno == EEXIST && stat(p, &st) == 0 && S_ISDIR(st.st_mode))) {
-            rc = hq_fail(err, HQ_EIO, "%s: cannot create directory (%s)", path, strerror(errno));
+            /* A file where a directory must be: that, not "File exists", is the reason. */
+            const int e = errno == EEXIST ? ENOTDIR : errno;
+            rc = hq_fail(err, HQ_EIO, "%s: cannot create directory (%s)", path, strerror(e));
             break;
         }
         *s = saved;
@@ -61,6 +63,9 @@ static int dir_is_empty(const char *path, int *empty, hq_err *err)
 /* Writability, proven by creating (and removing) the temporary file that `final` would use. */
 static int check_writable(const char *dir, const char *shown, const char *final, hq_err *err)
 {
+    struct stat st;
+    if (stat(dir, &st) == 0 && !S_ISDIR(st.st_mode)) /* access() says EACCES to root there */
+        return hq_fail(err, HQ_EIO, "%s: cannot write (%s)", shown, strerror(ENOTDIR));
     if (access(dir, W_OK | X_OK) != 0)
         return hq_fail(err, HQ_EIO, "%s: cannot write (%s)", shown, strerror(errno));
     char *tmp = png_temp_path(final);

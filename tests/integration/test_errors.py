@@ -586,3 +586,27 @@ def test_input_cut_short_while_read_in_place_is_one_line_not_a_crash(tmp):
         g.stdout + g.stderr
     assert "exited with code 04" in g.stdout, g.stdout
     assert not (tmp / "out.h5").exists()
+
+
+@pytest.mark.parametrize("kind", ["h5", "png", "pngdir"])
+def test_output_under_a_file_says_not_a_directory(tmp, kind):
+    """An output whose parent is a file: root was told 'Permission denied' (access() answers EACCES
+    there), a PNG directory 'File exists'. The reason is the parent's kind."""
+    (tmp / "notdir").write_text("x")
+    img = (np.arange(64) % 50).reshape(8, 8).astype(np.uint8)
+    if kind == "h5":
+        inp = tmp / "in.h5"
+        with h5py.File(inp, "w") as f:
+            f["a"] = img
+        out = tmp / "notdir" / "x.h5"
+    elif kind == "png":
+        inp = tmp / "a.png"
+        pngio.write(str(inp), img, 8, pngio.GRAY)
+        out = tmp / "notdir" / "x.png"
+    else:
+        inp = tmp / "d"
+        inp.mkdir()
+        pngio.write(str(inp / "a.png"), img, 8, pngio.GRAY)
+        out = tmp / "notdir" / "outd"
+    r = run(["-i", inp, "-o", out], timeout=ERR_TIMEOUT)
+    assert r.rc == E_IO and len(r.err_lines) == 1 and "Not a directory" in r.err_lines[0], str(r)
