@@ -134,7 +134,7 @@ typedef struct hq_io_ops {
     /* Collective. commit = 1: record meta, mark the output complete (HDF5: the root attribute
      * histeq_dist_complete, written last; PNG directory: the file histeq_dist.complete) and move
      * it to its final name. commit = 0: remove the temporary output (PNG directory: the files this
-     * run wrote, and after a resume the interrupted run's). A commit whose mark cannot be written (a
+     * run wrote; an interrupted run's, resumed, stay). A commit whose mark cannot be written (a
      * full disk) fails and undoes the output as commit = 0 does: nothing is left under the final
      * name. Also closes the input. */
     int (*close)(hq_io *io, int commit, const hq_run_meta *meta, hq_err *err);

@@ -57,8 +57,17 @@ int run_close_output(run *r, int rc, hq_err *err)
     }
     rc = hq_comm_agree(c, rc, err);
     /* Finished (renamed into place) or failed in good order (taken back): either way nothing is
-     * left to resume. A killed run never gets here, and keeps its journal. */
-    if (r->journal && c->rank == 0)
+     * left to resume. A killed run never gets here, and keeps its journal. Except a failed resume
+     * whose output still holds the interrupted run's work (a PNG directory: its files are not this
+     * run's to remove): the journal that claims them stays, for the next --resume. */
+    int keep = 0;
+    if (rc && o->resume && r->journal && c->rank == 0) {
+        int partial = 0, finished = 0;
+        char *id = NULL;
+        keep = r->io_ops->output_state(&r->inv, o->output, &partial, &finished, &id) && partial;
+        free(id);
+    }
+    if (r->journal && c->rank == 0 && !keep)
         hq_journal_remove(o->output);
     return rc;
 }

@@ -254,7 +254,6 @@ int png_create_output(hq_io *io, const hq_out_opts *o, MPI_Comm comm, hq_err *er
         return hq_fail(err, HQ_EMEM, "%s: out of memory", o->path);
     io->out_is_dir = io->inv->root_is_dir;
     io->created_dir = created;
-    io->resumed = o->resume && io->out_is_dir;
     io->zopts = hq_png_zopts_for_level(o->png_level);
     io->per_pixel = o->per_pixel;
     io->have_output = 1;

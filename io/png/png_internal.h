@@ -85,7 +85,6 @@ struct hq_io {
     char *out_path;
     int out_is_dir;
     int created_dir; /* rank 0 made the output directory: removed again if the run fails and it is empty */
-    int resumed;     /* hq_out_opts.resume: a failed run takes back the interrupted run's files too */
     int per_pixel;   /* hq_out_opts.per_pixel: palette images go out as RGB(A) */
     hq_png_zopts zopts;
     pending_out pending; /* single-file output waiting for close(commit = 1) */

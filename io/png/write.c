@@ -1,7 +1,6 @@
 /* write.c — an item encoded under its temporary name and renamed into place; the run closed (a
- * directory's completion record written last) or undone (this run's files removed, and after a
- * --resume the interrupted run's; a completion record that cannot be written undoes the run too);
- * the state a --resume finds. */
+ * directory's completion record written last) or undone (this run's files removed; a completion
+ * record that cannot be written undoes the run too); the state a --resume finds. */
 #include <errno.h>
 #include <png.h> /* PNG_COLOR_TYPE_*: a palette image written as RGB(A) */
 #include <stdio.h>
@@ -155,22 +154,6 @@ static int mark_dir_complete(const char *dir, uint64_t nimages, const char *run_
     return rc;
 }
 
-/* Rank 0, a failed run that had continued an interrupted one (--resume): the interrupted run's
- * outputs go too. Its journal, which claimed them, is removed with this run's (app/run/close.c),
- * so kept they would be an unmarked directory nothing can resume, which a later --resume refuses
- * as an existing output; taken back, the directory is empty and the next run starts over, as
- * after an HDF5 resume whose .part is removed. Only the inventory's names: nothing else in the
- * directory is this tool's. */
-static void take_back_resumed(const hq_io *io)
-{
-    for (uint64_t i = 0; i < io->inv->n; i++) {
-        char *p = png_join_path(io->out_path, io->inv->items[i].name);
-        if (p)
-            unlink(p);
-        free(p);
-    }
-}
-
 int png_close(hq_io *io, int commit, const hq_run_meta *meta, hq_err *err)
 {
     if (!io)
@@ -203,13 +186,12 @@ int png_close(hq_io *io, int commit, const hq_run_meta *meta, hq_err *err)
         free(io->written[i]);
     }
     free(io->written);
-    if (!commit && io->have_output && io->out_is_dir && io->resumed && io->rank == 0)
-        take_back_resumed(io);
     /* A failed run leaves no new directory behind: once every rank has taken back its files, the
-     * directory this run created (or resumed) is empty again (rmdir refuses one that is not). */
+     * directory this run created is empty again (rmdir refuses one that is not). A resumed run's
+     * directory keeps the interrupted run's files, and app/run/close.c keeps their journal. */
     if (io->have_output)
         MPI_Barrier(io->comm);
-    if (!commit && io->rank == 0 && (io->created_dir || io->resumed))
+    if (!commit && io->rank == 0 && io->created_dir)
         rmdir(io->out_path);
     free(io->pending.tmp);
     free(io->pending.final);

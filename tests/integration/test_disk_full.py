@@ -116,9 +116,10 @@ def test_png_directory_disk_full_at_the_completion_mark(tmp, np_, then):
 
 def test_png_directory_disk_full_at_the_mark_of_a_resumed_run(tmp):
     """A killed run resumed on a disk that fills at the completion mark: the resumed run fails in
-    good order and its journal goes, so the interrupted run's PNGs, which only that journal claimed,
-    go too (README: nothing is left under the output's name, nothing to resume); the next --resume
-    then starts over and gives the uninterrupted run's PNGs."""
+    good order and takes back the files it wrote; the interrupted run's PNGs are not its to remove
+    (another run's images may be among the directory's files), so they stay, and so does the
+    journal that claims them: the next --resume finishes the output with the uninterrupted run's
+    PNGs."""
     inp = tmp / "in"
     inp.mkdir()
     rng = np.random.default_rng(18)
@@ -147,8 +148,9 @@ def test_png_directory_disk_full_at_the_mark_of_a_resumed_run(tmp):
                 break
             n -= 1
         assert _mark_fails(r, out), f"the first failure counting down is not at the mark:\n{r}"
-        assert not out.exists(), f"left under the output's name: {os.listdir(out)}"
-        assert sorted(os.listdir(mnt)) == [], "nothing of the run is left (journal, lock, temporaries)"
+        kept = sorted(os.listdir(out))
+        assert kept and all(k.endswith(".png") for k in kept) and len(kept) < 6, kept
+        assert sorted(os.listdir(mnt)) == ["out", "out.journal"], "only the interrupted run's work is left"
         assert _mount_inodes(mnt, 1000, remount=True)
         run_ok(["--input", inp, "--output", out, "-q", "--resume"], None, env=flush_now)
         assert_same_output(str(want), str(out))
@@ -283,3 +285,41 @@ def test_summary_on_a_full_disk_says_the_output_is_kept(tmp, small_disk):
     assert r.rc == 1 and len(bad) == 1 and bad[0].endswith("the output is complete and kept"), str(r)
     with h5py.File(out, "r") as f:
         assert f.attrs["histeq_dist_complete"] == 1
+
+
+def test_a_failed_resume_keeps_another_runs_images(tmp, small_disk):
+    """Run A completes a PNG directory; run B (--force, another method) is killed after two images;
+    its --resume fails (the disk filled meanwhile). The failed resume removed every file named like
+    an input, run A's images among them, and the directory. Now it takes back only what it wrote:
+    run A's other images stay, the interrupted run's journal stays, and once there is room again
+    --resume finishes run B's output."""
+    inp = tmp / "in"
+    inp.mkdir()
+    rng = np.random.default_rng(19)
+    for k in range(6):
+        pngio.write(str(inp / f"im{k}.png"), rng.integers(0, 200, (64, 96), dtype=np.uint8), 8, pngio.GRAY)
+    want = tmp / "want"
+    run_ok(["--input", inp, "--output", want, "-q"])
+    out = small_disk / "out"
+    flush_now = {"HQ_JOURNAL_FLUSH_S": "0"}
+    run_ok(["--input", inp, "--output", out, "-q", "--method", "stretch"])
+    a_images = {p.name: p.read_bytes() for p in out.iterdir() if p.suffix == ".png"}
+    r = run(["--input", inp, "--output", out, "-q", "--force"], None, env=dict(flush_now, HQ_FAULT_KILL="0:2"))
+    assert r.rc != 0 and (small_disk / "out.journal").exists(), str(r)
+    filler = small_disk / "filler"
+    with open(filler, "wb", buffering=0) as f:
+        try:
+            while True:
+                f.write(b"\0" * 4096)
+        except OSError:
+            pass
+    r = run(["--input", inp, "--output", out, "-q", "--resume"], None, env=flush_now)
+    assert r.rc == 1, str(r)
+    left = {p.name: p.read_bytes() for p in out.iterdir() if p.suffix == ".png"}
+    untouched = [n for n in a_images if left.get(n) == a_images[n]]
+    assert len(untouched) >= 3, f"run A's images were removed: {sorted(left)}"
+    assert (small_disk / "out.journal").exists()
+    filler.unlink()
+    run_ok(["--input", inp, "--output", out, "-q", "--resume"], None, env=flush_now)
+    for k in range(6):
+        assert (out / f"im{k}.png").read_bytes() == (want / f"im{k}.png").read_bytes(), k
