@@ -22,6 +22,6 @@ apt-get update
 apt-get install -y --no-install-recommends \
     build-essential pkg-config \
     openmpi-bin libopenmpi-dev libhdf5-openmpi-dev hdf5-tools \
-    libpng-dev libcmocka-dev man-db libopencv-dev libdeflate-dev libisal-dev zlib1g-dev gdb \
+    libpng-dev libcmocka-dev man-db libopencv-dev libdeflate-dev libisal-dev libaec-dev zlib1g-dev gdb \
     python3 python3-numpy python3-h5py python3-pil python3-pytest python3-opencv python3-skimage \
     slurm-wlm munge libpmix-dev

@@ -4,43 +4,128 @@
  * the chunk without it and sets the filter's bit in the chunk's filter mask. Parallel HDF5 1.10.8
  * writes filtered datasets collectively (every output goes through its MPI-IO driver, one rank
  * too) and stores such a chunk with mask 0: every reader then runs szip's decoder on bytes szip
- * never coded ("szip_filter: decompression failed") — a complete-looking output nobody could read
- * (equalized noise does not compress). Rewriting the chunk with H5Dwrite_chunk and the right mask
- * does not help by itself: 1.10.8 keeps the old record, mask included, when the new chunk has the
- * old one's size; a chunk one byte longer first makes it take the record anew.
+ * never coded: "szip_filter: decompression failed", or worse, pixels decoded from noise without an
+ * error (equalized noise does not compress). Rewriting the chunk with H5Dwrite_chunk and the right
+ * mask does not help by itself: 1.10.8 keeps the old record, mask included, when the new chunk has
+ * the old one's size; a chunk one byte longer first makes it take the record anew. In the parallel
+ * file, 1.10.8 rewrote such chunks with another chunk's bytes: this runs on the closed file.
  *
  * Contract:
  *  - hdf5_fix_szip_masks: rank 0 alone, once every rank has closed OUT.part and before it is
- *    checked and renamed (close.c), with the file opened again through the serial driver: in
- *    parallel, 1.10.8 rewrote such chunks with another chunk's bytes. For every output dataset
- *    whose pipeline holds szip: each chunk's stored size; each chunk that could be uncoded read
- *    back through HDF5 (those at least as large as the chunk, where only shuffle comes before
- *    szip; else every chunk); each one that does not read rewritten as it is stored, with szip's
- *    bit set, then read again through the dataset opened anew. A chunk that still does not read
- *    is HQ_EIO naming the dataset.
- *  - Chunks HDF5 recorded rightly (another HDF5 version) read back and are left alone, as are
- *    datasets without szip: they cost nothing. */
+ *    checked and renamed (close.c), with the file opened again through the serial driver. For
+ *    every output dataset whose pipeline holds szip, every chunk whose mask says szip coded it:
+ *    the filters after szip are undone as they were applied (fletcher32, deflate, shuffle), and
+ *    what is left is szip's work only if it starts with HDF5's 4-byte size header and decodes
+ *    (libaec's szip interface) to exactly that many bytes that code back to the same bytes. No
+ *    other bytes pass that: an uncoded chunk is rewritten as it is stored, with szip's bit set.
+ *    A chunk that then does not read back is HQ_EIO naming the dataset.
+ *  - Built without libaec (no szlib.h): a chunk is taken for uncoded only where only shuffle comes
+ *    before szip, nothing after it, and its header is not the chunk's size: uncoded chunks whose
+ *    first bytes spell it, or behind other filters, are missed.
+ *  - A filter after szip that cannot be undone here (nbit, scale-offset, third-party) leaves the
+ *    chunk as it is. Chunks HDF5 recorded rightly (another version) have szip's bit set already.
+ *  - It reads every such chunk once and decodes it (libaec: some hundred MB/s): szip outputs
+ *    cost that much more at close; datasets without szip cost nothing. */
+#define _GNU_SOURCE /* O_CLOEXEC */
+#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
+#include <zlib.h>
+#ifdef HQ_HAVE_SZLIB
+#include <szlib.h>
+#endif
 
 #include "hdf5_internal.h"
 
-/* szip's place in the pipeline (-1: none) and whether only shuffle (which keeps a chunk's size)
- * comes before it. */
-static int szip_place(hid_t dcpl, int *only_shuffle_before)
+/* The pipeline as far as this file needs it: szip's place, its parameters, and the filters. */
+typedef struct pipeline {
+    int n, szip; /* filters; szip's place (-1: none) */
+    H5Z_filter_t f[32];
+    unsigned shuffle_elem[32];
+    unsigned sz_mask, sz_bpp, sz_ppb, sz_pps;
+} pipeline;
+
+static void describe(hid_t dcpl, pipeline *p)
 {
-    const int nf = H5Pget_nfilters(dcpl);
-    *only_shuffle_before = 1;
-    for (int k = 0; k < nf; k++) {
-        unsigned flags = 0, cd[16];
+    memset(p, 0, sizeof *p);
+    p->szip = -1;
+    p->n = H5Pget_nfilters(dcpl);
+    if (p->n < 0 || p->n > 32)
+        p->n = 0;
+    for (int k = 0; k < p->n; k++) {
+        unsigned flags = 0, cd[16] = {0};
         size_t ncd = sizeof cd / sizeof cd[0];
-        const H5Z_filter_t f = H5Pget_filter2(dcpl, (unsigned)k, &flags, &ncd, cd, 0, NULL, NULL);
-        if (f == H5Z_FILTER_SZIP)
-            return k < 32 ? k : -1;
-        if (f != H5Z_FILTER_SHUFFLE)
-            *only_shuffle_before = 0;
+        p->f[k] = H5Pget_filter2(dcpl, (unsigned)k, &flags, &ncd, cd, 0, NULL, NULL);
+        if (p->f[k] == H5Z_FILTER_SHUFFLE)
+            p->shuffle_elem[k] = ncd >= 1 ? cd[0] : 0;
+        if (p->f[k] == H5Z_FILTER_SZIP && p->szip < 0 && ncd >= 4) {
+            p->szip = k;
+            p->sz_mask = cd[H5Z_SZIP_PARM_MASK];
+            p->sz_ppb = cd[H5Z_SZIP_PARM_PPB];
+            p->sz_bpp = cd[H5Z_SZIP_PARM_BPP];
+            p->sz_pps = cd[H5Z_SZIP_PARM_PPS];
+        }
     }
-    return -1;
+}
+
+/* Undoes the filters after szip on the stored chunk (buf, *len; mask: the filters skipped), in
+ * place (tmp: scratch of cap bytes). 0, or -1 where one cannot be undone here. */
+static int undo_after_szip(const pipeline *p, unsigned mask, unsigned char *buf, size_t *len, unsigned char *tmp,
+                           size_t cap)
+{
+    for (int k = p->n - 1; k > p->szip; k--) {
+        if (mask & 1u << k)
+            continue;
+        if (p->f[k] == H5Z_FILTER_FLETCHER32) {
+            if (*len < 4)
+                return -1;
+            *len -= 4;
+        } else if (p->f[k] == H5Z_FILTER_DEFLATE) {
+            uLongf out = (uLongf)cap;
+            if (uncompress(tmp, &out, buf, (uLong)*len) != Z_OK)
+                return -1;
+            memcpy(buf, tmp, out);
+            *len = out;
+        } else if (p->f[k] == H5Z_FILTER_SHUFFLE && p->shuffle_elem[k] > 1) {
+            if (*len % p->shuffle_elem[k])
+                return -1;
+            hdf5_unshuffle(tmp, buf, *len, p->shuffle_elem[k]);
+            memcpy(buf, tmp, *len);
+        } else if (p->f[k] != H5Z_FILTER_SHUFFLE) {
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* Whether x[0, len) is szip's work: HDF5's header (the coded bytes' count, little-endian), then a
+ * stream that decodes to exactly that many bytes and codes back to itself. */
+static int szip_coded(const pipeline *p, const unsigned char *x, size_t len, uint64_t nbytes, int only_shuffle,
+                      unsigned char *tmp, unsigned char *tmp2, size_t cap)
+{
+    if (len < 4)
+        return 0;
+    const uint32_t header = (uint32_t)x[0] | (uint32_t)x[1] << 8 | (uint32_t)x[2] << 16 | (uint32_t)x[3] << 24;
+#ifdef HQ_HAVE_SZLIB
+    (void)nbytes;
+    (void)only_shuffle;
+    if (header == 0 || header > cap)
+        return 0;
+    SZ_com_t sz = {(int)p->sz_mask, (int)p->sz_bpp, (int)p->sz_ppb, (int)p->sz_pps};
+    size_t got = header;
+    if (SZ_BufftoBuffDecompress(tmp, &got, x + 4, len - 4, &sz) != SZ_OK || got != header)
+        return 0;
+    size_t back = cap;
+    return SZ_BufftoBuffCompress(tmp2, &back, tmp, header, &sz) == SZ_OK && back == len - 4 &&
+           memcmp(tmp2, x + 4, back) == 0;
+#else
+    (void)p;
+    (void)tmp;
+    (void)tmp2;
+    (void)cap;
+    return !only_shuffle || header == nbytes;
+#endif
 }
 
 /* Whether the chunk at off reads back through the filters (every rank reads it). */
@@ -61,39 +146,13 @@ static int chunk_reads(hid_t d, hid_t t, int rank, const hsize_t *dims, const hs
     return ok;
 }
 
-/* Whether the chunk at off (size bytes stored) is held uncoded under a mask that says szip coded it.
- * szip's coded form starts with the size of what it coded (HDF5's 4-byte header) and is at most
- * that plus the header: with only shuffle before szip, that size is the chunk's, so a chunk stored
- * smaller is coded and one whose header differs is not. Where the header matches (pixels that
- * happen to spell it) or other filters come first, the chunk is coded only if it reads back:
- * reading is no proof (szip's decoder took some uncoded chunks without an error), the header is. */
-static int uncoded(hid_t d, const hsize_t *off, hsize_t size, uint64_t nbytes, int only_shuffle, unsigned char *raw,
-                   size_t cap, hid_t t, int rank, const hsize_t *dims, const hsize_t *cd, void *buf)
+/* Stores the chunk at off again, its bytes (raw, size of them; room for one more) as they are,
+ * with mask. */
+static int rewrite_uncoded(hid_t d, const hsize_t *off, unsigned mask, unsigned char *raw, size_t size)
 {
-    if (only_shuffle && size < nbytes)
-        return 0;
-    uint32_t mask = 0;
-    if (only_shuffle && size <= cap && H5Dread_chunk(d, H5P_DEFAULT, off, &mask, raw) >= 0) {
-        const uint32_t header = (uint32_t)raw[0] | (uint32_t)raw[1] << 8 | (uint32_t)raw[2] << 16 | (uint32_t)raw[3] << 24;
-        if (header != nbytes)
-            return 1;
-    }
-    H5Eclear2(H5E_DEFAULT);
-    return !chunk_reads(d, t, rank, dims, cd, off, buf);
-}
-
-/* Stores the chunk at off again, its bytes as they are, with szip's bit set in its mask. */
-static int rewrite_uncoded(hid_t d, const hsize_t *off, unsigned bit, unsigned char *raw, size_t cap)
-{
-    hsize_t size = 0;
-    uint32_t mask = 0;
-    if (H5Dget_chunk_storage_size(d, off, &size) < 0 || size == 0 || size + 1 > cap ||
-        H5Dread_chunk(d, H5P_DEFAULT, off, &mask, raw) < 0)
-        return -1;
     raw[size] = 0;
-    mask = bit; /* not what H5Dread_chunk says: 1.10.8 gives the mask of the chunk it looked up last */
-    if (H5Dwrite_chunk(d, H5P_DEFAULT, mask, off, (size_t)size + 1, raw) < 0 ||
-        H5Dwrite_chunk(d, H5P_DEFAULT, mask, off, (size_t)size, raw) < 0)
+    if (H5Dwrite_chunk(d, H5P_DEFAULT, mask, off, size + 1, raw) < 0 ||
+        H5Dwrite_chunk(d, H5P_DEFAULT, mask, off, size, raw) < 0)
         return -1;
     return 0;
 }
@@ -106,19 +165,37 @@ static void chunk_offset(uint64_t c, int rank, const uint64_t *grid, const hsize
     }
 }
 
-static int fix_dataset(hid_t f, const char *path, const char *name, hq_err *err)
+/* A chunk's filter mask and stored size, from the one-pass table where it reads (chunk_index.c),
+ * else from HDF5 (one walk of the index a call). */
+static int chunk_record(hid_t d, const hdf5_chunk_table *tab, const hsize_t *off, unsigned *mask, hsize_t *size)
+{
+    haddr_t addr = HADDR_UNDEF;
+    if (tab)
+        return hdf5_chunk_table_get(tab, off, mask, &addr, size) == 0 && addr != HADDR_UNDEF ? 0 : -1;
+    const int ok = H5Dget_chunk_info_by_coord(d, off, mask, &addr, size) >= 0 && addr != HADDR_UNDEF;
+    H5Eclear2(H5E_DEFAULT);
+    return ok ? 0 : -1;
+}
+
+static int fix_dataset(hid_t f, int fd, const char *path, const char *name, hq_err *err)
 {
     hid_t d = H5Dopen2(f, name, H5P_DEFAULT);
-    hid_t dcpl = H5Dget_create_plist(d), t = H5Dget_type(d), sp = H5Dget_space(d);
-    int rc = 0, only_shuffle = 1, place = -1, rank = 0;
-    unsigned char *buf = NULL, *raw = NULL;
+    hid_t dcpl = d >= 0 ? H5Dget_create_plist(d) : H5I_INVALID_HID;
+    hid_t t = d >= 0 ? H5Dget_type(d) : H5I_INVALID_HID, sp = d >= 0 ? H5Dget_space(d) : H5I_INVALID_HID;
+    int rc = 0, rank = 0;
+    pipeline p;
+    unsigned char *buf = NULL, *raw = NULL, *tmp = NULL, *tmp2 = NULL, *tmp3 = NULL;
     uint64_t *bad = NULL, nbad = 0, cap_bad = 0; /* chunks stored uncoded, by grid index */
+    hdf5_chunk_table *tab = NULL;
     hsize_t dims[MAX_RANK], cd[MAX_RANK];
     if (d < 0 || dcpl < 0 || t < 0 || sp < 0)
         goto fail;
-    place = szip_place(dcpl, &only_shuffle);
-    if (place < 0)
+    describe(dcpl, &p);
+    if (p.szip < 0)
         goto out;
+    int only_shuffle = 1; /* before szip: what it coded is the chunk's size */
+    for (int k = 0; k < p.szip; k++)
+        only_shuffle &= p.f[k] == H5Z_FILTER_SHUFFLE;
     rank = H5Sget_simple_extent_ndims(sp);
     if (rank < 1 || rank > MAX_RANK || H5Sget_simple_extent_dims(sp, dims, NULL) != rank ||
         H5Pget_chunk(dcpl, rank, cd) != rank)
@@ -129,22 +206,40 @@ static int fix_dataset(hid_t f, const char *path, const char *name, hq_err *err)
         nbytes *= cd[k];
         nchunks *= grid[k];
     }
-    /* A stored chunk is the chunk's bytes through the filters: at most a few bytes over it. */
-    const size_t cap = (size_t)nbytes + 4096;
+    /* A stored chunk, and every stage of it, is the chunk's bytes and a few more (headers, checks,
+     * incompressible deflate). */
+    const size_t cap = (size_t)nbytes + nbytes / 8 + 4096;
     buf = malloc((size_t)nbytes);
-    raw = malloc(cap);
-    if (!buf || !raw) {
+    raw = malloc(cap + 1);
+    tmp = malloc(cap);
+    tmp2 = malloc(cap);
+    tmp3 = malloc(cap);
+    if (!buf || !raw || !tmp || !tmp2 || !tmp3) {
         rc = hq_fail(err, HQ_EMEM, "%s:%s: out of memory", path, name);
         goto out;
     }
+    tab = hdf5_chunk_table_read(d, fd);
+    unsigned char *stage = tmp2; /* the chunk as szip left it: undone below, so a copy */
     for (uint64_t c = 0; c < nchunks; c++) {
         hsize_t off[MAX_RANK], size = 0;
+        unsigned mask = 0;
         chunk_offset(c, rank, grid, cd, off);
-        if (H5Dget_chunk_storage_size(d, off, &size) < 0 || size == 0) {
+        if (chunk_record(d, tab, off, &mask, &size) != 0 || size == 0 || size > cap || (mask & 1u << p.szip))
+            continue; /* not written (read as the fill value), or recorded rightly */
+        uint32_t m32 = 0;
+        if (H5Dread_chunk(d, H5P_DEFAULT, off, &m32, raw) < 0) {
             H5Eclear2(H5E_DEFAULT);
-            continue; /* not written: HDF5 reads it as the fill value */
+            continue; /* whoever reads it will say so */
         }
-        if (!uncoded(d, off, size, nbytes, only_shuffle, raw, cap, t, rank, dims, cd, buf))
+        size_t len = (size_t)size;
+        memcpy(stage, raw, len);
+        if (undo_after_szip(&p, mask, stage, &len, tmp, cap) != 0)
+            continue; /* a filter this file cannot undo: left as it is */
+#ifndef HQ_HAVE_SZLIB
+        if (!only_shuffle || p.szip != p.n - 1 || len < nbytes)
+            continue; /* without libaec only this case is certain */
+#endif
+        if (szip_coded(&p, stage, len, nbytes, only_shuffle, tmp, tmp3, cap))
             continue;
         uint64_t *more = nbad == cap_bad ? realloc(bad, (cap_bad = cap_bad ? 2 * cap_bad : 64) * sizeof *bad) : bad;
         if (!more) {
@@ -164,13 +259,22 @@ static int fix_dataset(hid_t f, const char *path, const char *name, hq_err *err)
                 goto fail;
         }
         for (uint64_t b = 0; b < nbad && !rc; b++) {
-            hsize_t off[MAX_RANK];
+            hsize_t off[MAX_RANK], size = 0;
+            unsigned mask = 0;
+            uint32_t m32 = 0;
             chunk_offset(bad[b], rank, grid, cd, off);
-            if (pass == 0 ? rewrite_uncoded(d, off, 1u << place, raw, cap) < 0
-                          : !chunk_reads(d, t, rank, dims, cd, off, buf)) {
+            int ok;
+            if (pass == 0)
+                ok = chunk_record(d, tab, off, &mask, &size) == 0 && size <= cap &&
+                     H5Dread_chunk(d, H5P_DEFAULT, off, &m32, raw) >= 0 &&
+                     rewrite_uncoded(d, off, mask | 1u << p.szip, raw, (size_t)size) == 0;
+            else
+                ok = chunk_reads(d, t, rank, dims, cd, off, buf);
+            if (!ok) {
                 char det[512];
                 hdf5_detail(det, sizeof det);
-                rc = hq_fail(err, HQ_EIO, "%s:%s: a chunk szip could not shrink cannot be %s%s", path, name, pass ? "read back" : "recorded as stored without it", det);
+                rc = hq_fail(err, HQ_EIO, "%s:%s: a chunk szip could not shrink cannot be %s%s", path, name,
+                             pass ? "read back" : "recorded as stored without it", det);
             }
         }
     }
@@ -178,9 +282,13 @@ static int fix_dataset(hid_t f, const char *path, const char *name, hq_err *err)
 fail:
     rc = hq_fail(err, HQ_EIO, "%s:%s: cannot read the output's layout", path, name);
 out:
+    hdf5_chunk_table_free(tab);
     free(bad);
     free(buf);
     free(raw);
+    free(tmp);
+    free(tmp2);
+    free(tmp3);
     if (dcpl >= 0)
         H5Pclose(dcpl);
     if (t >= 0)
@@ -206,9 +314,12 @@ int hdf5_fix_szip_masks(hq_io *io, hq_err *err)
         return hq_fail(err, HQ_EIO, "%s: cannot open %s again%s", io->out_path, io->part_path, det);
     }
     int rc = 0;
+    const int fd = open(io->part_path, O_RDONLY | O_CLOEXEC); /* the chunk tables' reads */
     for (uint64_t i = 0; i < io->inv.n && !rc; i++)
         if (!io->inv.items[i].bad && (io->flags[i] & OUT_FILTERED))
-            rc = fix_dataset(f, io->out_path, io->inv.items[i].name, err);
+            rc = fix_dataset(f, fd, io->out_path, io->inv.items[i].name, err);
+    if (fd >= 0)
+        close(fd);
     if (H5Fclose(f) < 0 && !rc) {
         char det[512];
         hdf5_detail(det, sizeof det);
