@@ -20,17 +20,12 @@
 
 #include "hdf5_internal.h"
 
-/* The root attributes provenance.c may write (README, "Provenance in HDF5 outputs"). */
-static const char *const OWN_ROOT_ATTRS[] = {"method",     "scope",   "color",        "bits",     "source",
-                                             "options",    "command_line", "bins",    "range_from", "min",
-                                             "max",        "clip_limit",   "clahe_grid", "clahe_tile"};
-
 static int own_root_attr(const char *name)
 {
     if (!strncmp(name, "histeq_dist_", 12))
         return 1;
-    for (size_t k = 0; k < sizeof OWN_ROOT_ATTRS / sizeof OWN_ROOT_ATTRS[0]; k++)
-        if (!strcmp(name, OWN_ROOT_ATTRS[k]))
+    for (size_t k = 0; hdf5_own_root_attrs[k]; k++)
+        if (!strcmp(name, hdf5_own_root_attrs[k]))
             return 1;
     return 0;
 }

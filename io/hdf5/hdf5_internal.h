@@ -269,6 +269,8 @@ int hdf5_u64_pair_attr(hid_t obj, const char *aname, uint64_t a0, uint64_t a1);
 /* An input dataset lies under /histeq_dist, or someone else's file links that name: the output
  * records no datasets of its own there. */
 int hdf5_collides_with_own_group(const hq_io *io);
+/* The root attributes the run records (NULL-terminated; histeq_dist_* besides). */
+extern const char *const hdf5_own_root_attrs[];
 int hdf5_record_meta(hq_io *io, const hq_run_meta *m, hq_err *err);
 int hdf5_mark_complete(hq_io *io, hq_err *err);
 

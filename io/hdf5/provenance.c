@@ -82,6 +82,13 @@ static int write_float_attrs(hid_t root, const hq_run_meta *m)
     return ok ? 0 : -1;
 }
 
+/* Every root attribute record_meta below may write (the histeq_dist_* ones aside): an input's of
+ * the same names give way to them (group_attrs.c). Keep in step with record_meta. */
+const char *const hdf5_own_root_attrs[] = {"method",  "scope",      "color",      "bits",      "source",
+                                           "options", "command_line", "reference", "ignore",   "mask",
+                                           "mask_apply", "clip_limit", "clahe_grid", "clahe_tile", "bins",
+                                           "range_from", "min",       "max",        NULL};
+
 int hdf5_collides_with_own_group(const hq_io *io)
 {
     if (io->inv.own_name_taken)

@@ -516,6 +516,8 @@ def test_attributes_of_every_type_on_datasets_groups_and_the_root(tmp, np_):
         f.attrs["instrument"] = "microCT-7"
         f.attrs["voxel_um"] = np.array([1.5, 1.5, 2.0])
         f.attrs["method"] = "theirs"  # a name the run records itself: the run's own value wins
+        for k in ("ignore", "mask", "mask_apply", "reference"):  # what an earlier run recorded
+            f.attrs[k] = "stale"
         g = f.create_group("scan")
         g.attrs["patient"] = "anon-17"
         d = g.create_dataset("vol", data=ref.stack_of(2, 40, 40, 100, 140, np.uint8, seed=3))
@@ -540,6 +542,7 @@ def test_attributes_of_every_type_on_datasets_groups_and_the_root(tmp, np_):
         with h5py.File(tmp / "in.h5", "r") as a, h5py.File(tmp / name, "r") as b:
             assert b.attrs["instrument"] == "microCT-7" and list(b.attrs["voxel_um"]) == [1.5, 1.5, 2.0]
             assert attr_str(b.attrs["method"]) == "equalize"
+            assert not any(k in b.attrs for k in ("ignore", "mask", "mask_apply", "reference")), dict(b.attrs)
             assert b["scan"].attrs["patient"] == "anon-17"
             da, db = a["scan/vol"], b["scan/vol"]
             for k in ("calibrated", "kind", "origin", "arr3", "zero_len"):
