@@ -167,6 +167,10 @@ static int clash_with_own_files(const hq_options *o, const hq_inventory *inv, hq
             rc = hq_fail(err, HQ_EUSAGE, "%s: --summary FILE cannot be the run's lock %s", o->summary, names[k]);
             break;
         }
+        if (names[k] && o->report && hq_same_path(o->report, names[k])) {
+            rc = hq_fail(err, HQ_EUSAGE, "%s: --report DIR cannot be the run's %s %s", o->report, what[k], names[k]);
+            break;
+        }
         if (!names[k] || lstat(names[k], &id) != 0)
             continue;
         char *mask = o->mask ? hq_io_spec_file(o->mask) : NULL;

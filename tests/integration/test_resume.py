@@ -450,7 +450,8 @@ def test_a_journal_name_taken_by_something_else_is_left_alone(tmp, kind):
     assert os.path.lexists(j) and not out.exists() and not (tmp / "out.h5.part").exists()
 
 
-@pytest.mark.parametrize("case", ["input-is-journal", "input-is-lock", "mask-is-lock", "summary-is-lock"])
+@pytest.mark.parametrize("case", ["input-is-journal", "input-is-lock", "mask-is-lock", "summary-is-lock",
+                                  "report-is-journal"])
 def test_the_runs_own_files_cannot_be_what_it_reads(tmp, case):
     """The run removes its lock at the end and empties its journal: an input PNG directory named
     OUT.journal lost its files, an HDF5 input or a --mask file named .OUT.lock was gone after an exit 0,
@@ -476,6 +477,9 @@ def test_the_runs_own_files_cannot_be_what_it_reads(tmp, case):
             inp = tmp / ".o.lock"
             pngio.write(str(inp), np.ones_like(img), 8, pngio.GRAY)
             args = ["--input", src, "--output", out, "--mask", inp]
+        elif case == "report-is-journal":
+            inp = tmp / "o.journal"
+            args = ["--input", src, "--output", out, "--report", inp]
         else:
             inp = tmp / ".o.lock"
             args = ["--input", src, "--output", out, "--summary", inp]
