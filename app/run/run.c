@@ -218,6 +218,8 @@ int hq_run(const hq_options *given, const hq_comm *c, hq_err *err)
     if (!rc)
         rc = run_check_something_left(&r, err);
     if (!rc)
+        rc = run_check_input_unchanged(&r, err);
+    if (!rc)
         rc = hq_comm_agree(c, run_share_fused_ranges(&r, err), err);
     rc = run_close_output(&r, rc, err);
     hq_interrupt_set_output(NULL, 0); /* complete, or removed by the failure's cleanup */

@@ -91,6 +91,7 @@ typedef struct run {
     const hq_options *o;
     const hq_comm *c;
     hq_inventory inv;
+    uint64_t input_mark; /* rank 0: run_input_mark after the scan */
     const hq_io_ops *io_ops;
     hq_io *io;
     hq_plan plan;
@@ -174,6 +175,10 @@ int run_is_shared_group(const run *r, uint64_t g);
 
 /* scan.c (collective, agreed) */
 int run_scan_and_share(run *r, hq_err *err);
+/* Rank 0: the input files' identity, size and times, hashed (taken after the scan: input_mark). */
+uint64_t run_input_mark(const run *r);
+/* Collective: HQ_EINPUT when the input files changed since the scan. */
+int run_check_input_unchanged(const run *r, hq_err *err);
 int run_name_output(const run *r, char **name, hq_err *err);
 
 /* plan.c */

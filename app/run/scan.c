@@ -58,6 +58,8 @@ int run_scan_and_share(run *r, hq_err *err)
         if (!rc)
             leave_out_mask(r);
         if (!rc)
+            r->input_mark = run_input_mark(r);
+        if (!rc)
             rc = hq_inventory_pack(&r->inv, &buf, &len, err);
     }
     if ((rc = hq_comm_agree(r->c, rc, err)))
@@ -66,6 +68,41 @@ int run_scan_and_share(run *r, hq_err *err)
     if (!rc && r->c->rank != 0)
         rc = hq_inventory_unpack(buf, len, &r->inv, err);
     free(buf);
+    return hq_comm_agree(r->c, rc, err);
+}
+
+/* Rank 0: every input file's identity, size and times, hashed (FNV-1a). */
+uint64_t run_input_mark(const run *r)
+{
+    uint64_t h = 1469598103934665603ull;
+    const char *last = NULL;
+    for (size_t i = 0; i < r->inv.n; i++) {
+        const char *src = r->inv.items[i].src;
+        if (last && !strcmp(src, last))
+            continue; /* an HDF5 file's datasets: one file */
+        last = src;
+        struct stat st;
+        memset(&st, 0, sizeof st);
+        stat(src, &st); /* a vanished file marks as zeros: changed */
+        const uint64_t facts[] = {(uint64_t)st.st_dev,          (uint64_t)st.st_ino,          (uint64_t)st.st_size,
+                                  (uint64_t)st.st_mtim.tv_sec,  (uint64_t)st.st_mtim.tv_nsec, (uint64_t)st.st_ctim.tv_sec,
+                                  (uint64_t)st.st_ctim.tv_nsec};
+        const unsigned char *b = (const unsigned char *)facts;
+        for (size_t k = 0; k < sizeof facts; k++)
+            h = (h ^ b[k]) * 1099511628211ull;
+    }
+    return h;
+}
+
+/* Collective, before the output is committed: an input changed while it was read (another
+ * process rewrote or cut it short: HDF5 reads past a file's end as zeros, and a run finished
+ * with slices of zeros, exit 0) fails the run rather than commit what was read. */
+int run_check_input_unchanged(const run *r, hq_err *err)
+{
+    int rc = 0;
+    if (r->c->rank == 0 && run_input_mark(r) != r->input_mark)
+        rc = hq_fail(err, HQ_EINPUT, "%s: the input changed while it was read (rewritten or cut short by another "
+                     "process?): nothing was written", r->o->input);
     return hq_comm_agree(r->c, rc, err);
 }
 

@@ -610,3 +610,27 @@ def test_output_under_a_file_says_not_a_directory(tmp, kind):
         out = tmp / "notdir" / "outd"
     r = run(["-i", inp, "-o", out], timeout=ERR_TIMEOUT)
     assert r.rc == E_IO and len(r.err_lines) == 1 and "Not a directory" in r.err_lines[0], str(r)
+
+
+@pytest.mark.skipif(not shutil.which("gdb"), reason="needs gdb to stop the run between two blocks")
+def test_input_rewritten_or_cut_while_read_is_not_committed(tmp):
+    """Another process cutting the input short while it was read through HDF5 (which reads past a
+    file's end as zeros): the run finished, exit 0, marked complete, with slices of zeros. The
+    input files' identity, size and times are compared after the work with those taken at the scan:
+    a change fails the run, exit 4, nothing written. gdb stops the run at its first histogram, the
+    file is cut to a quarter, the run goes on."""
+    inp = tmp / "in.h5"
+    with h5py.File(inp, "w") as f:
+        f["v"] = np.random.default_rng(6).integers(0, 200, (16, 128, 128), dtype=np.uint8)
+    size = inp.stat().st_size
+    env = run_env({"HQ_INPUT_VIEW": "0", "HQ_HDF5_DIRECT": "0"})
+    g = subprocess.run(["gdb", "-q", "-batch", "-ex", "set breakpoint pending on", "-ex", "break hq_cpu_histogram",
+                        "-ex", "run", "-ex", f"shell truncate -s {size // 4} {inp}", "-ex", "delete", "-ex", "continue",
+                        "--args", BIN, "--input", str(inp), "--output", str(tmp / "out.h5"), "--device", "cpu",
+                        "--block", "32K", "--scope", "image"],
+                       capture_output=True, text=True, timeout=120, env=env)
+    assert "Breakpoint 1, hq_cpu_histogram" in g.stdout, g.stdout + g.stderr
+    lines = [l for l in g.stderr.splitlines() if l.startswith("histeq_dist:") and "note:" not in l]
+    assert len(lines) == 1 and "the input changed while it was read" in lines[0], g.stdout + g.stderr
+    assert "exited with code 04" in g.stdout, g.stdout
+    assert not (tmp / "out.h5").exists()
