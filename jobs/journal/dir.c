@@ -85,8 +85,9 @@ void hq_journal_make_id(const hq_inventory *inv, const char *options, uint64_t a
         h = journal_fnv(h, it->name, strlen(it->name) + 1);
         h = journal_fnv(h, facts, sizeof facts);
     }
-    snprintf(buf, len, ID_LINE "options %s\ninput %s items %zu fingerprint %016llx\n", options,
-             inv->root, inv->n, (unsigned long long)h);
+    /* "in/" and "in" are one input, as they are one output (name_len). */
+    snprintf(buf, len, ID_LINE "options %s\ninput %.*s items %zu fingerprint %016llx\n", options,
+             (int)name_len(inv->root), inv->root, inv->n, (unsigned long long)h);
 }
 
 /* The names a journal holds: its id, the id being written, the rank logs. */

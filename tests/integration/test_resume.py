@@ -512,6 +512,21 @@ def test_an_input_rewritten_in_place_with_its_time_set_back_is_a_changed_input(t
     assert r.rc == 2 and len(r.err_lines) == 1 and "the input changed" in r.err_lines[0], str(r)
 
 
+def test_resume_with_the_input_spelled_with_a_trailing_slash(tmp):
+    """A run started with `-i in/` could not be resumed with `-i in` ('the input changed'): the
+    journal's id held the input as typed. One directory, one id."""
+    d = tmp / "in"
+    make_pngs(d)
+    out = tmp / "out"
+    r = run(["--input", str(d) + "/", "--output", out, "-q"], None, env=dict(FLUSH_NOW, HQ_FAULT_KILL="0:2"))
+    assert r.rc != 0 and (tmp / "out.journal").exists(), str(r)
+    run_ok(["--input", d, "--output", out, "-q", "--resume"])
+    want = tmp / "want"
+    run_ok(["--input", d, "--output", want, "-q"])
+    for p in sorted(want.glob("*.png")):
+        assert (out / p.name).read_bytes() == p.read_bytes(), p.name
+
+
 @pytest.mark.parametrize("left", ["empty", "id.tmp"])
 @pytest.mark.parametrize("resume", [True, False], ids=["resume", "plain"])
 def test_a_journal_killed_while_being_made_starts_over(tmp, left, resume):
