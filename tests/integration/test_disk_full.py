@@ -13,15 +13,20 @@ import pngio
 from helpers import assert_same_output, run, run_ok
 
 
-@pytest.fixture
-def small_disk(tmp):
-    mnt = tmp / "disk"
+def mounted_tmpfs(mnt, size):
+    """A tmpfs of size mounted at mnt (made here) for the test, unmounted after it; skipped where
+    mounting is not allowed."""
     mnt.mkdir()
-    r = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=3m", "tmpfs", str(mnt)], capture_output=True)
+    r = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(mnt)], capture_output=True)
     if r.returncode != 0:
         pytest.skip(f"cannot mount a tmpfs here: {r.stderr.decode().strip()}")
     yield mnt
     subprocess.run(["umount", "-l", str(mnt)])
+
+
+@pytest.fixture
+def small_disk(tmp):
+    yield from mounted_tmpfs(tmp / "disk", "3m")
 
 
 @pytest.mark.parametrize("np_,compressed", [(None, False), (3, False), (3, True)])
@@ -233,13 +238,7 @@ def test_journal_that_cannot_be_written_leaves_nothing(tmp, np_, inodes):
 
 @pytest.fixture
 def disk_64m(tmp):
-    mnt = tmp / "disk64"
-    mnt.mkdir()
-    r = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64m", "tmpfs", str(mnt)], capture_output=True)
-    if r.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here: {r.stderr.decode().strip()}")
-    yield mnt
-    subprocess.run(["umount", "-l", str(mnt)])
+    yield from mounted_tmpfs(tmp / "disk64", "64m")
 
 
 def test_many_small_datasets_fit_a_small_disk_and_give_back_the_reservation(tmp, disk_64m):

@@ -304,7 +304,9 @@ def test_any_limit_ends_in_a_result_or_one_line(tmp, threads, kind):
             assert_array_equal(read_png(out / "p1.png").samples[:, :, 0], ref.equalize_one(imgs[1], 8),
                                f"ulimit -v {kib}")
         else:
-            assert len(r.err_lines) == 1 and ("ulimit -v" in r.err_lines[0] or "out of memory" in r.err_lines[0]), \
+            # Near the floor Open MPI may also say that it could not map one of its components
+            # ('[host:pid] mca_base_component_repository_open: ... (ignored)'): its line, not ours.
+            assert len(r.hq_lines) == 1 and ("ulimit -v" in r.hq_lines[0] or "out of memory" in r.hq_lines[0]), \
                 f"ulimit -v {kib}\n{r}"
             no_output_left(out)
     assert 0 in seen, f"no limit up to 4 GB let the run through: {seen}"
@@ -312,17 +314,23 @@ def test_any_limit_ends_in_a_result_or_one_line(tmp, threads, kind):
         assert E_MEM in seen, f"the sweep should cross from refusals to runs: {seen}"
 
 
+@pytest.mark.skipif("ASAN_OPTIONS" in os.environ, reason="AddressSanitizer keeps freed batches in quarantine")
 def test_many_tiny_16bit_images_in_one_block_stay_within_memory(tmp):
     """A block of many whole images held a u64 histogram and a u16 LUT of 65,536 bins for each at
     once: 640 KiB an image, so a stack of 4 x 4 16-bit slices took 1 GB of memory at 8,000 slices and
     ended in exit 6 (or, for float data, the kernel's OOM killer) at 64,000, whatever --memory said.
     The tables now go in batches of at most 64 MiB; every image comes out as before."""
     a = np.random.default_rng(2).integers(10, 60, (1600, 4, 5)).astype(np.uint16)
-    inp = tmp / "in.h5"
+    inp, few = tmp / "in.h5", tmp / "few_in.h5"
     with h5py.File(inp, "w") as f:
         f.create_dataset("s", data=a)
+    with h5py.File(few, "w") as f:
+        f.create_dataset("s", data=a[:50])
     s, _ = summary_of(tmp, inp, "out")
-    assert s["peak_rss_bytes"] < 150_000_000, s["peak_rss_bytes"]
+    base, _ = summary_of(tmp, few, "few")  # the same run on 50 slices: what the process takes anyway
+    # 1,550 slices more held 1 GB of tables before (peak 249 MB against 47 MB, as most bins are
+    # never touched); now at most a 64 MiB batch.
+    assert s["peak_rss_bytes"] - base["peak_rss_bytes"] < 90_000_000, (s["peak_rss_bytes"], base["peak_rss_bytes"])
     with h5py.File(tmp / "out.h5", "r") as f:
         for k in (0, 799, 1599):
             assert_array_equal(f["s"][k], ref.equalize_one(a[k], 16), f"slice {k}")
