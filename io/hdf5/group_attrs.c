@@ -100,10 +100,8 @@ static int copy_one(hq_io *io, const char *path, hq_err *err)
         }
         rc = c.rc;
     }
-    if (in >= 0)
-        H5Oclose(in);
-    if (out >= 0)
-        H5Oclose(out);
+    hdf5_close_id(&in, H5Oclose);
+    hdf5_close_id(&out, H5Oclose);
     return rc;
 }
 

@@ -17,8 +17,9 @@
  *    the filters after szip are undone as they were applied (fletcher32, deflate, shuffle), and
  *    what is left is szip's work only if it starts with HDF5's 4-byte size header and decodes
  *    (libaec's szip interface) to exactly that many bytes that code back to the same bytes. No
- *    other bytes pass that: an uncoded chunk is rewritten as it is stored, with szip's bit set.
- *    A chunk that then does not read back is HQ_EIO naming the dataset.
+ *    other bytes pass that: an uncoded chunk is rewritten as it is stored, with szip's bit set,
+ *    and read back once all are, through the dataset opened anew: one that does not read is
+ *    HQ_EIO naming the dataset.
  *  - Built without libaec (no szlib.h): a chunk is taken for uncoded only where only shuffle comes
  *    before szip, nothing after it, and its header is not the chunk's size: uncoded chunks whose
  *    first bytes spell it, or behind other filters, are missed.
@@ -138,16 +139,14 @@ static int chunk_reads(hid_t d, hid_t t, int rank, const hsize_t *dims, const hs
     hid_t fs = H5Dget_space(d), ms = H5Screate_simple(rank, count, NULL);
     int ok = fs >= 0 && ms >= 0 && H5Sselect_hyperslab(fs, H5S_SELECT_SET, off, NULL, count, NULL) >= 0 &&
              H5Dread(d, t, ms, fs, H5P_DEFAULT, buf) >= 0;
-    if (fs >= 0)
-        H5Sclose(fs);
-    if (ms >= 0)
-        H5Sclose(ms);
+    hdf5_close_id(&fs, H5Sclose);
+    hdf5_close_id(&ms, H5Sclose);
     H5Eclear2(H5E_DEFAULT);
     return ok;
 }
 
 /* Stores the chunk at off again, its bytes (raw, size of them; room for one more) as they are,
- * with mask. */
+ * with mask: one byte longer first, or 1.10.8 keeps the old record. */
 static int rewrite_uncoded(hid_t d, const hsize_t *off, unsigned mask, unsigned char *raw, size_t size)
 {
     raw[size] = 0;
@@ -184,7 +183,7 @@ static int fix_dataset(hid_t f, int fd, const char *path, const char *name, hq_e
     hid_t t = d >= 0 ? H5Dget_type(d) : H5I_INVALID_HID, sp = d >= 0 ? H5Dget_space(d) : H5I_INVALID_HID;
     int rc = 0, rank = 0;
     pipeline p;
-    unsigned char *buf = NULL, *raw = NULL, *tmp = NULL, *tmp2 = NULL, *tmp3 = NULL;
+    unsigned char *buf = NULL, *raw = NULL, *tmp = NULL, *stage = NULL, *tmp3 = NULL;
     uint64_t *bad = NULL, nbad = 0, cap_bad = 0; /* chunks stored uncoded, by grid index */
     hdf5_chunk_table *tab = NULL;
     hsize_t dims[MAX_RANK], cd[MAX_RANK];
@@ -212,14 +211,13 @@ static int fix_dataset(hid_t f, int fd, const char *path, const char *name, hq_e
     buf = malloc((size_t)nbytes);
     raw = malloc(cap + 1);
     tmp = malloc(cap);
-    tmp2 = malloc(cap);
+    stage = malloc(cap); /* the chunk as szip left it: undone in a copy, raw kept */
     tmp3 = malloc(cap);
-    if (!buf || !raw || !tmp || !tmp2 || !tmp3) {
+    if (!buf || !raw || !tmp || !stage || !tmp3) {
         rc = hq_fail(err, HQ_EMEM, "%s:%s: out of memory", path, name);
         goto out;
     }
     tab = hdf5_chunk_table_read(d, fd);
-    unsigned char *stage = tmp2; /* the chunk as szip left it: undone below, so a copy */
     for (uint64_t c = 0; c < nchunks; c++) {
         hsize_t off[MAX_RANK], size = 0;
         unsigned mask = 0;
@@ -231,7 +229,8 @@ static int fix_dataset(hid_t f, int fd, const char *path, const char *name, hq_e
             H5Eclear2(H5E_DEFAULT);
             continue; /* whoever reads it will say so */
         }
-        size_t len = (size_t)size;
+        const size_t len0 = (size_t)size; /* raw keeps the stored bytes for the rewrite */
+        size_t len = len0;
         memcpy(stage, raw, len);
         if (undo_after_szip(&p, mask, stage, &len, tmp, cap) != 0)
             continue; /* a filter this file cannot undo: left as it is */
@@ -248,34 +247,28 @@ static int fix_dataset(hid_t f, int fd, const char *path, const char *name, hq_e
         }
         bad = more;
         bad[nbad++] = c;
+        if (rewrite_uncoded(d, off, mask | 1u << p.szip, raw, len0) != 0) {
+            char det[512];
+            hdf5_detail(det, sizeof det);
+            rc = hq_fail(err, HQ_EIO, "%s:%s: a chunk szip could not shrink cannot be recorded as stored without it%s",
+                         path, name, det);
+            goto out;
+        }
     }
     /* 1.10.8 keeps the last chunk it looked up, mask included, with the open dataset: the chunks
-     * are rewritten first, then read again through the dataset opened anew. */
-    for (int pass = 0; pass < 2 && !rc && nbad; pass++) {
-        if (pass == 1) {
-            H5Dclose(d);
-            d = H5Dopen2(f, name, H5P_DEFAULT);
-            if (d < 0)
-                goto fail;
-        }
-        for (uint64_t b = 0; b < nbad && !rc; b++) {
-            hsize_t off[MAX_RANK], size = 0;
-            unsigned mask = 0;
-            uint32_t m32 = 0;
-            chunk_offset(bad[b], rank, grid, cd, off);
-            int ok;
-            if (pass == 0)
-                ok = chunk_record(d, tab, off, &mask, &size) == 0 && size <= cap &&
-                     H5Dread_chunk(d, H5P_DEFAULT, off, &m32, raw) >= 0 &&
-                     rewrite_uncoded(d, off, mask | 1u << p.szip, raw, (size_t)size) == 0;
-            else
-                ok = chunk_reads(d, t, rank, dims, cd, off, buf);
-            if (!ok) {
-                char det[512];
-                hdf5_detail(det, sizeof det);
-                rc = hq_fail(err, HQ_EIO, "%s:%s: a chunk szip could not shrink cannot be %s%s", path, name,
-                             pass ? "read back" : "recorded as stored without it", det);
-            }
+     * rewritten above are read again through the dataset opened anew. */
+    if (nbad) {
+        hdf5_close_id(&d, H5Dclose);
+        if ((d = H5Dopen2(f, name, H5P_DEFAULT)) < 0)
+            goto fail;
+    }
+    for (uint64_t b = 0; b < nbad && !rc; b++) {
+        hsize_t off[MAX_RANK];
+        chunk_offset(bad[b], rank, grid, cd, off);
+        if (!chunk_reads(d, t, rank, dims, cd, off, buf)) {
+            char det[512];
+            hdf5_detail(det, sizeof det);
+            rc = hq_fail(err, HQ_EIO, "%s:%s: a chunk szip could not shrink cannot be read back%s", path, name, det);
         }
     }
     goto out;
@@ -287,16 +280,12 @@ out:
     free(buf);
     free(raw);
     free(tmp);
-    free(tmp2);
+    free(stage);
     free(tmp3);
-    if (dcpl >= 0)
-        H5Pclose(dcpl);
-    if (t >= 0)
-        H5Tclose(t);
-    if (sp >= 0)
-        H5Sclose(sp);
-    if (d >= 0)
-        H5Dclose(d);
+    hdf5_close_id(&dcpl, H5Pclose);
+    hdf5_close_id(&t, H5Tclose);
+    hdf5_close_id(&sp, H5Sclose);
+    hdf5_close_id(&d, H5Dclose);
     return rc;
 }
 
