@@ -203,7 +203,7 @@ FUZZ_PYTHON  ?= /usr/bin/python3
 FUZZ_CC      ?= clang-14
 FUZZ_BUILD   := build-fuzz
 FUZZ_TARGETS := png hdf5
-FUZZ_LIB_SRC := $(wildcard io/*.c io/hdf5/*.c io/png/*.c) core/error.c core/clahe.c core/fdio.c core/doomed.c jobs/plan.c
+FUZZ_LIB_SRC := $(wildcard io/*.c io/hdf5/*.c io/png/*.c) core/error.c core/clahe.c core/fdio.c core/doomed.c core/samepath.c jobs/plan.c
 FUZZ_OBJ     := $(FUZZ_LIB_SRC:%.c=$(FUZZ_BUILD)/obj/%.o) $(FUZZ_BUILD)/obj/fuzz/harness.o
 FUZZ_CFLAGS  := -O1 -g -std=c11 -Wall -Wextra -D_POSIX_C_SOURCE=200809L -DHQ_VERSION=\"$(VERSION)\" \
                 -fno-omit-frame-pointer -fsanitize=fuzzer-no-link,address,undefined \

@@ -1,8 +1,10 @@
 /* samepath.c — contract in samepath.h. */
 #include "samepath.h"
 
+#include <errno.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 /* Length of path without its trailing slashes (a lone "/" stays). */
 static size_t trimmed(const char *path)
@@ -62,4 +64,12 @@ int hq_same_path(const char *a, const char *b)
         return sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
     const size_t la = trimmed(a), lb = trimmed(b);
     return la == lb && !strncmp(a, b, la);
+}
+
+int hq_dir_writable(const char *dir)
+{
+    struct stat st;
+    if (stat(dir, &st) == 0 && !S_ISDIR(st.st_mode))
+        return ENOTDIR;
+    return access(dir, W_OK | X_OK) == 0 ? 0 : errno;
 }

@@ -15,4 +15,9 @@ int hq_dir_of(const char *path, char *buf, unsigned long len);
 /* The last component of path, trailing slashes aside (a pointer into path; its length in *n). */
 const char *hq_base_of(const char *path, unsigned long *n);
 
+/* 0 when a file may be made in directory dir (write and search permission), else why not as an
+ * errno: ENOTDIR where dir is a file (access() says EACCES to root there, as if permissions were
+ * the reason). */
+int hq_dir_writable(const char *dir);
+
 #endif

@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "hdf5_internal.h"
+#include "../../core/samepath.h"
 
 static int same_file(const struct stat *a, const struct stat *b)
 {
@@ -35,13 +36,8 @@ static int check_dir_writable(const char *out, hq_err *err)
         dir[1] = '\0';
     else
         *slash = '\0';
-    int rc = 0;
-    struct stat st;
-    /* access() of a file as if it were a directory says EACCES to root: the reason is its kind. */
-    if (stat(dir, &st) == 0 && !S_ISDIR(st.st_mode))
-        rc = hq_fail(err, HQ_EIO, "%s: cannot write (%s)", out, strerror(ENOTDIR));
-    else if (access(dir, W_OK | X_OK) != 0)
-        rc = hq_fail(err, HQ_EIO, "%s: cannot write (%s)", out, strerror(errno));
+    const int e = hq_dir_writable(dir);
+    const int rc = e ? hq_fail(err, HQ_EIO, "%s: cannot write (%s)", out, strerror(e)) : 0;
     free(dir);
     return rc;
 }

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "../../core/doomed.h"
+#include "../../core/samepath.h"
 #include "png_internal.h"
 
 /* The file whose creation proves the output directory writable (check_writable). */
@@ -63,11 +64,9 @@ static int dir_is_empty(const char *path, int *empty, hq_err *err)
 /* Writability, proven by creating (and removing) the temporary file that `final` would use. */
 static int check_writable(const char *dir, const char *shown, const char *final, hq_err *err)
 {
-    struct stat st;
-    if (stat(dir, &st) == 0 && !S_ISDIR(st.st_mode)) /* access() says EACCES to root there */
-        return hq_fail(err, HQ_EIO, "%s: cannot write (%s)", shown, strerror(ENOTDIR));
-    if (access(dir, W_OK | X_OK) != 0)
-        return hq_fail(err, HQ_EIO, "%s: cannot write (%s)", shown, strerror(errno));
+    const int e = hq_dir_writable(dir);
+    if (e)
+        return hq_fail(err, HQ_EIO, "%s: cannot write (%s)", shown, strerror(e));
     char *tmp = png_temp_path(final);
     if (!tmp)
         return hq_fail(err, HQ_EMEM, "%s: out of memory", shown);
