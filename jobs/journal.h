@@ -88,8 +88,9 @@ void hq_journal_unlock(const char *out, int fd);
  * further input files, 0 for none). Rank 0; len: HQ_JOURNAL_ID_MAX. */
 void hq_journal_make_id(const hq_inventory *inv, const char *options, uint64_t also, char *buf, size_t len);
 
-/* A mark of one file's identity as an input's is taken (size, time, inode) and of its name, for
- * callers that fold further files into make_id's `also` (a vanished file marks as size 0, time 0). */
+/* A mark of one file's identity as an input's is taken (size, modification and change times,
+ * inode, device) and of its name, for callers that fold further files into make_id's `also`, or
+ * compare an input before and after a run (a vanished file marks as size 0, time 0). */
 uint64_t hq_journal_file_mark(const char *path, const char *name);
 
 /* What differs between two ids (old: recorded, now: this run's), for a refusal: another version,

@@ -7,6 +7,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "../../jobs/journal.h"
 #include "../outname.h"
 #include "run_internal.h"
 
@@ -71,25 +72,17 @@ int run_scan_and_share(run *r, hq_err *err)
     return hq_comm_agree(r->c, rc, err);
 }
 
-/* Rank 0: every input file's identity, size and times, hashed (FNV-1a). */
+/* Rank 0: every input file's mark (hq_journal_file_mark), folded in input order. */
 uint64_t run_input_mark(const run *r)
 {
-    uint64_t h = 1469598103934665603ull;
+    uint64_t h = 0;
     const char *last = NULL;
     for (size_t i = 0; i < r->inv.n; i++) {
         const char *src = r->inv.items[i].src;
         if (last && !strcmp(src, last))
             continue; /* an HDF5 file's datasets: one file */
         last = src;
-        struct stat st;
-        memset(&st, 0, sizeof st);
-        stat(src, &st); /* a vanished file marks as zeros: changed */
-        const uint64_t facts[] = {(uint64_t)st.st_dev,          (uint64_t)st.st_ino,          (uint64_t)st.st_size,
-                                  (uint64_t)st.st_mtim.tv_sec,  (uint64_t)st.st_mtim.tv_nsec, (uint64_t)st.st_ctim.tv_sec,
-                                  (uint64_t)st.st_ctim.tv_nsec};
-        const unsigned char *b = (const unsigned char *)facts;
-        for (size_t k = 0; k < sizeof facts; k++)
-            h = (h ^ b[k]) * 1099511628211ull;
+        h = h * 1099511628211ull ^ hq_journal_file_mark(src, src);
     }
     return h;
 }

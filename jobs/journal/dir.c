@@ -60,8 +60,9 @@ uint64_t hq_journal_file_mark(const char *path, const char *name)
     struct stat st;
     memset(&st, 0, sizeof st);
     stat(path, &st);
-    const uint64_t facts[] = {(uint64_t)st.st_size,          (uint64_t)st.st_mtim.tv_sec, (uint64_t)st.st_mtim.tv_nsec,
-                              (uint64_t)st.st_ino,           (uint64_t)st.st_ctim.tv_sec, (uint64_t)st.st_ctim.tv_nsec};
+    const uint64_t facts[] = {(uint64_t)st.st_size, (uint64_t)st.st_mtim.tv_sec, (uint64_t)st.st_mtim.tv_nsec,
+                              (uint64_t)st.st_ino,  (uint64_t)st.st_ctim.tv_sec, (uint64_t)st.st_ctim.tv_nsec,
+                              (uint64_t)st.st_dev};
     return journal_fnv(journal_fnv(FNV0, name, strlen(name) + 1), facts, sizeof facts);
 }
 
