@@ -199,9 +199,8 @@ int run_equalize_fused(run *r, const hq_block *b, void *data, void *out, hq_err 
     hq_block_data dr = run_block_view(r, b, data, r->scope != HQ_SCOPE_DATASET, 1);
     dr.out = out;
     const uint64_t table = run_hist_len(&m) * (sizeof(uint64_t) + sizeof(uint16_t));
-    const uint64_t per = table * d.nseg <= FUSED_TABLES_MAX || FUSED_TABLES_MAX / table == 0
-                             ? d.nseg
-                             : FUSED_TABLES_MAX / table;
+    uint64_t per = FUSED_TABLES_MAX / table; /* images a batch: at least one, at most the block's */
+    per = per < 1 ? 1 : per > d.nseg ? d.nseg : per;
     /* The input's pixels go to the report before any batch remaps them in place. */
     hq_report_pixels(r->rep, b, data, 0);
     int rc = 0;
