@@ -23,8 +23,8 @@
  * hidden .part file); a single-file output keeps the temporary name until close(commit = 1).
  * A directory is finished by its completion record, written by rank 0 in close(commit = 1) after
  * every rank's files are in place; a record that cannot be written (a full disk) fails the close,
- * and every rank takes its files back as with commit = 0 (after a --resume, rank 0 also removes
- * the interrupted run's: the failed run's journal goes, so nothing could resume them).
+ * and every rank takes its files back as with commit = 0 (an interrupted run's files, resumed,
+ * stay, and app/run/close.c keeps the journal that claims them).
  * Outputs keep the input's color type, bit depth, palette (remapped) and palette tRNS (a gray or
  * RGB image's transparent colour becomes an alpha channel: codec.h); they are written without
  * interlacing.
