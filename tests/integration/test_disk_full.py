@@ -65,6 +65,27 @@ def test_png_directory_disk_full(tmp, small_disk):
     assert not out.exists() or not any(n.endswith(".png") for n in os.listdir(out))
 
 
+def _six_pngs(tmp, seed, np_=None):
+    """tmp/in: six 64 x 96 gray PNGs; tmp/want: their uninterrupted run's output."""
+    inp, want = tmp / "in", tmp / "want"
+    inp.mkdir()
+    rng = np.random.default_rng(seed)
+    for k in range(6):
+        pngio.write(str(inp / f"im{k}.png"), rng.integers(0, 200, (64, 96), dtype=np.uint8), 8, pngio.GRAY)
+    run_ok(["--input", inp, "--output", want, "-q"], np_)
+    return inp, want
+
+
+def _fill(path):
+    """Writes zeros into path until the disk is full."""
+    with open(path, "wb", buffering=0) as f:
+        try:
+            while True:
+                f.write(b"\0" * 4096)
+        except OSError:
+            pass
+
+
 def _mount_inodes(mnt, n, remount=False):
     opts = f"{'remount,' if remount else ''}size=8m,nr_inodes={n}"
     return subprocess.run(["mount", "-t", "tmpfs", "-o", opts, "tmpfs", str(mnt)], capture_output=True).returncode == 0
@@ -85,13 +106,7 @@ def test_png_directory_disk_full_at_the_completion_mark(tmp, np_, then):
     The disk is a tmpfs with few inodes: every file takes one and the mark is the last one this run
     creates (its journal's are made first), so the largest inode count that fails is the one that
     fails exactly at the mark; found by counting down from one that is surely enough."""
-    inp = tmp / "in"
-    inp.mkdir()
-    rng = np.random.default_rng(17)
-    for k in range(6):
-        pngio.write(str(inp / f"im{k}.png"), rng.integers(0, 200, (64, 96), dtype=np.uint8), 8, pngio.GRAY)
-    want = tmp / "want"
-    run_ok(["--input", inp, "--output", want, "-q"], np_)
+    inp, want = _six_pngs(tmp, 17, np_)
     mnt = tmp / "disk"
     mnt.mkdir()
     out = mnt / "out"
@@ -125,13 +140,7 @@ def test_png_directory_disk_full_at_the_mark_of_a_resumed_run(tmp):
     (another run's images may be among the directory's files), so they stay, and so does the
     journal that claims them: the next --resume finishes the output with the uninterrupted run's
     PNGs."""
-    inp = tmp / "in"
-    inp.mkdir()
-    rng = np.random.default_rng(18)
-    for k in range(6):
-        pngio.write(str(inp / f"im{k}.png"), rng.integers(0, 200, (64, 96), dtype=np.uint8), 8, pngio.GRAY)
-    want = tmp / "want"
-    run_ok(["--input", inp, "--output", want, "-q"])
+    inp, want = _six_pngs(tmp, 18)
     mnt = tmp / "disk"
     mnt.mkdir()
     out = mnt / "out"
@@ -272,13 +281,7 @@ def test_summary_on_a_full_disk_says_the_output_is_kept(tmp, small_disk):
     inp, out = tmp / "in.h5", tmp / "out.h5"
     with h5py.File(inp, "w") as f:
         f["a"] = np.random.default_rng(4).integers(0, 200, (64, 64)).astype(np.uint8)
-    with open(small_disk / "filler", "wb") as f:
-        try:
-            while True:
-                f.write(b"\0" * 65536)
-                f.flush()
-        except OSError:
-            pass
+    _fill(small_disk / "filler")
     r = run(["--input", inp, "--output", out, "--summary", small_disk / "sum.json"])
     bad = [l for l in r.err_lines if "sum.json" in l]
     assert r.rc == 1 and len(bad) == 1 and bad[0].endswith("the output is complete and kept"), str(r)
@@ -292,13 +295,7 @@ def test_a_failed_resume_keeps_another_runs_images(tmp, small_disk):
     an input, run A's images among them, and the directory. Now it takes back only what it wrote:
     run A's other images stay, the interrupted run's journal stays, and once there is room again
     --resume finishes run B's output."""
-    inp = tmp / "in"
-    inp.mkdir()
-    rng = np.random.default_rng(19)
-    for k in range(6):
-        pngio.write(str(inp / f"im{k}.png"), rng.integers(0, 200, (64, 96), dtype=np.uint8), 8, pngio.GRAY)
-    want = tmp / "want"
-    run_ok(["--input", inp, "--output", want, "-q"])
+    inp, want = _six_pngs(tmp, 19)
     out = small_disk / "out"
     flush_now = {"HQ_JOURNAL_FLUSH_S": "0"}
     run_ok(["--input", inp, "--output", out, "-q", "--method", "stretch"])
@@ -306,12 +303,7 @@ def test_a_failed_resume_keeps_another_runs_images(tmp, small_disk):
     r = run(["--input", inp, "--output", out, "-q", "--force"], None, env=dict(flush_now, HQ_FAULT_KILL="0:2"))
     assert r.rc != 0 and (small_disk / "out.journal").exists(), str(r)
     filler = small_disk / "filler"
-    with open(filler, "wb", buffering=0) as f:
-        try:
-            while True:
-                f.write(b"\0" * 4096)
-        except OSError:
-            pass
+    _fill(filler)
     r = run(["--input", inp, "--output", out, "-q", "--resume"], None, env=flush_now)
     assert r.rc == 1, str(r)
     left = {p.name: p.read_bytes() for p in out.iterdir() if p.suffix == ".png"}
