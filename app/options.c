@@ -32,6 +32,9 @@ static const char USAGE[] =
     "                        next to OUT; refused if the options or the input changed\n"
     "      --png-level N     zlib level 0-9 for PNG output (default: a fast setting)\n"
     "      --on-error MODE   stop (default) or skip: leave out bad inputs of a collection, list them, exit 3\n"
+    "      --luts W          HDF5 output: all (default) records every image's LUT under\n"
+    "                        /histeq_dist/lut; none leaves them out (a 16-bit LUT is 128 KiB a\n"
+    "                        slice, more than the pixels of images under 256 x 256)\n"
     "\n"
     "What is equalized:\n"
     "      --scope S         image: one CDF per image; dataset: one CDF per dataset (an N x H x W\n"
@@ -103,7 +106,7 @@ const char *hq_options_usage(void)
 enum { OPT_SCOPE = 256, OPT_COLOR, OPT_METHOD, OPT_BITS, OPT_DEVICE, OPT_THREADS, OPT_MEMORY, OPT_BLOCK,
        OPT_PNG_LEVEL, OPT_ON_ERROR, OPT_FORCE, OPT_VERSION, OPT_PROGRESS, OPT_SUMMARY,
        OPT_RESUME, OPT_REPORT, OPT_REPORT_SAMPLE, OPT_REPORT_SCALE, OPT_IO_THREADS, OPT_IGNORE, OPT_MASK,
-       OPT_MASK_APPLY, OPT_REFERENCE, OPT_CLAHE_GRID, OPT_CLAHE_TILE, OPT_CLIP_LIMIT, OPT_BINS, OPT_RANGE };
+       OPT_MASK_APPLY, OPT_REFERENCE, OPT_CLAHE_GRID, OPT_CLAHE_TILE, OPT_CLIP_LIMIT, OPT_BINS, OPT_RANGE, OPT_LUTS };
 
 static const struct option LONG_OPTS[] = {
     {"input", required_argument, NULL, 'i'},      {"output", required_argument, NULL, 'o'},
@@ -123,6 +126,7 @@ static const struct option LONG_OPTS[] = {
     {"reference", required_argument, NULL, OPT_REFERENCE}, {"clahe-grid", required_argument, NULL, OPT_CLAHE_GRID},
     {"clahe-tile", required_argument, NULL, OPT_CLAHE_TILE}, {"clip-limit", required_argument, NULL, OPT_CLIP_LIMIT},
     {"bins", required_argument, NULL, OPT_BINS}, {"range", required_argument, NULL, OPT_RANGE},
+    {"luts", required_argument, NULL, OPT_LUTS},
     {NULL, 0, NULL, 0},
 };
 
@@ -252,6 +256,7 @@ int hq_options_parse(int argc, char **argv, int print, hq_options *o, hq_err *er
     static const char *const DEVICES[] = {"auto", "cpu", "gpu", "copy", NULL};
     static const char *const ON_ERR[] = {"stop", "skip", NULL};
     static const char *const SCALES[] = {"linear", "log", NULL};
+    static const char *const LUTS[] = {"all", "none", NULL};
     memset(o, 0, sizeof *o);
     o->png_level = -1;
     o->block_bytes = (uint64_t)256 << 20;
@@ -362,6 +367,11 @@ int hq_options_parse(int argc, char **argv, int print, hq_options *o, hq_err *er
             if ((k = pick(optarg, SCALES)) < 0)
                 return hq_fail(err, HQ_EUSAGE, "--report-scale: '%s' is not one of linear, log", optarg);
             o->report_log = k;
+            break;
+        case OPT_LUTS:
+            if ((k = pick(optarg, LUTS)) < 0)
+                return hq_fail(err, HQ_EUSAGE, "--luts: '%s' is not one of all, none", optarg);
+            o->no_luts = k;
             break;
         case OPT_IGNORE:
             if (parse_range(optarg, &o->ignore_lo, &o->ignore_hi))

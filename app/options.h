@@ -29,6 +29,7 @@ typedef struct hq_options {
     int io_threads;       /* 0 = the rank's CPUs; formats that cannot take calls at once use one */
     int verbose, quiet, force;
     int png_level;        /* -1 = fast default */
+    int no_luts;          /* --luts none: the output records no per-image LUTs */
     hq_on_error on_error;
     uint64_t memory;      /* per-rank budget for held blocks, bytes */
     uint64_t block_bytes; /* largest block read at once */

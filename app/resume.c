@@ -65,6 +65,10 @@ static void options_text(const hq_options *o, char *buf, size_t len)
     if (n > 0 && (size_t)n < len && (o->fbins != 65536 || o->range_set))
         snprintf(buf + n, len - (size_t)n, " bins=%u range=%s%.17g:%.17g", o->fbins, o->range_set ? "" : "data:",
                  o->range_lo, o->range_hi);
+    n = n > 0 && (size_t)n < len ? (int)strlen(buf) : n;
+    /* --luts none: the output has no LUT datasets to finish, and one with them has no room to drop. */
+    if (n > 0 && (size_t)n < len && o->no_luts)
+        snprintf(buf + n, len - (size_t)n, " luts=none");
 }
 
 /* The journal's claims on outputs that are no longer there (a PNG a user removed from the

@@ -55,6 +55,7 @@ typedef struct hq_run_meta {
     const hq_fbin *fbin;         /* each group's binning (lo, hi): scope image by image index, global [0],
                                     the same on every rank */
     const uint64_t *item_image0; /* the image index of each item's first slice (jobs/plan.h) */
+    int no_luts;                 /* --luts none: no per-image LUT is recorded (settings only) */
 } hq_run_meta;
 
 typedef struct hq_out_opts {

@@ -136,5 +136,9 @@ char *rep_options_line(const hq_report *r)
         add_arg(&s, &len, &cap, "--clip-limit");
         add_arg(&s, &len, &cap, num);
     }
+    if (o->no_luts) {
+        add_arg(&s, &len, &cap, "--luts");
+        add_arg(&s, &len, &cap, "none");
+    }
     return s;
 }

@@ -59,7 +59,8 @@ static int open_output(run *r, uint64_t *done_pixels, uint64_t *done_bytes, hq_e
         r->io_ops->set_threads(r->io, run_threads_per_rank(r));
     /* What shapes each image's LUT, which the output then records as it is built. */
     const hq_run_meta settings = {.method = o->method, .scope = r->scope, .color = o->color, .bits = o->bits,
-                                  .clahe = run_is_clahe(r) ? &o->clahe : NULL, .fbins = o->fbins};
+                                  .clahe = run_is_clahe(r) ? &o->clahe : NULL, .fbins = o->fbins,
+                                  .no_luts = o->no_luts};
     /* Per pixel, not per colour: CLAHE's tiles, and a --mask that leaves some pixels of a colour as
      * they were (--mask-apply inside). */
     hq_out_opts oo = {o->output, o->force, o->png_level, o->verbose, r->res.action == HQ_RESUME_CONTINUE,

@@ -306,6 +306,8 @@ int hdf5_create_output(hq_io *io, const hq_out_opts *o, MPI_Comm comm, hq_err *e
             rc = hdf5_agree(io->comm, create_datasets(io, 0, err), err);
         if (!rc)
             rc = hdf5_agree(io->comm, hdf5_luts_create(io, o->settings, err), err);
+        if (!rc && io->rank == 0 && !o->quiet)
+            hdf5_luts_note_size(io, o->settings);
         if (!rc && io->rank == 0)
             allocated = hdf5_allocated_bytes(io);
         if (!rc)

@@ -12,6 +12,9 @@
  *    tiles_x, nhist, bins) with the attributes tiles, tile_size, clip_limit and clip_count:
  *    contiguous, allocated at creation, never filtered, so that a LUT is one run of the file. Where
  *    an input dataset lies under /histeq_dist the record would collide with it: nothing is made.
+ *    Nothing either under --luts none (m->no_luts).
+ *  - hdf5_luts_note_size (rank 0, after create): a note when the LUTs would take more than 64 MiB
+ *    and twice the pixels (small 16-bit images: 128 KiB a slice), naming --luts none.
  *  - hdf5_luts_reopen (--resume): the same datasets of the interrupted OUT.part, with the shapes
  *    these settings give; a missing or different one refuses the resume.
  *  - hdf5_write_lut (io.h's write_lut): the slice's LUT written at its offset, through the
@@ -37,6 +40,9 @@
  * one, the 64 LUTs of an 8-bit stack (32 KiB each under CLAHE) cost 50 ms of a 0.7 s GPU run (H100
  * node, bench/clahe_stack.sh); a 16-bit CLAHE image's 8 MiB go out at once either way. */
 #define STAGE_MAX ((uint64_t)8 << 20)
+
+/* LUTs above this size and twice the pixels' are noted at creation (hdf5_luts_note_size). */
+#define LUTS_NOTE_MIN ((uint64_t)64 << 20)
 
 /* The shape of an item's LUT dataset: (slices, nhist, bins) of its mode, or under CLAHE
  * (slices, tiles_y, tiles_x, nhist, bins); returns the rank, 3 or 5. */
@@ -95,7 +101,29 @@ static char *lut_path(const hq_item *it)
 
 static int wanted(const hq_io *io, const hq_run_meta *m)
 {
-    return m && m->scope != HQ_SCOPE_GLOBAL && !hdf5_collides_with_own_group(io);
+    return m && !m->no_luts && m->scope != HQ_SCOPE_GLOBAL && !hdf5_collides_with_own_group(io);
+}
+
+void hdf5_luts_note_size(const hq_io *io, const hq_run_meta *m)
+{
+    if (!wanted(io, m))
+        return;
+    uint64_t luts = 0, pixels = 0;
+    for (size_t i = 0; i < io->inv.n; i++) {
+        const hq_item *it = &io->inv.items[i];
+        if (it->bad)
+            continue;
+        hsize_t dims[5];
+        const int rank = lut_dims(io, m, i, dims);
+        luts += slice_bytes(dims, rank) * it->slices;
+        pixels += hq_item_image_bytes(it) * it->slices;
+    }
+    /* Small images at 16 bits: the LUTs can dwarf the pixels, and a user should hear it before
+     * the disk fills rather than after. */
+    if (luts > LUTS_NOTE_MIN && luts / 2 > pixels)
+        fprintf(stderr, "histeq_dist: note: %s: the images' LUTs under %s take %.3g GB, %.3g times their pixels; "
+                "--luts none leaves them out\n", io->out_path, OWN_LUTS, (double)luts / 1e9,
+                pixels ? (double)luts / (double)pixels : 0.0);
 }
 
 static int alloc_table(hq_io *io, hq_err *err)

@@ -431,6 +431,41 @@ def test_provenance_without_report_and_reequalize(tmp):
         assert np.array_equal(f["s"][()], ref.equalize_stack(got, 8)[0])
 
 
+def test_luts_none_leaves_the_record_out_and_large_luts_are_noted(tmp):
+    """A stack of small 16-bit slices records 128 KiB of LUT a slice, hundreds of times its pixels:
+    the run says so and names --luts none, which leaves the per-image LUTs out, pixels unchanged,
+    at any rank count; the provenance names the setting, and a resume under the other one is refused."""
+    rng = np.random.default_rng(61)
+    small = rng.integers(0, 65536, (520, 6, 6), dtype=np.uint16)  # LUTs 68 MB, pixels 37 KB
+    inp = h5_write(tmp / "in.h5", s=small, big=ref.stack_of(2, 90, 120, 300, 60000, np.uint16, seed=62))
+    full = tmp / "full.h5"
+    r = run_ok(["-i", inp, "-o", full, "--device", DEVICES[0]])
+    notes = [l for l in r.err.splitlines() if "--luts none" in l]
+    assert len(notes) == 1 and str(full) in notes[0] and "/histeq_dist/lut" in notes[0], r.err
+    with h5py.File(full, "r") as f:
+        assert f["histeq_dist/lut/s"].shape == (520, 1, 65536)
+        want = {k: f[k][()] for k in ("s", "big")}
+    for np_ in (None, 2):
+        out = tmp / f"none{np_}.h5"
+        r = run_ok(["-i", inp, "-o", out, "--device", DEVICES[0], "--luts", "none"], np_)
+        assert "--luts none" not in r.err, r.err
+        with h5py.File(out, "r") as f:
+            assert "histeq_dist" not in f and all(np.array_equal(f[k][()], want[k]) for k in want)
+            assert "--luts none" in str(f.attrs["options"])
+        assert os.path.getsize(out) < os.path.getsize(full) // 50
+    # Small LUTs are not worth a note.
+    r = run_ok(["-i", h5_write(tmp / "few.h5", s=small[:40]), "-o", tmp / "few_eq.h5"])
+    assert "--luts" not in r.err, r.err
+    # A kill, then a resume with the other setting: another output, refused.
+    out = tmp / "killed.h5"
+    r = run(["-i", inp, "-o", out, "--block", "16K", "-q"], None, env={"HQ_JOURNAL_FLUSH_S": "0", "HQ_FAULT_KILL": "0:2"})
+    assert r.rc != 0 and os.path.isdir(str(out) + ".journal"), str(r)
+    r = run(["-i", inp, "-o", out, "--block", "16K", "--resume", "--luts", "none"])
+    assert r.rc == 2 and "other options" in r.err_lines[0], str(r)
+    r = run(["-i", inp, "-o", out, "--luts", "some"])
+    assert r.rc == 2 and r.err_lines == ["histeq_dist: --luts: 'some' is not one of all, none"], str(r)
+
+
 @pytest.mark.parametrize("where", ["unwritable", "a-file", "is-output"])
 def test_report_dir_checked_up_front(tmp, where):
     stack = ref.stack_of(2, 20, 20, 60, 90, np.uint8, seed=60)
