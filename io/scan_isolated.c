@@ -60,8 +60,9 @@ static void child(int fd, const char *input, int skip_bad)
     if (!rc) {
         const hq_io_ops *ops = hq_io_ops_for(inv.format);
         if (ops->check_metadata)
-            ops->check_metadata(&inv);
-        rc = hq_inventory_pack(&inv, &buf, &len, &err);
+            rc = ops->check_metadata(&inv, &err);
+        if (!rc)
+            rc = hq_inventory_pack(&inv, &buf, &len, &err);
     }
     reply_head h = {rc, rc ? (uint32_t)strlen(err.msg) : 0, rc ? 0 : len};
     int bad = hq_write_all(fd, &h, sizeof h) || (h.msg_len && hq_write_all(fd, err.msg, h.msg_len)) ||

@@ -2,11 +2,13 @@
  *
  * Contract:
  *  - close is collective and returns the same code and message on every rank. With commit = 1 it
- *    records the run (provenance.c), marks the file complete, closes everything, and rank 0 checks
- *    that OUT.part reads back before renaming it to OUT; otherwise OUT.part is removed. Every rank
+ *    records the run (provenance.c), marks the file complete, closes everything, and rank 0 sets
+ *    szip's chunk masks (szip_masks.c), copies what is not an image (carry.c) and checks that
+ *    OUT.part reads back before renaming it to OUT; otherwise OUT.part is removed. Every rank
  *    has closed (and so flushed) before anyone renames or removes the file. The io is freed.
  *  - OUT.part is unfinished, OUT finished (output_state); sync_path is OUT.part. */
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -79,11 +81,23 @@ static int finish_output(hq_io *io, int keep, hq_err *err)
     if (io->rank == 0) {
         if (keep)
             hdf5_release_reserve(io);
-        if (keep && ((rc = hdf5_fix_szip_masks(io, err)) != 0 || (rc = verify_output(io, err)) != 0))
+        uint64_t carried = 0, refs = 0;
+        if (keep && ((rc = hdf5_fix_szip_masks(io, err)) != 0 || (rc = hdf5_carry(io, &carried, &refs, err)) != 0 ||
+                     (rc = verify_output(io, err)) != 0))
             keep = 0;
         if (keep && rename(io->part_path, io->out_path) != 0) {
             rc = hq_fail(err, HQ_EIO, "%s: cannot rename %s to it (%s)", io->out_path, io->part_path, strerror(errno));
             keep = 0;
+        }
+        if (keep && (carried || refs) && !io->quiet) {
+            char tail[128] = "";
+            if (refs)
+                snprintf(tail, sizeof tail, "; %llu left out, as %s references into the input",
+                         (unsigned long long)refs, refs == 1 ? "it holds" : "they hold");
+            fprintf(stderr, "histeq_dist: note: %s: %llu dataset%s of the input that %s not image%s (strings, tables, "
+                    "1-D arrays, scalars) copied as %s%s\n", io->out_path, (unsigned long long)carried,
+                    carried == 1 ? "" : "s", carried == 1 ? "is" : "are", carried == 1 ? "" : "s",
+                    carried == 1 ? "it is" : "they are", tail);
         }
         if (!keep)
             unlink(io->part_path);

@@ -277,6 +277,7 @@ int hdf5_create_output(hq_io *io, const hq_out_opts *o, MPI_Comm comm, hq_err *e
         return hq_fail(err, HQ_EUSAGE, "%s: output already created", io->out_path ? io->out_path : "output");
     if (o && o->verbose)
         io->verbose = 1;
+    io->quiet = o && o->quiet;
     /* The input's own /histeq_dist (not ours: ours is left out of the scan) is mirrored there, and
      * the run's record (LUTs, global histogram) cannot share the name: said, not silently missed. */
     if (o && !o->quiet && io->rank == 0 && hdf5_collides_with_own_group(io))

@@ -9,7 +9,8 @@
  * output_layout.c (an output dataset laid out like its input), create_output.c, links.c (the
  * input's further hard links and its soft links, made again in the output), group_attrs.c (the
  * groups' and the root's attributes), lut_store.c (every image's LUT, written into the output as
- * it is built), szip_masks.c (chunks szip could not shrink, recorded as such), provenance.c (the
+ * it is built), szip_masks.c (chunks szip could not shrink, recorded as such), carry.c (the
+ * datasets that are not images, and groups of only such, copied as they are), provenance.c (the
  * run recorded in the output), close.c; and the direct path, which moves pixel bytes outside HDF5:
  * direct.c (which datasets, their file offsets), chunk_index.c (every chunk's address, read in one
  * pass over the chunk index), direct_io.c (one block cut into tasks), pool.c (the workers), codec.c
@@ -104,6 +105,7 @@ struct hq_io {
     hid_t *out_dset;
     char *out_path, *part_path;
     int part_ours; /* OUT.part passed the checks (it is not the input): ours to create and remove */
+    int quiet;     /* -q: no notes from create and close */
     uint64_t reserved; /* rank 0: bytes of OUT.part reserved with fallocate */
     int no_fallocate;  /* rank 0: the filesystem cannot reserve */
     struct hdf5_bg_reserve *bg; /* the reservation going on in the background (reserve_bg.c) */
@@ -237,8 +239,9 @@ int hdf5_output_dcpl(hid_t in, int frank, const char *out, const char *name, hid
 /* Copies one attribute to data's attr_ctx.dst; with dst = H5I_INVALID_HID only reads it, as the copy
  * would (hdf5_check_metadata). */
 herr_t hdf5_attr_cb(hid_t obj, const char *aname, const H5A_info_t *info, void *data);
-/* io.h's check_metadata: every attribute create_output copies, read once (output_layout.c). */
-int hdf5_check_metadata(const hq_inventory *inv);
+/* io.h's check_metadata: every attribute create_output copies, read once, and what carry.c will
+ * copy, copied into memory (output_layout.c). */
+int hdf5_check_metadata(const hq_inventory *inv, hq_err *err);
 
 /* group_attrs.c: collective, whole-file outputs; the same code on every rank. */
 int hdf5_copy_group_attrs(hq_io *io, hq_err *err);
@@ -270,6 +273,7 @@ int hdf5_u64_pair_attr(hid_t obj, const char *aname, uint64_t a0, uint64_t a1);
 /* An input dataset lies under /histeq_dist, or someone else's file links that name: the output
  * records no datasets of its own there. */
 int hdf5_collides_with_own_group(const hq_io *io);
+int hdf5_inv_collides_with_own_group(const hq_inventory *inv);
 /* The root attributes the run records (NULL-terminated; histeq_dist_* besides). */
 extern const char *const hdf5_own_root_attrs[];
 int hdf5_record_meta(hq_io *io, const hq_run_meta *m, hq_err *err);
@@ -319,6 +323,12 @@ void hdf5_out_unmap(hq_io *io);
 
 /* szip_masks.c: rank 0, on OUT.part once every rank has closed it. */
 int hdf5_fix_szip_masks(hq_io *io, hq_err *err);
+
+/* carry.c: what could be an image (the scan's rule); the rest of a whole-file input copied into
+ * OUT.part by rank 0 once every rank has closed it, and tried beforehand in the scan's child. */
+int hdf5_image_kind(hid_t d);
+int hdf5_carry(hq_io *io, uint64_t *copied, uint64_t *refs, hq_err *err);
+int hdf5_carry_check(hid_t in, const hq_inventory *inv, hq_err *err);
 
 /* chunk_index.c */
 hdf5_chunk_table *hdf5_chunk_table_read(hid_t d, int fd);

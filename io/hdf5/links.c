@@ -19,7 +19,7 @@
  *    image (only soft links, say) is made too, and then counts as held.
  *  - Left out: external and user-defined links (they point into other files); links whose path
  *    the output has already; hard links to what the output does not hold (a group without images,
- *    a named datatype, a skipped dataset); links under /histeq_dist, unless an input dataset lies
+ *    a named datatype, a skipped dataset; carry.c copies metadata and links to it at close); links under /histeq_dist, unless an input dataset lies
  *    there (hdf5_collides_with_own_group: then the output records nothing of its own there). In
  *    a file this tool wrote they are its record; in another file they would collide with the
  *    record this run writes. */

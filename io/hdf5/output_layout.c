@@ -157,7 +157,7 @@ herr_t hdf5_attr_cb(hid_t obj, const char *aname, const H5A_info_t *info, void *
     return 0;
 }
 
-int hdf5_check_metadata(const hq_inventory *inv)
+int hdf5_check_metadata(const hq_inventory *inv, hq_err *err)
 {
     hid_t f = H5Fopen(inv->root, H5F_ACC_RDONLY, H5P_DEFAULT);
     if (f < 0)
@@ -176,6 +176,7 @@ int hdf5_check_metadata(const hq_inventory *inv)
     }
     if (!inv->one_dataset)
         hdf5_check_group_attrs(f);
+    const int rc = hdf5_carry_check(f, inv, err);
     H5Fclose(f);
-    return 0;
+    return rc;
 }

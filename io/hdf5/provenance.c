@@ -89,14 +89,19 @@ const char *const hdf5_own_root_attrs[] = {"method",  "scope",      "color",    
                                            "mask_apply", "clip_limit", "clahe_grid", "clahe_tile", "bins",
                                            "range_from", "min",       "max",        NULL};
 
-int hdf5_collides_with_own_group(const hq_io *io)
+int hdf5_inv_collides_with_own_group(const hq_inventory *inv)
 {
-    if (io->inv.own_name_taken)
+    if (inv->own_name_taken)
         return 1;
-    for (size_t i = 0; i < io->inv.n; i++)
-        if (!io->inv.items[i].bad && hdf5_under_own_group(io->inv.items[i].name))
+    for (size_t i = 0; i < inv->n; i++)
+        if (!inv->items[i].bad && hdf5_under_own_group(inv->items[i].name))
             return 1;
     return 0;
+}
+
+int hdf5_collides_with_own_group(const hq_io *io)
+{
+    return hdf5_inv_collides_with_own_group(&io->inv);
 }
 
 /* A run killed while closing may have made our own datasets already (--resume): they go, to be

@@ -3,7 +3,9 @@
  *
  * Contract:
  *  - A dataset that is not a supported image fails the scan, or with skip_bad becomes a bad item
- *    carrying its reason. In a file this tool wrote (root attribute histeq_dist_version), everything
+ *    carrying its reason. In a whole file, one that could not be an image at all (not a number,
+ *    or fewer than two dimensions: carry.c's hdf5_image_kind) is not an item: the output carries
+ *    it unchanged. In a file this tool wrote (root attribute histeq_dist_version), everything
  *    under /histeq_dist is our record, not an image: left out (hdf5_under_own_group).
  *  - Compressed datasets get item.collective = 1; chunked ones their chunk shape. */
 #include <errno.h>
@@ -26,13 +28,19 @@ typedef struct scan_ctx {
     uint64_t found;
 } scan_ctx;
 
-/* Adds the dataset at `name` ("/a/b") as an item, or as a bad item (skip_bad), or fails. */
-static int add_dataset(scan_ctx *c, const char *name)
+/* Adds the dataset at `name` ("/a/b") as an item, or as a bad item (skip_bad), or fails. In a
+ * whole-file scan (any_kind 0), a dataset that could not be an image is metadata, which the output
+ * carries as it is (carry.c): left out here. */
+static int add_dataset(scan_ctx *c, const char *name, int any_kind)
 {
     hq_item it = {.src = (char *)c->file, .name = (char *)name};
     hq_err why = {{0}};
     int frank = 0, rc;
     hid_t d = H5Dopen2(c->file_id, name, H5P_DEFAULT);
+    if (d >= 0 && !any_kind && !hdf5_image_kind(d)) {
+        H5Dclose(d);
+        return 0;
+    }
     if (d < 0) {
         char det[512];
         hdf5_detail(det, sizeof det);
@@ -85,7 +93,7 @@ static herr_t visit_cb(hid_t obj, const char *name, const H5O_info_t *info, void
     }
     snprintf(path, len, "/%s", name);
     if (!(c->skip_own && hdf5_under_own_group(path)))
-        c->rc = add_dataset(c, path);
+        c->rc = add_dataset(c, path, 0);
     free(path);
     return c->rc ? 1 : 0;
 }
@@ -162,7 +170,7 @@ static int scan_one(scan_ctx *c, const char *dset)
         rc = hq_fail(c->err, HQ_EINPUT, "%s:%s: lies in another file (an external link on its path): name that "
                      "file and its dataset instead", c->file, name);
     } else {
-        rc = add_dataset(c, name);
+        rc = add_dataset(c, name, 1);
     }
     free(name);
     return rc;

@@ -122,15 +122,16 @@ def test_external_left_out_dangling_soft_kept(tmp, np_):
         meta = f.create_group("meta")
         meta["to_z"] = h5py.SoftLink("/g/z")
         f["meta_again"] = meta
-        f.create_group("empty")  # nothing the output holds: left out, and so its second name
+        f.create_group("empty")  # a group of no image: carried at close (carry.c), its second name too
         f["empty_again"] = f["empty"]
     out = tmp / "out.h5"
     r = equalize(inp, out, np_=np_)
     assert [l for l in r.hq_lines if " equalized " not in l] == [], str(r)
     got = links(out)
-    assert sorted(got) == ["/dangling", "/g", "/g/z", "/g2", "/meta", "/meta/to_z", "/meta_again", "/s", "/x",
-                           "/y"], got
+    assert sorted(got) == ["/dangling", "/empty", "/empty_again", "/g", "/g/z", "/g2", "/meta", "/meta/to_z",
+                           "/meta_again", "/s", "/x", "/y"], got
     assert got["/dangling"] == ("soft", "/no/such")
+    assert got["/empty_again"] == got["/empty"]
     assert got["/meta_again"] == got["/meta"]
     with h5py.File(out, "r") as f:
         assert_array_equal(f["meta_again/to_z"][()], ref.equalize_one(Z, 8), "/meta_again/to_z")
@@ -230,3 +231,91 @@ def test_someone_elses_histeq_dist_link_keeps_its_names_whatever_the_order(tmp, 
             assert n in b and np.array_equal(b[n][()], ref.equalize_one(im, 8)), n
         if kind == "soft":
             assert isinstance(b.get("histeq_dist", getlink=True), h5py.SoftLink)
+
+
+def write_archive(path):
+    """Images beside what an archive keeps with them: strings, a table, axes, scalars, an enum, a
+    compressed 1-D series, groups of only such (with attributes), an empty group, a second hard
+    link and a soft link to metadata, a dataset of object references, and a skipped image."""
+    with h5py.File(path, "w") as f:
+        f.create_dataset("scan/image", data=X)
+        f.create_dataset("scan/stack", data=np.stack([Z, Z[::-1]]))
+        f["scan/exposure_s"] = np.float32(0.25)
+        f["scan/axis_um"] = np.linspace(0, 1, 30)
+        f["scan/axis_um"].attrs["units"] = "um"
+        f["meta/patient"] = "anonymous 17"
+        f["meta/notes"] = np.array(["a", "bb", "ccc"], dtype=h5py.string_dtype())
+        f["meta/table"] = np.array([(1, 2.5), (3, 4.5)], dtype=[("id", "<i4"), ("value", "<f8")])
+        f.create_dataset("meta/kind", data=np.array([0, 1, 1], np.uint8),
+                         dtype=h5py.enum_dtype({"dark": 0, "light": 1}, basetype="u1"))
+        f.create_dataset("meta/series", data=np.arange(20000, dtype=np.int64), chunks=(1000,), compression="gzip",
+                         shuffle=True)
+        f["meta"].attrs["instrument"] = "scope 3"
+        f.create_group("meta/deeper/empty").attrs["why"] = "kept"
+        f["alias"] = f["meta/table"]
+        f["scan/patient"] = h5py.SoftLink("/meta/patient")
+        f.create_dataset("refs", data=[f["scan/image"].ref], dtype=h5py.ref_dtype)
+        f.create_dataset("meta/half", data=np.zeros((4, 4), np.float16))  # an image of a type refused
+    return str(path)
+
+
+CARRIED = ["scan/exposure_s", "scan/axis_um", "meta/patient", "meta/notes", "meta/table", "meta/kind", "meta/series"]
+
+
+@pytest.mark.parametrize("np_", [None, 2], ids=["1rank", "2ranks"])
+def test_what_is_not_an_image_is_carried_as_it_is(tmp, np_):
+    """A whole file's metadata reaches the output unchanged (type, values, compression, attributes,
+    links, groups); the images are equalized as ever; a refused image stays refused, or left out
+    under --on-error skip; references, which would point into the input, are left out and said."""
+    inp, out = write_archive(tmp / "in.h5"), tmp / "out.h5"
+    r = run(["-i", inp, "-o", out], np_)
+    assert r.rc == 4 and "in.h5:/meta/half: unsupported type" in r.err, str(r)
+    r = run(["-i", inp, "-o", out, "--on-error", "skip"], np_)
+    assert r.rc == 3, str(r)
+    notes = [l for l in r.err.splitlines() if "not image" in l]
+    assert notes == [f"histeq_dist: note: {out}: 7 datasets of the input that are not images (strings, tables, "
+                     "1-D arrays, scalars) copied as they are; 1 left out, as it holds references into the input"], r.err
+    with h5py.File(inp, "r") as fi, h5py.File(out, "r") as fo:
+        assert_array_equal(fo["scan/image"][()], ref.equalize_one(X, 8), "/scan/image")
+        assert_array_equal(fo["scan/stack"][()], ref.equalize_stack(fi["scan/stack"][()], 8)[0], "/scan/stack")
+        for name in CARRIED:
+            a, b = fi[name], fo[name]
+            assert a.dtype == b.dtype and a.shape == b.shape and a.chunks == b.chunks, name
+            assert a.compression == b.compression and a.shuffle == b.shuffle, name
+            assert np.array_equal(a[()], b[()]), name
+            assert dict(a.attrs) == dict(b.attrs), name
+        assert h5py.check_enum_dtype(fo["meta/kind"].dtype) == {"dark": 0, "light": 1}
+        assert fo["meta"].attrs["instrument"] == "scope 3" and fo["meta/deeper/empty"].attrs["why"] == "kept"
+        assert len(fo["meta/deeper/empty"]) == 0
+        assert fo["scan/patient"][()] == b"anonymous 17"
+        assert "refs" not in fo and "half" not in fo["meta"]
+    got = links(out)
+    assert got["/alias"] == got["/meta/table"] and got["/scan/patient"] == ("soft", "/meta/patient")
+    # -q: no note; a selected metadata dataset is still not an image.
+    r = run(["-i", inp, "-o", tmp / "q.h5", "--on-error", "skip", "-q"], np_)
+    assert r.rc == 3 and "not image" not in r.err, str(r)
+    r = run(["-i", inp + ":/meta/patient", "-o", tmp / "one.h5"])
+    assert r.rc == 4 and "in.h5:/meta/patient: unsupported type (string)" in r.err, str(r)
+
+
+def test_metadata_only_file_has_no_images_and_output_carries_on_resume(tmp):
+    """A file of metadata alone is still 'no image datasets'; a run killed before its close and
+    resumed carries the metadata once."""
+    meta = tmp / "meta.h5"
+    with h5py.File(meta, "w") as f:
+        f["a"] = np.arange(4)
+    r = run(["-i", meta, "-o", tmp / "m_eq.h5"])
+    assert r.rc == 4 and "meta.h5: no image datasets" in r.err, str(r)
+    inp, out = tmp / "in.h5", tmp / "out.h5"
+    with h5py.File(inp, "w") as f:
+        f["stack"] = np.random.default_rng(3).integers(0, 255, (6, 60, 70), dtype=np.uint8)
+        f["times"] = np.arange(6.0)
+        f["g/label"] = "six slices"
+    r = run(["-i", inp, "-o", out, "--block", "8K", "-q"], None, env={"HQ_JOURNAL_FLUSH_S": "0", "HQ_FAULT_KILL": "0:2"})
+    assert r.rc != 0 and os.path.isdir(str(out) + ".journal"), str(r)
+    run_ok(["-i", inp, "-o", out, "--block", "8K", "--resume", "-q"])
+    run_ok(["-i", inp, "-o", tmp / "whole.h5", "--block", "8K", "-q"])
+    with h5py.File(out, "r") as fo, h5py.File(tmp / "whole.h5", "r") as fw:
+        assert np.array_equal(fo["stack"][()], fw["stack"][()])
+        assert np.array_equal(fo["times"][()], np.arange(6.0)) and fo["g/label"][()] == b"six slices"
+        assert sorted(fo) == sorted(fw) == ["g", "histeq_dist", "stack", "times"]

@@ -1,0 +1,316 @@
+/* carry.c — what a whole-file input holds beside its images (strings, tables, 1-D axes, scalars,
+ * and the groups that hold only such) copied unchanged into the output.
+ *
+ * Why: an archive's file keeps its metadata next to its images. The scan refused the whole file
+ * for one string dataset (exit 4), and with --on-error skip the output went without it.
+ *
+ * Contract:
+ *  - hdf5_image_kind(d): 1 when dataset d could be an image (an integer or float type, two
+ *    dimensions or more). The whole-file scan takes such a dataset as an image (refused or skipped
+ *    when it is not a supported one, as before) and leaves every other out of the inventory; a
+ *    dataset named on the command line is judged as an image whatever it is.
+ *  - hdf5_carry (rank 0 alone, serially, after every rank has closed OUT.part and before it is
+ *    checked and renamed, as szip_masks.c; a whole-file input only): walks the input's links.
+ *    Every hard link to a dataset that is not an item of the inventory (images, and the skipped
+ *    ones, which stay out), under a path the output lacks, gets the dataset copied with H5Ocopy:
+ *    type, shape, layout, filters and bytes as they are, and its attributes as output_layout.c
+ *    copies an image's (hdf5_attr_cb: no references, none over 32 KiB). A group the output lacks
+ *    is made, with its attributes; a further hard link to something copied here is made a hard
+ *    link to the copy. Soft links are made at create (links.c); external links, named datatypes,
+ *    datasets of references (they would point into the input; counted in *refs) and /histeq_dist
+ *    (unless the input's own images lie there) are left out. A path the output
+ *    already has is left as it is, so a close that a kill interrupted can run again on --resume.
+ *    Counts what it copied in *copied; an error names the output and the dataset (HQ_EIO).
+ *  - hdf5_carry_check (the scan's child, hdf5_check_metadata): the same walk into a file in
+ *    memory, datasets over CHECK_MAX bytes of storage left out, so that metadata HDF5 cannot copy
+ *    (or that crashes it) is found before any pixel moves: HQ_EINPUT naming the dataset. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "hdf5_internal.h"
+
+#define CHECK_MAX ((hsize_t)64 << 20)
+
+int hdf5_image_kind(hid_t d)
+{
+    const hid_t t = H5Dget_type(d), s = H5Dget_space(d);
+    const H5T_class_t cls = t >= 0 ? H5Tget_class(t) : H5T_NO_CLASS;
+    const int rank = s >= 0 ? H5Sget_simple_extent_ndims(s) : -1;
+    if (t >= 0)
+        H5Tclose(t);
+    if (s >= 0)
+        H5Sclose(s);
+    H5Eclear2(H5E_DEFAULT);
+    /* Unreadable type or space: an image's problem to report, not metadata to copy. */
+    if (cls == H5T_NO_CLASS || rank < 0)
+        return 1;
+    return (cls == H5T_INTEGER || cls == H5T_FLOAT) && rank >= 2;
+}
+
+/* An object of the input by its address, and its path in the output. */
+typedef struct addr_path {
+    haddr_t addr;
+    char *path; /* NULL: an item of the inventory, never copied */
+    int used;
+} addr_path;
+
+typedef struct carry_walk {
+    hid_t in, out;
+    const char *in_name, *out_name; /* for messages */
+    int mirror_own;                 /* links under /histeq_dist are the input's own, copied too */
+    hsize_t max_storage;            /* datasets with more storage are not copied (the check); 0: all */
+    int err_code;                   /* HQ_EIO at close, HQ_EINPUT in the check */
+    addr_path *known;               /* open addressing by address: a file can hold 10^5 images */
+    size_t n, cap;
+    uint64_t copied, refs; /* datasets copied; left out for their references */
+    int rc;
+    hq_err *err;
+} carry_walk;
+
+static size_t slot_of(const carry_walk *w, haddr_t a)
+{
+    size_t h = (size_t)((uint64_t)a * 0x9E3779B97F4A7C15ull >> 17) & (w->cap - 1);
+    while (w->known[h].used && w->known[h].addr != a)
+        h = (h + 1) & (w->cap - 1);
+    return h;
+}
+
+static addr_path *find(carry_walk *w, haddr_t a)
+{
+    if (!w->cap)
+        return NULL;
+    addr_path *k = &w->known[slot_of(w, a)];
+    return k->used ? k : NULL;
+}
+
+static int remember(carry_walk *w, haddr_t a, const char *path)
+{
+    if (2 * (w->n + 1) > w->cap) {
+        const size_t cap = w->cap ? 2 * w->cap : 1024;
+        addr_path *old = w->known;
+        const size_t old_cap = w->cap;
+        if (!(w->known = calloc(cap, sizeof *w->known))) {
+            w->known = old;
+            return -1;
+        }
+        w->cap = cap;
+        for (size_t i = 0; i < old_cap; i++)
+            if (old[i].used)
+                w->known[slot_of(w, old[i].addr)] = old[i];
+        free(old);
+    }
+    addr_path *k = &w->known[slot_of(w, a)];
+    if (k->used)
+        return 0; /* an item listed twice */
+    k->addr = a;
+    k->path = path ? strdup(path) : NULL;
+    if (path && !k->path)
+        return -1;
+    k->used = 1;
+    w->n++;
+    return 0;
+}
+
+/* Whether every group on the way to `path` and the link itself exist in f (H5Lexists needs its
+ * parents to). */
+static int path_exists(hid_t f, const char *path)
+{
+    char *p = strdup(path);
+    if (!p)
+        return -1;
+    int yes = 1;
+    for (char *s = strchr(p + 1, '/'); yes && s; s = strchr(s + 1, '/')) {
+        *s = '\0';
+        yes = H5Lexists(f, p, H5P_DEFAULT) > 0;
+        *s = '/';
+    }
+    if (yes)
+        yes = H5Lexists(f, p, H5P_DEFAULT) > 0;
+    free(p);
+    H5Eclear2(H5E_DEFAULT);
+    return yes;
+}
+
+static int fail(carry_walk *w, const char *path, const char *what)
+{
+    char det[512];
+    hdf5_detail(det, sizeof det);
+    if (w->err_code == HQ_EINPUT)
+        w->rc = hq_fail(w->err, HQ_EINPUT, "%s:%s: cannot copy it to the output (%s)%s", w->in_name, path, what, det);
+    else
+        w->rc = hq_fail(w->err, HQ_EIO, "%s:%s: cannot copy it from the input (%s)%s", w->out_name, path, what, det);
+    return -1;
+}
+
+static int copy_attrs(carry_walk *w, const char *path)
+{
+    hid_t src = H5Oopen(w->in, path, H5P_DEFAULT), dst = H5Oopen(w->out, path, H5P_DEFAULT);
+    int rc = src >= 0 && dst >= 0 ? 0 : fail(w, path, "opening it");
+    if (!rc) {
+        attr_ctx c = {dst, w->out_name, path, w->err, 0};
+        hsize_t idx = 0;
+        if (H5Aiterate2(src, H5_INDEX_NAME, H5_ITER_INC, &idx, hdf5_attr_cb, &c) < 0 || c.rc)
+            rc = c.rc ? (w->rc = c.rc, -1) : fail(w, path, "its attributes");
+    }
+    hdf5_close_id(&src, H5Oclose);
+    hdf5_close_id(&dst, H5Oclose);
+    return rc;
+}
+
+static hsize_t storage_of(hid_t in, const char *path)
+{
+    hid_t d = H5Dopen2(in, path, H5P_DEFAULT);
+    const hsize_t n = d >= 0 ? H5Dget_storage_size(d) : 0;
+    hdf5_close_id(&d, H5Dclose);
+    H5Eclear2(H5E_DEFAULT);
+    return n;
+}
+
+/* A type that holds references: they would point into the input. */
+static int holds_references(hid_t in, const char *path)
+{
+    hid_t d = H5Dopen2(in, path, H5P_DEFAULT);
+    hid_t t = d >= 0 ? H5Dget_type(d) : H5I_INVALID_HID;
+    const int yes = t >= 0 && H5Tdetect_class(t, H5T_REFERENCE) > 0;
+    hdf5_close_id(&t, H5Tclose);
+    hdf5_close_id(&d, H5Dclose);
+    H5Eclear2(H5E_DEFAULT);
+    return yes;
+}
+
+static int copy_dataset(carry_walk *w, const char *path)
+{
+    if (holds_references(w->in, path)) {
+        w->refs++;
+        return 0;
+    }
+    if (w->max_storage && storage_of(w->in, path) > w->max_storage)
+        return 0;
+    /* Attributes apart: H5Ocopy would carry references into the input's address space. */
+    hid_t ocpy = H5Pcreate(H5P_OBJECT_COPY);
+    int rc = ocpy >= 0 && H5Pset_copy_object(ocpy, H5O_COPY_WITHOUT_ATTR_FLAG) >= 0 &&
+                     H5Ocopy(w->in, path, w->out, path, ocpy, H5P_DEFAULT) >= 0
+                 ? 0
+                 : fail(w, path, "the data");
+    hdf5_close_id(&ocpy, H5Pclose);
+    if (!rc)
+        rc = copy_attrs(w, path);
+    if (!rc)
+        w->copied++;
+    return rc;
+}
+
+static int make_group(carry_walk *w, const char *path)
+{
+    hid_t g = H5Gcreate2(w->out, path, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+    if (g < 0)
+        return fail(w, path, "making the group");
+    H5Gclose(g);
+    return copy_attrs(w, path);
+}
+
+static herr_t visit_link(hid_t g, const char *name, const H5L_info_t *li, void *data)
+{
+    (void)g;
+    carry_walk *w = data;
+    const size_t len = strlen(name) + 2;
+    char *path = malloc(len);
+    if (!path) {
+        w->rc = hq_fail(w->err, HQ_EMEM, "%s: out of memory", w->out_name);
+        return -1;
+    }
+    snprintf(path, len, "/%s", name);
+    int rc = 0;
+    H5O_info_t oi;
+    if (li->type != H5L_TYPE_HARD || (hdf5_under_own_group(path) && !w->mirror_own))
+        goto done;
+    const int have = path_exists(w->out, path);
+    if (have < 0) {
+        rc = -1;
+        w->rc = hq_fail(w->err, HQ_EMEM, "%s: out of memory", w->out_name);
+        goto done;
+    }
+    if (have)
+        goto done;
+    if (H5Oget_info_by_name2(w->in, path, &oi, H5O_INFO_BASIC, H5P_DEFAULT) < 0) {
+        rc = fail(w, path, "reading what it is");
+        goto done;
+    }
+    if (oi.type != H5O_TYPE_DATASET && oi.type != H5O_TYPE_GROUP)
+        goto done; /* a named datatype */
+    const addr_path *k = find(w, oi.addr);
+    if (k && !k->path)
+        goto done; /* an image (or a skipped one) under a further name: links.c's, or left out */
+    if (k) {
+        if (H5Lcreate_hard(w->out, k->path, w->out, path, H5P_DEFAULT, H5P_DEFAULT) < 0)
+            rc = fail(w, path, "linking it");
+        goto done;
+    }
+    rc = oi.type == H5O_TYPE_DATASET ? copy_dataset(w, path) : make_group(w, path);
+    if (!rc && remember(w, oi.addr, path)) {
+        rc = -1;
+        w->rc = hq_fail(w->err, HQ_EMEM, "%s: out of memory", w->out_name);
+    }
+done:
+    free(path);
+    H5Eclear2(H5E_DEFAULT);
+    return rc < 0 ? -1 : 0;
+}
+
+/* The walk itself: the items are known by address first, so that none of them is copied. */
+static int walk(carry_walk *w, const hq_inventory *inv)
+{
+    for (size_t i = 0; i < inv->n && !w->rc; i++) {
+        H5O_info_t oi;
+        if (H5Oget_info_by_name2(w->in, inv->items[i].name, &oi, H5O_INFO_BASIC, H5P_DEFAULT) >= 0 &&
+            remember(w, oi.addr, NULL))
+            w->rc = hq_fail(w->err, HQ_EMEM, "%s: out of memory", w->out_name);
+        H5Eclear2(H5E_DEFAULT);
+    }
+    /* Native order: HDF5 1.10 sorting a damaged dense group's links frees garbage (scan_file.c). */
+    if (!w->rc && H5Lvisit(w->in, H5_INDEX_NAME, H5_ITER_NATIVE, visit_link, w) < 0 && !w->rc)
+        fail(w, "/", "listing its links");
+    for (size_t i = 0; i < w->cap; i++)
+        free(w->known[i].path);
+    free(w->known);
+    return w->rc;
+}
+
+int hdf5_carry(hq_io *io, uint64_t *copied, uint64_t *refs, hq_err *err)
+{
+    *copied = *refs = 0;
+    if (io->inv.one_dataset)
+        return 0;
+    hid_t in = H5Fopen(io->inv.root, H5F_ACC_RDONLY, H5P_DEFAULT);
+    hid_t out = in >= 0 ? H5Fopen(io->part_path, H5F_ACC_RDWR, H5P_DEFAULT) : H5I_INVALID_HID;
+    carry_walk w = {.in = in, .out = out, .in_name = io->inv.root, .out_name = io->out_path,
+                    .mirror_own = hdf5_collides_with_own_group(io), .err_code = HQ_EIO, .err = err};
+    int rc = in >= 0 && out >= 0 ? walk(&w, &io->inv) : fail(&w, "/", "opening the files");
+    *copied = w.copied;
+    *refs = w.refs;
+    hdf5_close_id(&in, H5Fclose);
+    if (out >= 0 && H5Fclose(out) < 0 && !rc)
+        rc = fail(&w, "/", "closing the output");
+    H5Eclear2(H5E_DEFAULT);
+    return rc;
+}
+
+int hdf5_carry_check(hid_t in, const hq_inventory *inv, hq_err *err)
+{
+    if (inv->one_dataset)
+        return 0;
+    /* A file in memory only: nothing reaches a disk. */
+    hid_t fapl = H5Pcreate(H5P_FILE_ACCESS);
+    hid_t out = fapl >= 0 && H5Pset_fapl_core(fapl, (size_t)1 << 20, 0) >= 0
+                    ? H5Fcreate("histeq_dist-carry-check", H5F_ACC_TRUNC, H5P_DEFAULT, fapl)
+                    : H5I_INVALID_HID;
+    hdf5_close_id(&fapl, H5Pclose);
+    carry_walk w = {.in = in, .out = out, .in_name = inv->root, .out_name = inv->root,
+                    .mirror_own = hdf5_inv_collides_with_own_group(inv),
+                    .max_storage = CHECK_MAX, .err_code = HQ_EINPUT, .err = err};
+    int rc = out >= 0 ? walk(&w, inv) : 0; /* no file in memory: the close finds out */
+    hdf5_close_id(&out, H5Fclose);
+    H5Eclear2(H5E_DEFAULT);
+    return rc;
+}
