@@ -8,6 +8,8 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "../core/samepath.h"
+
 const char *hq_output_suffix(const char *method_name)
 {
     static const char *const SUFFIX[][2] = {{"clahe", "_clahe"}, {"match", "_match"}};
@@ -67,4 +69,22 @@ int hq_default_output(const hq_inventory *inv, const char *suffix, char **out, h
     if (!realpath(root, real))
         return hq_fail(err, HQ_EUSAGE, "%s: cannot name an output beside it; give --output", root);
     return hq_output_name(real, HQ_OUTNAME_DIR, suffix, out, err);
+}
+
+int hq_in_dir(const char *path, const char *dir)
+{
+    char pd[4096];
+    return !hq_dir_of(path, pd, sizeof pd) && hq_same_path(pd, dir);
+}
+
+int hq_item_file_in(const char *path, const char *dir, const hq_inventory *inv)
+{
+    unsigned long bn;
+    const char *base = hq_base_of(path, &bn);
+    if (!hq_in_dir(path, dir))
+        return 0;
+    for (size_t i = 0; i < inv->n; i++)
+        if (strlen(inv->items[i].name) == bn && !memcmp(inv->items[i].name, base, bn))
+            return 1;
+    return 0;
 }

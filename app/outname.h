@@ -29,4 +29,10 @@ int hq_output_name(const char *path, hq_outname_kind kind, const char *suffix, c
  * DIR (through realpath when it is "." or ".."), a list file as LIST. */
 int hq_default_output(const hq_inventory *inv, const char *suffix, char **out, hq_err *err);
 
+/* Whether path lies directly in directory dir (the same directory, however spelled). */
+int hq_in_dir(const char *path, const char *dir);
+/* Whether path is NAME directly in directory dir for the name of one of the items: a file that a
+ * PNG collection's output (or mask) directory dir holds or will hold. */
+int hq_item_file_in(const char *path, const char *dir, const hq_inventory *inv);
+
 #endif

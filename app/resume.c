@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 
 #include "../core/samepath.h"
+#include "outname.h"
 #include "../io/io.h"
 
 /* The identity of what a --mask or --reference names (FILE of FILE.h5:/dset; every file of a mask
@@ -198,11 +199,39 @@ static int clash_with_own_files(const hq_options *o, const hq_inventory *inv, hq
     return rc;
 }
 
+/* Rank 0, before anything is touched: the output must not replace what the run reads besides its
+ * input (the format checks that one): the --mask or --reference file, or for a PNG directory the
+ * mask directory itself or a file the output will hold. With --force it would, and exit 0. */
+static int output_replaces_a_read_file(const hq_options *o, const hq_inventory *inv, hq_err *err)
+{
+    const char *const specs[2] = {o->mask, o->reference && strcmp(o->reference, "global") ? o->reference : NULL};
+    const char *const what[2] = {"--mask", "--reference"};
+    const int png_dir = inv->format == HQ_FMT_PNG && inv->root_is_dir;
+    int rc = 0;
+    for (int k = 0; k < 2 && !rc; k++) {
+        char *file = specs[k] ? hq_io_spec_file(specs[k]) : NULL;
+        if (!specs[k])
+            continue;
+        if (!file)
+            return hq_fail(err, HQ_EMEM, "%s: out of memory", o->output);
+        if (hq_same_path(o->output, file))
+            rc = hq_fail(err, HQ_EUSAGE, "%s: the output is the %s file %s, which the run reads", o->output, what[k],
+                         file);
+        else if (png_dir && hq_item_file_in(file, o->output, inv))
+            rc = hq_fail(err, HQ_EUSAGE, "%s: the output directory would replace the %s file %s, which the run "
+                         "reads", o->output, what[k], file);
+        free(file);
+    }
+    return rc;
+}
+
 int hq_resume_decide(const hq_options *o, const hq_comm *c, const hq_inventory *inv, hq_resume *res, hq_err *err)
 {
     memset(res, 0, sizeof *res);
     res->lock_fd = -1;
-    int rc = c->rank == 0 ? clash_with_own_files(o, inv, err) : 0;
+    int rc = c->rank == 0 ? output_replaces_a_read_file(o, inv, err) : 0;
+    if (!rc && c->rank == 0)
+        rc = clash_with_own_files(o, inv, err);
     if (!rc && c->rank == 0)
         rc = hq_journal_foreign(o->output, err);
     if (!rc && c->rank == 0)

@@ -11,6 +11,7 @@
 
 #include "../core/doomed.h"
 #include "../core/samepath.h"
+#include "outname.h"
 #include "../io/io.h"
 #include "../report/html.h"
 
@@ -53,27 +54,6 @@ static FILE *create_part(const char *tmp, int *slot)
     return f;
 }
 
-/* Whether path lies directly in directory dir. */
-static int in_dir(const char *path, const char *dir)
-{
-    char pd[4096];
-    return !hq_dir_of(path, pd, sizeof pd) && hq_same_path(pd, dir);
-}
-
-/* Whether path is NAME inside directory dir for the name of one of the items (an output or mask
- * file of a PNG collection). */
-static int is_item_in(const char *path, const char *dir, const hq_inventory *inv)
-{
-    unsigned long bn;
-    const char *base = hq_base_of(path, &bn);
-    if (!in_dir(path, dir))
-        return 0;
-    for (size_t i = 0; i < inv->n; i++)
-        if (strlen(inv->items[i].name) == bn && !memcmp(inv->items[i].name, base, bn))
-            return 1;
-    return 0;
-}
-
 /* The files the run reads or writes that the summary must not replace. */
 static int guard(const char *path, const hq_options *o, const hq_inventory *inv, hq_err *err)
 {
@@ -87,15 +67,15 @@ static int guard(const char *path, const hq_options *o, const hq_inventory *inv,
         return hq_fail(err, HQ_EUSAGE, "%s: --summary FILE cannot be the output", path);
     if (hq_same_path(path, inv->root))
         return hq_fail(err, HQ_EUSAGE, "%s: --summary FILE cannot be the input", path);
-    if (inv->format == HQ_FMT_PNG && inv->root_is_dir && is_item_in(path, o->output, inv))
+    if (inv->format == HQ_FMT_PNG && inv->root_is_dir && hq_item_file_in(path, o->output, inv))
         return hq_fail(err, HQ_EUSAGE, "%s: --summary FILE cannot be one of the output's files", path);
-    if (o->report && (hq_same_path(path, o->report) || in_dir(path, o->report)))
+    if (o->report && (hq_same_path(path, o->report) || hq_in_dir(path, o->report)))
         return hq_fail(err, HQ_EUSAGE, "%s: --summary FILE cannot be the --report directory or a file in it", path);
     const char *const specs[2] = {o->reference, o->mask}, *const what[2] = {"--reference", "--mask"};
     for (int k = 0; k < 2; k++) {
         char *file = specs[k] ? hq_io_spec_file(specs[k]) : NULL;
         const int clash = file && (hq_same_path(path, file) || (stat(file, &st) == 0 && S_ISDIR(st.st_mode) &&
-                                                               is_item_in(path, file, inv)));
+                                                               hq_item_file_in(path, file, inv)));
         free(file);
         if (clash)
             return hq_fail(err, HQ_EUSAGE, "%s: --summary FILE cannot be a file of %s", path, what[k]);

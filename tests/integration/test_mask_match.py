@@ -533,3 +533,41 @@ def test_palette_png_mask_inside(tmp, alpha):
     outside = disc_mask(48, 52, r=0.35) == 0
     assert_array_equal(got.samples[outside], rgb[outside], "masked-out pixels left as they were")
     assert not np.array_equal(got.samples, rgb), "the masked-in pixels were remapped"
+
+
+@pytest.mark.parametrize("np_", [None, 2])
+def test_output_never_replaces_the_mask_or_reference(tmp, np_):
+    """--force replaces an output; it must not replace what the run reads besides its input: a
+    --mask or --reference file given as the output, a PNG mask directory given as the output
+    directory, or a mask or reference PNG that the output directory would overwrite. Each is one
+    line, exit 2, and every file is left as it was."""
+    img = ref.low_contrast(20, 24, 10, 90, np.uint8, seed=4)
+    inp, mfile, rfile = tmp / "in.h5", tmp / "mask.h5", tmp / "ref.h5"
+    write_h5(inp, x=img)
+    write_h5(mfile, m=np.ones((20, 24), np.uint8))
+    write_h5(rfile, r=ref.low_contrast(20, 24, 0, 255, np.uint8, seed=5))
+    d, md = tmp / "pngs", tmp / "masks"
+    os.makedirs(d)
+    os.makedirs(md)
+    for name in ("a.png", "b.png"):
+        pngio.write(d / name, img, 8, pngio.GRAY)
+        pngio.write(md / name, np.ones((20, 24), np.uint8), 8, pngio.GRAY)
+    rpng = tmp / "out" / "b.png"
+    os.makedirs(rpng.parent)
+    pngio.write(rpng, img[::-1], 8, pngio.GRAY)
+    cases = [
+        (["-i", f"{inp}:/x", "-o", mfile, "--mask", f"{mfile}:/m"], "the --mask file"),
+        (["-i", f"{inp}:/x", "-o", rfile, "--method", "match", "--reference", f"{rfile}:/r"], "the --reference file"),
+        (["-i", d, "-o", md, "--mask", md], "the --mask file"),
+        (["-i", d, "-o", tmp / "elsewhere", "--mask", md / "a.png"], None),  # no file of the mask's: allowed
+        (["-i", d, "-o", rpng.parent, "--method", "match", "--reference", rpng], "would replace the --reference"),
+        (["-i", d, "-o", md, "--mask", md / "a.png"], "would replace the --mask"),
+    ]
+    before = {p: p.read_bytes() for p in (mfile, rfile, rpng, md / "a.png", md / "b.png")}
+    for args, named in cases:
+        r = run(args + ["--force"], np_)
+        if named is None:
+            assert r.rc == 0, str(r)
+            continue
+        one_line(r, E_USAGE, named)
+        assert all(p.read_bytes() == b for p, b in before.items()), args
