@@ -63,7 +63,7 @@ int hq_journal_exists(const char *out);
  * run would otherwise empty or follow; 0 when there is none or it is a journal. */
 int hq_journal_foreign(const char *out, hq_err *err);
 
-/* ".NAME.lock" beside OUT (malloc'd): the run lock's name. */
+/* ".NAME.lock" beside OUT (malloc'd): the run lock's name; OUT a symbolic link: its target's. */
 char *hq_journal_lock_path(const char *out);
 
 /* 1 when OUT.journal holds its id: a journal without one was interrupted while it was being made,

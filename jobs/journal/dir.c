@@ -247,8 +247,46 @@ done:
 /* The lock file's slot in core/doomed.h's registry (one run lock a process). */
 static int lock_slot = -1;
 
+/* OUT's final symbolic links followed, whether or not what they name exists yet (a run that has
+ * not made its output directory): malloc'd, or NULL when OUT is no link (or out of memory). */
+static char *follow_links(const char *out)
+{
+    char *cur = strndup(out, name_len(out)); /* "link/" would be followed by lstat */
+    int hops = 0;
+    for (struct stat st; cur && hops < 40 && lstat(cur, &st) == 0 && S_ISLNK(st.st_mode); hops++) {
+        char target[4096];
+        const ssize_t n = readlink(cur, target, sizeof target - 1);
+        if (n <= 0)
+            break;
+        target[n] = '\0';
+        const char *slash = strrchr(cur, '/');
+        const size_t dir = target[0] == '/' || !slash ? 0 : (size_t)(slash - cur) + 1;
+        char *next = malloc(dir + (size_t)n + 1);
+        if (next) {
+            memcpy(next, cur, dir);
+            memcpy(next + dir, target, (size_t)n + 1);
+        }
+        free(cur);
+        cur = next;
+    }
+    if (!hops) {
+        free(cur);
+        return NULL;
+    }
+    return cur;
+}
+
 char *hq_journal_lock_path(const char *out)
 {
+    /* OUT as a symbolic link (to a PNG output directory, say) names the output it points to: the
+     * lock goes with that, or a run through the link and a run on the target would each hold a
+     * lock of their own and write one directory. */
+    char *target = follow_links(out);
+    if (target) {
+        char *p = hq_journal_lock_path(target);
+        free(target);
+        return p;
+    }
     const size_t len = name_len(out);
     size_t start = len;
     while (start > 0 && out[start - 1] != '/')

@@ -404,6 +404,30 @@ def test_the_run_lock_is_honoured_before_anything_is_touched(tmp):
     assert not lock_of(out).exists() and not lock_of(want).exists()
 
 
+@pytest.mark.parametrize("spelling", ["link", "link/", "chain/", "dangling"])
+def test_the_lock_follows_an_output_named_through_a_symbolic_link(tmp, spelling):
+    """The lock was named after OUT as typed: a run writing outd/ and another given a symbolic link
+    to it (--force) held two locks and wrote one directory; the first, failing, took back the
+    second's images and left a completion mark beside a partial set. A link names its target's lock,
+    also through a chain of links and before the target exists (the first run has not made it)."""
+    import fcntl
+    d = tmp / "pngs"
+    make_pngs(d, 3)
+    target = tmp / "outd"
+    os.symlink("outd", tmp / "link")
+    os.symlink("link", tmp / "chain")
+    os.symlink("outd", tmp / "dangling")
+    with open(lock_of(target), "w") as held:
+        fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        r = run(["-i", d, "-o", str(tmp / spelling), "--force"])
+        assert r.rc == 2 and len(r.err_lines) == 1 and "another run is still writing it" in r.err_lines[0], str(r)
+        assert not target.exists()
+    target.mkdir()  # a link to a directory not made yet is not a directory to make
+    run_ok(["-i", d, "-o", str(tmp / spelling), "-q"])
+    assert sorted(os.listdir(target)) == sorted(os.listdir(d) + ["histeq_dist.complete"])
+    assert not lock_of(target).exists() and not (tmp / ".link.lock").exists()
+
+
 @pytest.mark.parametrize("kind", ["symlink", "fifo"])
 def test_a_planted_lock_name_is_refused_not_followed(tmp, kind):
     """A symbolic link planted under the lock's name was followed: the run created (or held) the
