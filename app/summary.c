@@ -1,4 +1,5 @@
 /* summary.c — --summary FILE; contract in summary.h. */
+#define _DEFAULT_SOURCE /* realpath */
 #include "summary.h"
 
 #include <errno.h>
@@ -11,6 +12,7 @@
 
 #include "../core/doomed.h"
 #include "../core/samepath.h"
+#include "../jobs/journal.h"
 #include "outname.h"
 #include "../io/io.h"
 #include "../report/html.h"
@@ -54,6 +56,34 @@ static FILE *create_part(const char *tmp, int *slot)
     return f;
 }
 
+/* A FILE that exists and is neither a regular file nor a directory (a FIFO, /dev/stdout, a
+ * terminal): written into as it is, never replaced by a rename. */
+static int is_special(const char *path)
+{
+    struct stat st;
+    return stat(path, &st) == 0 && !S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode);
+}
+
+/* Where the summary goes: a symbolic link's target (realpath, when it exists), so that the rename
+ * replaces the file the link names rather than the link; malloc'd. */
+static char *target_of(const char *path)
+{
+    struct stat st;
+    char *real = lstat(path, &st) == 0 && S_ISLNK(st.st_mode) ? realpath(path, NULL) : NULL;
+    return real ? real : strdup(path);
+}
+
+/* Whether path is OUT's journal or lock, or lies in the journal: the run removes those. */
+static int own_bookkeeping(const char *path, const char *out)
+{
+    char *names[2] = {hq_journal_dir(out), hq_journal_lock_path(out)};
+    const int yes = (names[0] && (hq_same_path(path, names[0]) || hq_in_dir(path, names[0]))) ||
+                    (names[1] && hq_same_path(path, names[1]));
+    free(names[0]);
+    free(names[1]);
+    return yes;
+}
+
 /* The files the run reads or writes that the summary must not replace. */
 static int guard(const char *path, const hq_options *o, const hq_inventory *inv, hq_err *err)
 {
@@ -63,12 +93,19 @@ static int guard(const char *path, const hq_options *o, const hq_inventory *inv,
         return hq_fail(err, HQ_EUSAGE, "--summary: empty file name");
     if (exists && S_ISDIR(st.st_mode))
         return hq_fail(err, HQ_EUSAGE, "%s: --summary FILE is a directory", path);
+    if (own_bookkeeping(path, o->output))
+        return hq_fail(err, HQ_EUSAGE, "%s: --summary FILE cannot be the output's journal or lock", path);
     if (hq_same_path(path, o->output))
         return hq_fail(err, HQ_EUSAGE, "%s: --summary FILE cannot be the output", path);
     if (hq_same_path(path, inv->root))
         return hq_fail(err, HQ_EUSAGE, "%s: --summary FILE cannot be the input", path);
-    if (inv->format == HQ_FMT_PNG && inv->root_is_dir && hq_item_file_in(path, o->output, inv))
-        return hq_fail(err, HQ_EUSAGE, "%s: --summary FILE cannot be one of the output's files", path);
+    if (inv->format == HQ_FMT_PNG && inv->root_is_dir) {
+        unsigned long bn;
+        const char *base = hq_base_of(path, &bn);
+        const int mark = bn == strlen(HQ_PNG_DIR_MARK) && !memcmp(base, HQ_PNG_DIR_MARK, bn) && hq_in_dir(path, o->output);
+        if (mark || hq_item_file_in(path, o->output, inv))
+            return hq_fail(err, HQ_EUSAGE, "%s: --summary FILE cannot be one of the output's files", path);
+    }
     if (o->report && (hq_same_path(path, o->report) || hq_in_dir(path, o->report)))
         return hq_fail(err, HQ_EUSAGE, "%s: --summary FILE cannot be the --report directory or a file in it", path);
     const char *const specs[2] = {o->reference, o->mask}, *const what[2] = {"--reference", "--mask"};
@@ -86,39 +123,81 @@ static int guard(const char *path, const hq_options *o, const hq_inventory *inv,
     return 0;
 }
 
-int hq_summary_check(const char *path, const hq_options *o, const hq_inventory *inv, hq_err *err)
+int hq_summary_check(const char *given, const hq_options *o, const hq_inventory *inv, hq_err *err)
 {
-    int rc = guard(path, o, inv, err);
+    int rc = guard(given, o, inv, err);
     if (rc)
         return rc;
+    if (is_special(given))
+        return access(given, W_OK) == 0 ? 0 : hq_fail(err, HQ_EIO, "%s: cannot write (%s)", given, strerror(errno));
+    char *path = target_of(given);
+    if (!path)
+        return hq_fail(err, HQ_EMEM, "%s: out of memory", given);
+    if (strcmp(path, given) && (rc = guard(path, o, inv, err)) != 0) {
+        free(path);
+        return rc;
+    }
     char *tmp = part_path(path);
-    if (!tmp)
-        return hq_fail(err, HQ_EMEM, "%s: out of memory", path);
+    if (!tmp) {
+        free(path);
+        return hq_fail(err, HQ_EMEM, "%s: out of memory", given);
+    }
     int slot;
     FILE *f = create_part(tmp, &slot);
     if (!f)
-        rc = hq_fail(err, HQ_EIO, "%s: cannot write (%s)", path, strerror(errno));
+        rc = hq_fail(err, HQ_EIO, "%s: cannot write (%s)", given, strerror(errno));
     else {
         fclose(f);
         unlink(tmp);
         hq_doomed_drop(slot);
     }
     free(tmp);
+    free(path);
     return rc;
 }
 
-int hq_summary_write(const char *path, const hq_summary *s, hq_err *err)
+static void put_summary(FILE *f, const hq_summary *s);
+
+int hq_summary_write(const char *given, const hq_summary *s, hq_err *err)
 {
-    char *tmp = part_path(path);
-    if (!tmp)
-        return hq_fail(err, HQ_EMEM, "%s: out of memory", path);
+    if (is_special(given)) {
+        FILE *f = fopen(given, "w");
+        if (!f)
+            return hq_fail(err, HQ_EIO, "%s: cannot write (%s)", given, strerror(errno));
+        put_summary(f, s);
+        const int bad = ferror(f) | (fclose(f) != 0);
+        return bad ? hq_fail(err, HQ_EIO, "%s: cannot write (%s)", given, strerror(errno)) : 0;
+    }
+    char *path = target_of(given);
+    char *tmp = path ? part_path(path) : NULL;
+    if (!tmp) {
+        free(path);
+        return hq_fail(err, HQ_EMEM, "%s: out of memory", given);
+    }
     int slot;
     FILE *f = create_part(tmp, &slot);
     if (!f) {
-        int rc = hq_fail(err, HQ_EIO, "%s: cannot write (%s)", path, strerror(errno));
+        int rc = hq_fail(err, HQ_EIO, "%s: cannot write (%s)", given, strerror(errno));
         free(tmp);
+        free(path);
         return rc;
     }
+    put_summary(f, s);
+    int bad = ferror(f);
+    bad |= fclose(f) != 0;
+    int rc = 0;
+    if (bad || rename(tmp, path) != 0) {
+        rc = hq_fail(err, HQ_EIO, "%s: cannot write (%s)", given, strerror(errno));
+        unlink(tmp);
+    }
+    hq_doomed_drop(slot);
+    free(tmp);
+    free(path);
+    return rc;
+}
+
+static void put_summary(FILE *f, const hq_summary *s)
+{
     fputs("{\n", f);
     put_field(f, "version", s->version, 0);
     put_field(f, "input", s->input, 0);
@@ -142,14 +221,4 @@ int hq_summary_write(const char *path, const hq_summary *s, hq_err *err)
         fprintf(f, "    \"%s\": {\"max_s\": %.6f, \"mean_s\": %.6f}%s\n", s->phase_names[k], s->phase_max[k],
                 s->phase_mean[k], k + 1 < HQ_SUMMARY_PHASES ? "," : "");
     fputs("  }\n}\n", f);
-    int bad = ferror(f);
-    bad |= fclose(f) != 0;
-    int rc = 0;
-    if (bad || rename(tmp, path) != 0) {
-        rc = hq_fail(err, HQ_EIO, "%s: cannot write (%s)", path, strerror(errno));
-        unlink(tmp);
-    }
-    hq_doomed_drop(slot);
-    free(tmp);
-    return rc;
 }

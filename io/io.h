@@ -166,6 +166,9 @@ int hq_io_scan(const char *input, int skip_bad, hq_inventory *inv, hq_err *err);
  * malloc'd, else 0. */
 int hq_io_split_dataset(const char *spec, char **file, char **dset);
 
+/* In a finished PNG output directory: written last, so a directory without it is unfinished. */
+#define HQ_PNG_DIR_MARK "histeq_dist.complete"
+
 /* The file a spec names (a --mask or --reference): FILE of an existing FILE:DATASET, else the spec
  * itself; malloc'd (NULL when out of memory). */
 char *hq_io_spec_file(const char *spec);

@@ -50,8 +50,7 @@
 #include "codec.h"
 
 #define STDIO_BUF_BYTES (1u << 20)
-/* In a finished output directory: written last, so a directory without it is unfinished. */
-#define COMPLETE_NAME "histeq_dist.complete"
+#define COMPLETE_NAME HQ_PNG_DIR_MARK
 #ifndef HQ_VERSION
 #define HQ_VERSION "dev"
 #endif

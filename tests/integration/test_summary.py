@@ -65,6 +65,7 @@ def guarded_cases(tmp):
     pngio.write(str(tmp / "ref.png"), a, 8, pngio.GRAY)
     (tmp / "outdir").mkdir()
     (tmp / "adir").mkdir()
+    os.symlink("in.h5", tmp / "link_to_in")
     h5 = ["--input", tmp / "in.h5", "--output", tmp / "out.h5"]
     return [
         ("input", h5, tmp / "in.h5", [tmp / "in.h5"]),
@@ -81,6 +82,12 @@ def guarded_cases(tmp):
          tmp / "outdir" / "p2.png", [tmp / "pngs"]),
         ("the report's page", h5 + ["--report", tmp / "rep"], tmp / "rep" / "index.html", []),
         ("the report directory, not made yet", h5 + ["--report", tmp / "rep2"], tmp / "rep2", []),
+        ("the output's journal", h5, tmp / "out.h5.journal", []),
+        ("a file in the output's journal", h5, tmp / "out.h5.journal" / "id", []),
+        ("the output's lock", h5, tmp / ".out.h5.lock", []),
+        ("the output directory's completion mark", ["--input", tmp / "pngs", "--output", tmp / "outdir"],
+         tmp / "outdir" / "histeq_dist.complete", [tmp / "pngs"]),
+        ("the input through a link", h5, tmp / "link_to_in", [tmp / "in.h5"]),
     ]
 
 
@@ -95,6 +102,39 @@ def test_summary_refuses_the_runs_own_files(tmp, np_):
         assert {str(p): tree_hash(str(p)) for p in keep} == before, name
         assert not (tmp / "out.h5").exists() and not os.listdir(tmp / "outdir"), name
         assert not [n for n in os.listdir(tmp) if ".part" in n], name
+
+
+def test_summary_into_a_fifo_a_device_or_through_a_link(tmp):
+    """FILE that is not a regular file (a FIFO, /dev/stdout, a link to /dev/null) is written into,
+    not replaced: the summary went to FILE.part-PID and was renamed over it, which turned a FIFO
+    into a file nobody read and, as root, /dev/null itself into a regular file. A link to a regular
+    file has that file replaced and stays a link."""
+    import stat
+    import threading
+    a = ref.low_contrast(20, 30, 40, 90, np.uint8, seed=97)
+    inp = tmp / "in.h5"
+    with h5py.File(inp, "w") as f:
+        f.create_dataset("img", data=a)
+    args = ["--input", inp, "--device", DEVICES[0], "--force", "-q"]
+    fifo = tmp / "fifo"
+    os.mkfifo(fifo)
+    got = {}
+    reader = threading.Thread(target=lambda: got.setdefault("text", open(fifo).read()))
+    reader.start()
+    run_ok(args + ["--output", tmp / "o1.h5", "--summary", fifo])
+    reader.join(30)
+    assert json.loads(got["text"])["images"] == 1 and stat.S_ISFIFO(os.lstat(fifo).st_mode)
+    r = run_ok(args + ["--output", tmp / "o2.h5", "--summary", "/dev/stdout"])
+    assert json.loads(r.out)["pixels"] == 20 * 30
+    os.symlink("/dev/null", tmp / "null")
+    run_ok(args + ["--output", tmp / "o3.h5", "--summary", tmp / "null"])
+    assert stat.S_ISCHR(os.stat("/dev/null").st_mode) and os.readlink(tmp / "null") == "/dev/null"
+    (tmp / "real.json").write_text("old")
+    os.symlink("real.json", tmp / "link.json")
+    run_ok(args + ["--output", tmp / "o4.h5", "--summary", tmp / "link.json"])
+    assert os.readlink(tmp / "link.json") == "real.json"
+    assert json.loads((tmp / "real.json").read_text())["output"] == str(tmp / "o4.h5")
+    assert not [n for n in os.listdir(tmp) if ".part" in n]
 
 
 def test_progress_told_through_both_passes(tmp):
