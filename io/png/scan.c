@@ -11,6 +11,26 @@
 
 #include "png_internal.h"
 
+/* deflate codes at most 258 bytes in a match of a few bits: no stream inflates much more than
+ * 1032 times its size. The factor leaves room; the slack covers the chunks around the data. */
+#define INFLATE_MAX_RATIO 1100u
+#define INFLATE_SLACK ((uint64_t)1 << 20)
+
+/* A header that declares more pixel bytes than the file could hold compressed (at the fewest
+ * bits a pixel the format has, one, and a filter byte a row): damaged or forged. Caught here, it
+ * is a bad file like any other, not a --memory too small for the whole collection. */
+static int check_declared_size(FILE *fp, const char *src, const hq_png_info *info, hq_err *err)
+{
+    struct stat st;
+    if (fstat(fileno(fp), &st) != 0 || !S_ISREG(st.st_mode))
+        return 0;
+    const uint64_t least = (uint64_t)info->height * (1 + ((uint64_t)info->width + 7) / 8);
+    if (least <= (uint64_t)st.st_size * INFLATE_MAX_RATIO + INFLATE_SLACK)
+        return 0;
+    return hq_fail(err, HQ_EINPUT, "%s: corrupt PNG: its header declares %u x %u pixels, more than its %lld bytes "
+                   "can hold", src, info->width, info->height, (long long)st.st_size);
+}
+
 /* Reads the header of one PNG into an item. An unusable file is an error, or with skip_bad an
  * item marked bad with the reason. */
 static int add_png(hq_inventory *inv, const char *src, const char *name, int skip_bad, hq_err *err)
@@ -24,6 +44,8 @@ static int add_png(hq_inventory *inv, const char *src, const char *name, int ski
     } else {
         hq_png_source s = {.name = src, .fp = fp};
         rc = hq_png_read_info(&s, &info, err);
+        if (!rc)
+            rc = check_declared_size(fp, src, &info, err);
         fclose(fp);
     }
     if (rc == HQ_EMEM)

@@ -323,6 +323,13 @@ def dir_with_one_bad(tmp, how):
     bad = d / "bad2.png"
     if how == "text":
         bad.write_text("not a png\n")
+    elif how == "forged":
+        # A header declaring 100000 x 100000 pixels over a few bytes of data: it asked for a
+        # --memory of 28 GiB for the whole collection (exit 2) instead of being a bad file.
+        def chunk(t, b):
+            return struct.pack(">I", len(b)) + t + b + struct.pack(">I", zlib.crc32(t + b) & 0xFFFFFFFF)
+        bad.write_bytes(b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", 100000, 100000, 8, 0, 0, 0, 0)) +
+                        chunk(b"IDAT", zlib.compress(b"\0" * 1000)) + chunk(b"IEND", b""))
     else:
         good_png(bad, shape=(120, 100))
         if how == "truncated":
@@ -333,8 +340,8 @@ def dir_with_one_bad(tmp, how):
 
 
 @pytest.mark.parametrize("how,np_", [("text", None), ("truncated", None), ("crc", None), ("zlib", None),
-                                     ("text", 2), ("zlib", 2)],
-                         ids=["text", "truncated", "crc", "zlib", "text-np2", "zlib-np2"])
+                                     ("forged", None), ("text", 2), ("zlib", 2), ("forged", 2)],
+                         ids=["text", "truncated", "crc", "zlib", "forged", "text-np2", "zlib-np2", "forged-np2"])
 def test_on_error_skip(tmp, how, np_):
     d, imgs = dir_with_one_bad(tmp, how)
     before = tree_hash(d)
@@ -353,7 +360,8 @@ def test_on_error_skip(tmp, how, np_):
     assert tree_hash(d) == before
 
 
-@pytest.mark.parametrize("how,np_", [("text", None), ("zlib", None), ("zlib", 2)], ids=["text", "zlib", "zlib-np2"])
+@pytest.mark.parametrize("how,np_", [("text", None), ("zlib", None), ("zlib", 2), ("forged", None)],
+                         ids=["text", "zlib", "zlib-np2", "forged"])
 def test_on_error_stop(tmp, how, np_):
     d, _ = dir_with_one_bad(tmp, how)
     out = tmp / "out"
