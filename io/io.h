@@ -121,7 +121,8 @@ typedef struct hq_io_ops {
      * --resume (app/resume.h). */
     int (*output_state)(const hq_inventory *inv, const char *out, int *partial, int *finished, char **run_id);
     /* Rank 0, on --resume of an unfinished output: whether item's output is still there, so that
-     * the journal's claim on it holds (a PNG directory: its file, which a user may have removed).
+     * the journal's claim on it holds (a PNG directory: its file, whole to its IEND chunk, which a
+     * user may have removed or cut short).
      * NULL where the output is one file, checked whole (HDF5: OUT.part). */
     int (*item_present)(const hq_inventory *inv, const char *out, uint64_t item);
     /* The file whose data a flush must fdatasync (HDF5: OUT.part), or NULL. */

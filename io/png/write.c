@@ -2,6 +2,7 @@
  * directory's completion record written last) or undone (this run's files removed; a completion
  * record that cannot be written undoes the run too); the state a --resume finds. */
 #include <errno.h>
+#include <fcntl.h>
 #include <png.h> /* PNG_COLOR_TYPE_*: a palette image written as RGB(A) */
 #include <stdio.h>
 #include <stdlib.h>
@@ -248,8 +249,17 @@ int png_item_present(const hq_inventory *inv, const char *out, uint64_t item)
     if (!inv->root_is_dir || item >= inv->n)
         return 1;
     char *p = png_join_path(out, inv->items[item].name);
+    /* Present means whole: a file cut short since (a full disk, a user's truncate) ends without
+     * the IEND chunk every PNG written here ends with, and is made again. */
+    static const unsigned char IEND[12] = {0, 0, 0, 0, 'I', 'E', 'N', 'D', 0xAE, 0x42, 0x60, 0x82};
+    unsigned char tail[12];
     struct stat st;
-    const int yes = p && stat(p, &st) == 0 && S_ISREG(st.st_mode);
+    const int fd = p ? open(p, O_RDONLY | O_CLOEXEC) : -1;
+    const int yes = fd >= 0 && fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size >= 57 &&
+                    pread(fd, tail, sizeof tail, st.st_size - (off_t)sizeof tail) == (ssize_t)sizeof tail &&
+                    !memcmp(tail, IEND, sizeof tail);
+    if (fd >= 0)
+        close(fd);
     free(p);
     return yes;
 }

@@ -146,10 +146,11 @@ def test_png_directory_kill_and_resume(tmp, np_, kill):
     assert not os.path.exists(str(out) + ".journal")
 
 
-def test_png_removed_from_an_unfinished_directory_is_made_again(tmp):
-    """The journal claims a finished PNG; a user removes that file before --resume: the claim no
-    longer holds, and the file is written again rather than left missing in a directory marked
-    complete."""
+@pytest.mark.parametrize("damage", ["removed", "emptied", "cut"])
+def test_png_removed_from_an_unfinished_directory_is_made_again(tmp, damage):
+    """The journal claims a finished PNG; a user removes that file, or it is cut short (to nothing,
+    or by its last bytes), before --resume: the claim no longer holds, and the file is written again
+    rather than left missing or undecodable in a directory marked complete."""
     inp = tmp / "in"
     make_pngs(inp)
     want, out = tmp / "want", tmp / "out"
@@ -158,9 +159,13 @@ def test_png_removed_from_an_unfinished_directory_is_made_again(tmp):
     assert r.rc != 0 and not r.timed_out, str(r)
     done = sorted(n for n in os.listdir(out) if n.endswith(".png"))
     assert done, "the killed run finished no file"
-    os.remove(out / done[0])
+    f = out / done[0]
+    if damage == "removed":
+        os.remove(f)
+    else:
+        os.truncate(f, 0 if damage == "emptied" else f.stat().st_size - 5)
     run_ok(["--input", inp, "--output", out, "--resume", "-q"], None, env=FLUSH_NOW)
-    assert (out / done[0]).exists()
+    assert f.exists()
     assert_same_output(str(want), str(out))
 
 
