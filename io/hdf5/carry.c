@@ -179,14 +179,15 @@ static int holds_references(hid_t in, const char *path)
     return yes;
 }
 
+/* 0 copied, 1 left out (its further names too), -1 failed. */
 static int copy_dataset(carry_walk *w, const char *path)
 {
     if (holds_references(w->in, path)) {
         w->refs++;
-        return 0;
+        return 1;
     }
     if (w->max_storage && storage_of(w->in, path) > w->max_storage)
-        return 0;
+        return 1;
     /* Attributes apart: H5Ocopy would carry references into the input's address space. */
     hid_t ocpy = H5Pcreate(H5P_OBJECT_COPY);
     int rc = ocpy >= 0 && H5Pset_copy_object(ocpy, H5O_COPY_WITHOUT_ATTR_FLAG) >= 0 &&
@@ -241,14 +242,14 @@ static herr_t visit_link(hid_t g, const char *name, const H5L_info_t *li, void *
         goto done; /* a named datatype */
     const addr_path *k = find(w, oi.addr);
     if (k && !k->path)
-        goto done; /* an image (or a skipped one) under a further name: links.c's, or left out */
+        goto done; /* an image (or a skipped one) under a further name, links.c's; or left out here */
     if (k) {
         if (H5Lcreate_hard(w->out, k->path, w->out, path, H5P_DEFAULT, H5P_DEFAULT) < 0)
             rc = fail(w, path, "linking it");
         goto done;
     }
     rc = oi.type == H5O_TYPE_DATASET ? copy_dataset(w, path) : make_group(w, path);
-    if (!rc && remember(w, oi.addr, path)) {
+    if (rc >= 0 && remember(w, oi.addr, rc ? NULL : path)) {
         rc = -1;
         w->rc = hq_fail(w->err, HQ_EMEM, "%s: out of memory", w->out_name);
     }

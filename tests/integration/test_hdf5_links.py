@@ -255,6 +255,7 @@ def write_archive(path):
         f["alias"] = f["meta/table"]
         f["scan/patient"] = h5py.SoftLink("/meta/patient")
         f.create_dataset("refs", data=[f["scan/image"].ref], dtype=h5py.ref_dtype)
+        f["meta/refs_again"] = f["refs"]  # left out under both names, not linked to what is not there
         f.create_dataset("meta/half", data=np.zeros((4, 4), np.float16))  # an image of a type refused
     return str(path)
 
@@ -288,7 +289,7 @@ def test_what_is_not_an_image_is_carried_as_it_is(tmp, np_):
         assert fo["meta"].attrs["instrument"] == "scope 3" and fo["meta/deeper/empty"].attrs["why"] == "kept"
         assert len(fo["meta/deeper/empty"]) == 0
         assert fo["scan/patient"][()] == b"anonymous 17"
-        assert "refs" not in fo and "half" not in fo["meta"]
+        assert "refs" not in fo and "refs_again" not in fo["meta"] and "half" not in fo["meta"]
     got = links(out)
     assert got["/alias"] == got["/meta/table"] and got["/scan/patient"] == ("soft", "/meta/patient")
     # -q: no note; a selected metadata dataset is still not an image.
