@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 
 #include "../core/samepath.h"
@@ -86,5 +87,30 @@ int hq_item_file_in(const char *path, const char *dir, const hq_inventory *inv)
     for (size_t i = 0; i < inv->n; i++)
         if (strlen(inv->items[i].name) == bn && !memcmp(inv->items[i].name, base, bn))
             return 1;
+    return 0;
+}
+
+/* Whether name ends with one of exts (no case), after its last '/'. */
+static int ends_with_any(const char *name, const char *const *exts)
+{
+    const size_t n = strlen(name);
+    for (size_t k = 0; exts[k]; k++) {
+        const size_t e = strlen(exts[k]);
+        if (n > e && !strcasecmp(name + n - e, exts[k]))
+            return 1;
+    }
+    return 0;
+}
+
+int hq_outname_check_kind(const hq_inventory *inv, const char *out, hq_err *err)
+{
+    static const char *const HDF5_EXT[] = {".h5", ".hdf5", ".hdf", ".he5", NULL};
+    static const char *const PNG_EXT[] = {".png", NULL};
+    if (!out)
+        return 0;
+    if (inv->format == HQ_FMT_HDF5 && ends_with_any(out, PNG_EXT))
+        return hq_fail(err, HQ_EUSAGE, "%s: HDF5 input is written as an HDF5 file: name the output .h5", out);
+    if (inv->format == HQ_FMT_PNG && !inv->root_is_dir && inv->n == 1 && ends_with_any(out, HDF5_EXT))
+        return hq_fail(err, HQ_EUSAGE, "%s: a PNG input is written as a PNG file: name the output .png", out);
     return 0;
 }

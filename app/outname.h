@@ -29,6 +29,11 @@ int hq_output_name(const char *path, hq_outname_kind kind, const char *suffix, c
  * DIR (through realpath when it is "." or ".."), a list file as LIST. */
 int hq_default_output(const hq_inventory *inv, const char *suffix, char **out, hq_err *err);
 
+/* An output file named for the other format (HDF5 input to "x.png", one PNG to "x.h5"): each
+ * format writes its own bytes whatever the name says, and such a file would mislead every reader
+ * after it. HQ_EUSAGE naming it; 0 otherwise (directories and other names). Same on every rank. */
+int hq_outname_check_kind(const hq_inventory *inv, const char *out, hq_err *err);
+
 /* Whether path lies directly in directory dir (the same directory, however spelled). */
 int hq_in_dir(const char *path, const char *dir);
 /* Whether path is NAME directly in directory dir for the name of one of the items: a file that a

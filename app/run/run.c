@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "../interrupt.h"
+#include "../outname.h"
 #include "../summary.h"
 #include "../threads.h"
 #include "run_internal.h"
@@ -174,6 +175,8 @@ int hq_run(const hq_options *given, const hq_comm *c, hq_err *err)
         rc = run_scan_and_share(&r, err);
     if (!rc && !o->output && !(rc = run_name_output(&r, &r.default_output, err)))
         opts.output = r.default_output;
+    if (!rc)
+        rc = hq_outname_check_kind(&r.inv, opts.output, err);
     if (rc) {
         pthread_mutex_destroy(&r.mu);
         pthread_mutex_destroy(&r.tick_mu);

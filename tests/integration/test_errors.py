@@ -642,3 +642,22 @@ def test_input_rewritten_or_cut_while_read_is_not_committed(tmp):
     assert len(lines) == 1 and "the input changed while it was read" in lines[0], g.stdout + g.stderr
     assert "exited with code 04" in g.stdout, g.stdout
     assert not (tmp / "out.h5").exists()
+
+
+@pytest.mark.parametrize("np_", [None, 2])
+def test_output_named_for_the_other_format_is_refused(tmp, np_):
+    """HDF5 input to 'x.png' wrote an HDF5 file named .png, one PNG to 'x.h5' a PNG named .h5,
+    exit 0: every reader after it was misled. Each is one line, exit 2, nothing written; the
+    right names, and a PNG directory's output of any name, work."""
+    h5, png = good_h5(tmp / "a.h5"), good_png(tmp / "b.png")
+    for inp, out in ((h5, "x.png"), (h5, "x.PNG"), (png, "y.h5"), (png, "y.hdf5")):
+        r = run(["-i", inp, "-o", tmp / out], np_, timeout=ERR_TIMEOUT)
+        lines = r.err_lines if np_ is None else r.hq_lines
+        assert r.rc == E_USAGE and len(lines) == 1 and out in lines[0], str(r)
+        assert not (tmp / out).exists()
+    d = tmp / "pngs"
+    d.mkdir()
+    good_png(d / "c.png")
+    for inp, out in ((h5, "ok.h5"), (png, "ok.png"), (d, "dir.h5")):
+        r = run(["-i", inp, "-o", tmp / out, "-q"], np_, timeout=ERR_TIMEOUT)
+        assert r.rc == 0, str(r)
