@@ -76,6 +76,7 @@ static hid_t output_fapl(hq_io *io)
         H5Pclose(fapl);
         fapl = H5I_INVALID_HID;
     }
+    hdf5_small_metadata_cache(fapl);
     return fapl;
 }
 

@@ -174,6 +174,7 @@ void hdf5_close_id(hid_t *id, herr_t (*closer)(hid_t));
 void hdf5_detail(char *buf, size_t len);
 int hdf5_verbose_from_env(void);
 int hdf5_filter_failed(void);
+void hdf5_small_metadata_cache(hid_t fapl);
 
 /* dataset.c */
 void hdf5_item_roles(int frank, const hq_item *it, int *has_n, int *has_c);

@@ -265,6 +265,7 @@ static int open_input_file(hq_io *io, hq_err *err)
             H5Pclose(fapl);
         return hq_fail(err, HQ_EIO, "%s: cannot set up MPI-IO access", io->inv.root);
     }
+    hdf5_small_metadata_cache(fapl);
     /* Metadata reads stay independent: ranks read different datasets at different times. */
     io->in_file = H5Fopen(io->inv.root, H5F_ACC_RDONLY, fapl);
     H5Pclose(fapl);

@@ -7,7 +7,8 @@
  *    stack); it gives ": reason" (the innermost two messages, on one line) or "", and clears it.
  *  - hdf5_filter_failed tells whether the failure on the stack came from the filter pipeline (a
  *    chunk that does not decompress), leaving the stack as it is.
- *  - hdf5_verbose_from_env: HQ_VERBOSE set and not "0". */
+ *  - hdf5_verbose_from_env: HQ_VERBOSE set and not "0".
+ *  - hdf5_small_metadata_cache(fapl) caps the metadata cache of a file opened with it (below). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -97,4 +98,31 @@ int hdf5_filter_failed(void)
     int yes = 0;
     H5Ewalk2(H5E_DEFAULT, H5E_WALK_UPWARD, pline_cb, &yes);
     return yes;
+}
+
+/* HDF5's metadata cache counts an entry by its size on disk, but a v1 B-tree node of a chunk
+ * index lives in memory with native keys of H5O_LAYOUT_NDIMS (33) offsets each: about 18 KiB for a
+ * node of 2.6 KiB on disk. With 1.10's default ceiling of 32 MiB the cache of one file grew to
+ * some 250 MiB of resident memory on an image of 4 Mi chunks (the chunk index walked once by
+ * H5Dget_num_chunks, chunk_index.c), outside --memory and ten times a 64M budget. The index is
+ * read by our own parser and the direct path; HDF5's walks (the check, the library path's reads)
+ * go down one branch at a time and need few nodes cached, so a small ceiling costs them little. */
+#define MDC_MAX ((size_t)2 << 20)
+
+void hdf5_small_metadata_cache(hid_t fapl)
+{
+    H5AC_cache_config_t c;
+    memset(&c, 0, sizeof c);
+    c.version = H5AC__CURR_CACHE_CONFIG_VERSION;
+    if (fapl < 0 || H5Pget_mdc_config(fapl, &c) < 0) {
+        H5Eclear2(H5E_DEFAULT);
+        return;
+    }
+    c.max_size = MDC_MAX;
+    if (c.min_size > MDC_MAX)
+        c.min_size = MDC_MAX;
+    c.set_initial_size = 1;
+    c.initial_size = c.initial_size < c.min_size ? c.min_size : c.initial_size > MDC_MAX ? MDC_MAX : c.initial_size;
+    if (H5Pset_mdc_config(fapl, &c) < 0) /* the default cache still works, only larger */
+        H5Eclear2(H5E_DEFAULT);
 }
