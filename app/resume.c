@@ -41,7 +41,7 @@ static uint64_t spec_fingerprint(const char *spec)
 }
 
 /* The options that shape the output; a resume under other ones would mix two results. */
-static void options_text(const hq_options *o, char *buf, size_t len)
+static void options_text(const hq_options *o, hq_format format, char *buf, size_t len)
 {
     int n = snprintf(buf, len, "scope=%s method=%s color=%s bits=%u png-level=%d on-error=%s", hq_scope_name(o->scope),
                      hq_method_name(o->method), hq_color_name(o->color), o->bits, o->png_level,
@@ -67,8 +67,9 @@ static void options_text(const hq_options *o, char *buf, size_t len)
         snprintf(buf + n, len - (size_t)n, " bins=%u range=%s%.17g:%.17g", o->fbins, o->range_set ? "" : "data:",
                  o->range_lo, o->range_hi);
     n = n > 0 && (size_t)n < len ? (int)strlen(buf) : n;
-    /* --luts none: the output has no LUT datasets to finish, and one with them has no room to drop. */
-    if (n > 0 && (size_t)n < len && o->no_luts)
+    /* --luts none: the output has no LUT datasets to finish, and one with them has no room to drop.
+     * Only HDF5 outputs record LUTs: elsewhere the setting changes nothing. */
+    if (n > 0 && (size_t)n < len && o->no_luts && format == HQ_FMT_HDF5)
         snprintf(buf + n, len - (size_t)n, " luts=none");
 }
 
@@ -95,7 +96,7 @@ static int decide(const hq_options *o, const hq_inventory *inv, hq_resume *res, 
         return 0;
     }
     char opts[4096];
-    options_text(o, opts, sizeof opts);
+    options_text(o, inv->format, opts, sizeof opts);
     /* The files a --mask or --reference names are input too. */
     const int ref_file = o->reference && strcmp(o->reference, "global") != 0;
     const uint64_t also = (o->mask ? spec_fingerprint(o->mask) : 0) * 3 + (ref_file ? spec_fingerprint(o->reference) : 0);

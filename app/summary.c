@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "../core/doomed.h"
@@ -64,13 +65,14 @@ static int is_special(const char *path)
     return stat(path, &st) == 0 && !S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode);
 }
 
-/* Where the summary goes: a symbolic link's target (realpath, when it exists), so that the rename
- * replaces the file the link names rather than the link; malloc'd. */
+/* Where the summary goes: a symbolic link's target, followed as text (core/samepath.h) so that
+ * the check before the run and the write after it name one file, whether or not it exists yet;
+ * the rename then replaces the file the link names, not the link. malloc'd; NULL on a loop. */
 static char *target_of(const char *path)
 {
-    struct stat st;
-    char *real = lstat(path, &st) == 0 && S_ISLNK(st.st_mode) ? realpath(path, NULL) : NULL;
-    return real ? real : strdup(path);
+    int loop = 0;
+    char *t = hq_follow_links(path, &loop);
+    return t ? t : loop ? NULL : strdup(path);
 }
 
 /* Whether path is OUT's journal or lock, or lies in the journal: the run removes those. */
@@ -132,8 +134,11 @@ int hq_summary_check(const char *given, const hq_options *o, const hq_inventory 
         return access(given, W_OK) == 0 ? 0 : hq_fail(err, HQ_EIO, "%s: cannot write (%s)", given, strerror(errno));
     char *path = target_of(given);
     if (!path)
-        return hq_fail(err, HQ_EMEM, "%s: out of memory", given);
+        return hq_fail(err, HQ_EUSAGE, "%s: --summary FILE is a loop of symbolic links", given);
     if (strcmp(path, given) && (rc = guard(path, o, inv, err)) != 0) {
+        char why[sizeof err->msg];
+        snprintf(why, sizeof why, "%s", err->msg);
+        rc = hq_fail(err, rc, "%s: links to %s", given, why);
         free(path);
         return rc;
     }
@@ -161,9 +166,27 @@ static void put_summary(FILE *f, const hq_summary *s);
 int hq_summary_write(const char *given, const hq_summary *s, hq_err *err)
 {
     if (is_special(given)) {
-        FILE *f = fopen(given, "w");
-        if (!f)
+        /* A FIFO nobody reads would block here for ever, with the run's lock held: 10 s, then
+         * an error (the output is committed by now). */
+        int fd = -1;
+        for (int tries = 0; tries < 100; tries++) {
+            fd = open(given, O_WRONLY | O_NONBLOCK | O_CLOEXEC);
+            if (fd >= 0 || errno != ENXIO)
+                break;
+            const struct timespec pause = {0, 100 * 1000 * 1000};
+            nanosleep(&pause, NULL);
+        }
+        if (fd < 0)
+            return hq_fail(err, HQ_EIO, "%s: cannot write (%s)", given,
+                           errno == ENXIO ? "no process reads the FIFO: waited 10 s" : strerror(errno));
+        const int fl = fcntl(fd, F_GETFL);
+        if (fl >= 0)
+            fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);
+        FILE *f = fdopen(fd, "w");
+        if (!f) {
+            close(fd);
             return hq_fail(err, HQ_EIO, "%s: cannot write (%s)", given, strerror(errno));
+        }
         put_summary(f, s);
         const int bad = ferror(f) | (fclose(f) != 0);
         return bad ? hq_fail(err, HQ_EIO, "%s: cannot write (%s)", given, strerror(errno)) : 0;

@@ -2,6 +2,7 @@
 #include "samepath.h"
 
 #include <errno.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -72,4 +73,46 @@ int hq_dir_writable(const char *dir)
     if (stat(dir, &st) == 0 && !S_ISDIR(st.st_mode))
         return ENOTDIR;
     return access(dir, W_OK | X_OK) == 0 ? 0 : errno;
+}
+
+char *hq_follow_links(const char *path, int *loop)
+{
+    if (loop)
+        *loop = 0;
+    size_t len = strlen(path);
+    while (len > 1 && path[len - 1] == '/')
+        len--; /* "link/" would be followed by lstat */
+    char *cur = malloc(len + 1);
+    if (!cur)
+        return NULL;
+    memcpy(cur, path, len);
+    cur[len] = '\0';
+    int hops = 0;
+    struct stat st;
+    while (cur && lstat(cur, &st) == 0 && S_ISLNK(st.st_mode)) {
+        char target[4096];
+        const ssize_t n = hops < 40 ? readlink(cur, target, sizeof target - 1) : -1;
+        if (n <= 0) {
+            if (loop)
+                *loop = 1;
+            free(cur);
+            return NULL;
+        }
+        hops++;
+        target[n] = '\0';
+        const char *slash = strrchr(cur, '/');
+        const size_t dir = target[0] == '/' || !slash ? 0 : (size_t)(slash - cur) + 1;
+        char *next = malloc(dir + (size_t)n + 1);
+        if (next) {
+            memcpy(next, cur, dir);
+            memcpy(next + dir, target, (size_t)n + 1);
+        }
+        free(cur);
+        cur = next;
+    }
+    if (!hops) {
+        free(cur);
+        return NULL;
+    }
+    return cur;
 }

@@ -20,4 +20,9 @@ const char *hq_base_of(const char *path, unsigned long *n);
  * the reason). */
 int hq_dir_writable(const char *dir);
 
+/* path's final symbolic links followed as text (a relative target against the link's directory),
+ * whether or not what they name exists yet: malloc'd, or NULL when path is no link. *loop (may be
+ * NULL) is set when the links go round (or past 40 of them): the result is NULL then. */
+char *hq_follow_links(const char *path, int *loop);
+
 #endif

@@ -17,13 +17,18 @@
  *    copies an image's (hdf5_attr_cb: no references, none over 32 KiB). A group the output lacks
  *    is made, with its attributes; a further hard link to something copied here is made a hard
  *    link to the copy. Soft links are made at create (links.c); external links, named datatypes,
- *    datasets of references (they would point into the input; counted in *refs) and /histeq_dist
+ *    datasets of references (they would point into the input; counted in *refs), variable-length
+ *    data behind a filter this HDF5 lacks (H5Ocopy would run it; *unfiltered) and /histeq_dist
  *    (unless the input's own images lie there) are left out. A path the output
  *    already has is left as it is, so a close that a kill interrupted can run again on --resume.
  *    Counts what it copied in *copied; an error names the output and the dataset (HQ_EIO).
+ *  - hdf5_carry_bytes (rank 0, at create): the storage what hdf5_carry will copy takes in the
+ *    input, for the disk reservation (reserve.c), so that a disk too small for it is found before
+ *    the work and not by H5Ocopy at close (where 1.10 crashed on ENOSPC).
  *  - hdf5_carry_check (the scan's child, hdf5_check_metadata): the same walk into a file in
- *    memory, datasets over CHECK_MAX bytes of storage left out, so that metadata HDF5 cannot copy
- *    (or that crashes it) is found before any pixel moves: HQ_EINPUT naming the dataset. */
+ *    memory, datasets over CHECK_MAX bytes of storage left out unless their data is variable-length
+ *    (the only data H5Ocopy decodes), so that metadata HDF5 cannot copy (or that crashes it) is
+ *    found before any pixel moves: HQ_EINPUT naming the dataset. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -61,9 +66,12 @@ typedef struct carry_walk {
     int mirror_own;                 /* links under /histeq_dist are the input's own, copied too */
     hsize_t max_storage;            /* datasets with more storage are not copied (the check); 0: all */
     int err_code;                   /* HQ_EIO at close, HQ_EINPUT in the check */
+    int measure;                    /* only add up the storage of what would be copied (bytes) */
+    uint64_t bytes;
     addr_path *known;               /* open addressing by address: a file can hold 10^5 images */
     size_t n, cap;
-    uint64_t copied, refs; /* datasets copied; left out for their references */
+    uint64_t copied, refs, unfiltered; /* datasets copied; left out for their references, or for a
+                                          filter this HDF5 lacks that copying them would run */
     int rc;
     hq_err *err;
 } carry_walk;
@@ -179,14 +187,52 @@ static int holds_references(hid_t in, const char *path)
     return yes;
 }
 
+/* Variable-length data (vlen sequences and strings): H5Ocopy decodes its chunks to copy the heap
+ * objects they point to, through every filter of the pipeline; other data is copied as stored.
+ * *missing: one of those filters is not in this HDF5 (lzf, blosc...), where H5Ocopy crashed. */
+static int needs_decoding(hid_t in, const char *path, int *missing)
+{
+    *missing = 0;
+    hid_t d = H5Dopen2(in, path, H5P_DEFAULT);
+    hid_t t = d >= 0 ? H5Dget_type(d) : H5I_INVALID_HID;
+    hid_t dcpl = d >= 0 ? H5Dget_create_plist(d) : H5I_INVALID_HID;
+    const int vlen = t >= 0 && (H5Tdetect_class(t, H5T_VLEN) > 0 ||
+                                (H5Tget_class(t) == H5T_STRING && H5Tis_variable_str(t) > 0));
+    const int nf = vlen && dcpl >= 0 ? H5Pget_nfilters(dcpl) : 0;
+    for (int k = 0; k < nf; k++) {
+        unsigned flags = 0, cd[16];
+        size_t ncd = 16;
+        const H5Z_filter_t f = H5Pget_filter2(dcpl, (unsigned)k, &flags, &ncd, cd, 0, NULL, NULL);
+        if (f < 0 || H5Zfilter_avail(f) <= 0)
+            *missing = 1;
+    }
+    hdf5_close_id(&dcpl, H5Pclose);
+    hdf5_close_id(&t, H5Tclose);
+    hdf5_close_id(&d, H5Dclose);
+    H5Eclear2(H5E_DEFAULT);
+    return vlen;
+}
+
 /* 0 copied, 1 left out (its further names too), -1 failed. */
 static int copy_dataset(carry_walk *w, const char *path)
 {
+    if (w->measure) {
+        w->bytes += storage_of(w->in, path);
+        return 1;
+    }
     if (holds_references(w->in, path)) {
         w->refs++;
         return 1;
     }
-    if (w->max_storage && storage_of(w->in, path) > w->max_storage)
+    int missing = 0;
+    const int decoded = needs_decoding(w->in, path, &missing);
+    if (missing) {
+        w->unfiltered++;
+        return 1;
+    }
+    /* The scan's trial copies what H5Ocopy decodes whatever its size: a damaged chunk there would
+     * crash the close after all the work, and the trial's child takes the crash instead. */
+    if (w->max_storage && !decoded && storage_of(w->in, path) > w->max_storage)
         return 1;
     /* Attributes apart: H5Ocopy would carry references into the input's address space. */
     hid_t ocpy = H5Pcreate(H5P_OBJECT_COPY);
@@ -226,7 +272,7 @@ static herr_t visit_link(hid_t g, const char *name, const H5L_info_t *li, void *
     H5O_info_t oi;
     if (li->type != H5L_TYPE_HARD || (hdf5_under_own_group(path) && !w->mirror_own))
         goto done;
-    const int have = path_exists(w->out, path);
+    const int have = w->measure ? 0 : path_exists(w->out, path);
     if (have < 0) {
         rc = -1;
         w->rc = hq_fail(w->err, HQ_EMEM, "%s: out of memory", w->out_name);
@@ -248,7 +294,7 @@ static herr_t visit_link(hid_t g, const char *name, const H5L_info_t *li, void *
             rc = fail(w, path, "linking it");
         goto done;
     }
-    rc = oi.type == H5O_TYPE_DATASET ? copy_dataset(w, path) : make_group(w, path);
+    rc = oi.type == H5O_TYPE_DATASET ? copy_dataset(w, path) : w->measure ? 1 : make_group(w, path);
     if (rc >= 0 && remember(w, oi.addr, rc ? NULL : path)) {
         rc = -1;
         w->rc = hq_fail(w->err, HQ_EMEM, "%s: out of memory", w->out_name);
@@ -278,9 +324,9 @@ static int walk(carry_walk *w, const hq_inventory *inv)
     return w->rc;
 }
 
-int hdf5_carry(hq_io *io, uint64_t *copied, uint64_t *refs, hq_err *err)
+int hdf5_carry(hq_io *io, uint64_t *copied, uint64_t *refs, uint64_t *unfiltered, hq_err *err)
 {
-    *copied = *refs = 0;
+    *copied = *refs = *unfiltered = 0;
     if (io->inv.one_dataset)
         return 0;
     hid_t in = H5Fopen(io->inv.root, H5F_ACC_RDONLY, H5P_DEFAULT);
@@ -290,11 +336,23 @@ int hdf5_carry(hq_io *io, uint64_t *copied, uint64_t *refs, hq_err *err)
     int rc = in >= 0 && out >= 0 ? walk(&w, &io->inv) : fail(&w, "/", "opening the files");
     *copied = w.copied;
     *refs = w.refs;
+    *unfiltered = w.unfiltered;
     hdf5_close_id(&in, H5Fclose);
     if (out >= 0 && H5Fclose(out) < 0 && !rc)
         rc = fail(&w, "/", "closing the output");
     H5Eclear2(H5E_DEFAULT);
     return rc;
+}
+
+uint64_t hdf5_carry_bytes(hq_io *io)
+{
+    if (io->inv.one_dataset || io->in_file < 0)
+        return 0;
+    hq_err scratch;
+    carry_walk w = {.in = io->in_file, .out = H5I_INVALID_HID, .in_name = io->inv.root, .out_name = io->out_path,
+                    .mirror_own = hdf5_collides_with_own_group(io), .err_code = HQ_EIO, .measure = 1, .err = &scratch};
+    walk(&w, &io->inv);
+    return w.bytes;
 }
 
 int hdf5_carry_check(hid_t in, const hq_inventory *inv, hq_err *err)

@@ -79,24 +79,32 @@ static int finish_output(hq_io *io, int keep, hq_err *err)
 {
     int rc = 0;
     if (io->rank == 0) {
+        /* The chunks szip could not shrink are written again and the other datasets copied into
+         * the blocks reserved past the end (reserve.c), which are given back after. */
+        uint64_t carried = 0, refs = 0, unfiltered = 0;
+        if (keep && ((rc = hdf5_fix_szip_masks(io, err)) != 0 ||
+                     (rc = hdf5_carry(io, &carried, &refs, &unfiltered, err)) != 0))
+            keep = 0;
         if (keep)
             hdf5_release_reserve(io);
-        uint64_t carried = 0, refs = 0;
-        if (keep && ((rc = hdf5_fix_szip_masks(io, err)) != 0 || (rc = hdf5_carry(io, &carried, &refs, err)) != 0 ||
-                     (rc = verify_output(io, err)) != 0))
+        if (keep && (rc = verify_output(io, err)) != 0)
             keep = 0;
         if (keep && rename(io->part_path, io->out_path) != 0) {
             rc = hq_fail(err, HQ_EIO, "%s: cannot rename %s to it (%s)", io->out_path, io->part_path, strerror(errno));
             keep = 0;
         }
-        if (keep && (carried || refs) && !io->quiet) {
-            char tail[128] = "";
+        if (keep && (carried || refs || unfiltered) && !io->quiet) {
+            char tail[256] = "";
+            int n = 0;
             if (refs)
-                snprintf(tail, sizeof tail, "; %llu left out, as %s references into the input",
-                         (unsigned long long)refs, refs == 1 ? "it holds" : "they hold");
-            fprintf(stderr, "histeq_dist: note: %s: %llu dataset%s of the input that %s not image%s (strings, tables, "
+                n = snprintf(tail, sizeof tail, "; %llu left out, as %s references into the input",
+                             (unsigned long long)refs, refs == 1 ? "it holds" : "they hold");
+            if (unfiltered && n >= 0 && (size_t)n < sizeof tail)
+                snprintf(tail + n, sizeof tail - (size_t)n, "; %llu of variable-length data left out, as copying %s "
+                         "needs a filter this HDF5 lacks", (unsigned long long)unfiltered, unfiltered == 1 ? "it" : "them");
+            fprintf(stderr, "histeq_dist: note: %s: %llu dataset%s of the input that %s not %s (strings, tables, "
                     "1-D arrays, scalars) copied as %s%s\n", io->out_path, (unsigned long long)carried,
-                    carried == 1 ? "" : "s", carried == 1 ? "is" : "are", carried == 1 ? "" : "s",
+                    carried == 1 ? "" : "s", carried == 1 ? "is" : "are", carried == 1 ? "an image" : "images",
                     carried == 1 ? "it is" : "they are", tail);
         }
         if (!keep)

@@ -328,8 +328,9 @@ int hdf5_fix_szip_masks(hq_io *io, hq_err *err);
 /* carry.c: what could be an image (the scan's rule); the rest of a whole-file input copied into
  * OUT.part by rank 0 once every rank has closed it, and tried beforehand in the scan's child. */
 int hdf5_image_kind(hid_t d);
-int hdf5_carry(hq_io *io, uint64_t *copied, uint64_t *refs, hq_err *err);
+int hdf5_carry(hq_io *io, uint64_t *copied, uint64_t *refs, uint64_t *unfiltered, hq_err *err);
 int hdf5_carry_check(hid_t in, const hq_inventory *inv, hq_err *err);
+uint64_t hdf5_carry_bytes(hq_io *io);
 
 /* chunk_index.c */
 hdf5_chunk_table *hdf5_chunk_table_read(hid_t d, int fd);

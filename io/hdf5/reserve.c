@@ -158,11 +158,12 @@ static int free_space_holds(const char *path, uint64_t need)
  * Filesystems without fallocate are left alone. Collective. */
 int hdf5_reserve_space(hq_io *io, uint64_t allocated, hq_err *err)
 {
-    uint64_t end = 0, lo = 0;
+    uint64_t end = 0, lo = 0, carry = 0;
     int can = 0;
     if (io->rank == 0) {
         lo = compressed_lower_bound(io);
-        end = allocated + metadata_margin(allocated + lo) + lo;
+        carry = hdf5_carry_bytes(io); /* the input's other datasets, copied at close (carry.c) */
+        end = allocated + metadata_margin(allocated + lo + carry) + lo + carry;
         struct stat st;
         const uint64_t held = stat(io->part_path, &st) == 0 ? (uint64_t)st.st_blocks * 512 : UINT64_MAX;
         can = !io->no_fallocate && end > io->reserved && held != UINT64_MAX &&
@@ -175,7 +176,7 @@ int hdf5_reserve_space(hq_io *io, uint64_t allocated, hq_err *err)
         const int e = reserve_to(io, end);
         if (e)
             rc = hq_fail(err, HQ_EIO, "%s: not enough disk space for the output (%llu bytes%s: %s)", io->out_path,
-                         (unsigned long long)(allocated + lo), lo ? " or more, as compressed" : "", strerror(e));
+                         (unsigned long long)(allocated + lo + carry), lo ? " or more, as compressed" : "", strerror(e));
     }
     return hdf5_share_from_root(io->comm, rc, err);
 }

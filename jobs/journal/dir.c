@@ -4,6 +4,7 @@
 #include "journal_internal.h"
 #include "../../core/doomed.h"
 #include "../../core/fdio.h"
+#include "../../core/samepath.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -246,47 +247,16 @@ done:
 
 /* The lock file's slot in core/doomed.h's registry (one run lock a process). */
 static int lock_slot = -1;
-
-/* OUT's final symbolic links followed, whether or not what they name exists yet (a run that has
- * not made its output directory): malloc'd, or NULL when OUT is no link (or out of memory). */
-static char *follow_links(const char *out)
-{
-    char *cur = strndup(out, name_len(out)); /* "link/" would be followed by lstat */
-    int hops = 0;
-    for (struct stat st; cur && hops < 40 && lstat(cur, &st) == 0 && S_ISLNK(st.st_mode); hops++) {
-        char target[4096];
-        const ssize_t n = readlink(cur, target, sizeof target - 1);
-        if (n <= 0)
-            break;
-        target[n] = '\0';
-        const char *slash = strrchr(cur, '/');
-        const size_t dir = target[0] == '/' || !slash ? 0 : (size_t)(slash - cur) + 1;
-        char *next = malloc(dir + (size_t)n + 1);
-        if (next) {
-            memcpy(next, cur, dir);
-            memcpy(next + dir, target, (size_t)n + 1);
-        }
-        free(cur);
-        cur = next;
-    }
-    if (!hops) {
-        free(cur);
-        return NULL;
-    }
-    return cur;
-}
+static char *lock_held; /* the lock file this process holds (hq_journal_lock), for the unlock */
 
 char *hq_journal_lock_path(const char *out)
 {
     /* OUT as a symbolic link (to a PNG output directory, say) names the output it points to: the
      * lock goes with that, or a run through the link and a run on the target would each hold a
      * lock of their own and write one directory. */
-    char *target = follow_links(out);
-    if (target) {
-        char *p = hq_journal_lock_path(target);
-        free(target);
-        return p;
-    }
+    char *target = hq_follow_links(out, NULL); /* a loop: named as given, as it cannot be made */
+    if (target)
+        out = target;
     const size_t len = name_len(out);
     size_t start = len;
     while (start > 0 && out[start - 1] != '/')
@@ -295,6 +265,7 @@ char *hq_journal_lock_path(const char *out)
     char *p = malloc(n);
     if (p)
         snprintf(p, n, "%.*s.%.*s.lock", (int)start, out, (int)(len - start), out + start);
+    free(target);
     return p;
 }
 
@@ -340,8 +311,12 @@ int hq_journal_lock(const char *out, int *fd, hq_err *err)
         else
             close(f);
     }
-    if (*fd >= 0)
+    if (*fd >= 0) {
         lock_slot = hq_doomed_add(path); /* a signal that ends the run removes it too */
+        free(lock_held);
+        lock_held = path;
+        path = NULL;
+    }
     free(path);
     return rc;
 }
@@ -350,7 +325,10 @@ void hq_journal_unlock(const char *out, int fd)
 {
     if (fd < 0)
         return;
-    char *path = hq_journal_lock_path(out);
+    /* The name taken, not one made again: OUT may have changed from a link to a file since (an
+     * HDF5 output's rename replaces the link given as --output). */
+    char *path = lock_held ? lock_held : hq_journal_lock_path(out);
+    lock_held = NULL;
     if (path)
         unlink(path);
     free(path);

@@ -51,6 +51,29 @@ def test_hdf5_output_disk_full(tmp, small_disk, np_, compressed):
     assert inp.read_bytes() == before
 
 
+@pytest.mark.parametrize("np_", [None, 2])
+def test_metadata_to_carry_counts_in_the_space_asked_for(tmp, small_disk, np_):
+    """A file whose other datasets (copied at close, io/hdf5/carry.c) do not fit the disk beside its
+    images was refused by nothing before the work: H5Ocopy then met the full disk at close and
+    crashed (SIGSEGV), and --resume crashed the same way. Their storage now counts in the space
+    reserved up front: one line, exit 1, nothing left. With room, they land in the reserved blocks."""
+    inp = tmp / "in.h5"
+    with h5py.File(inp, "w") as f:
+        f["img"] = np.random.default_rng(12).integers(0, 256, (4, 128, 128), dtype=np.uint8)  # 64 KiB
+        f["series"] = np.random.default_rng(13).random(500_000)  # 4 MB of metadata: more than the disk
+    out = small_disk / "out.h5"
+    r = run(["--input", inp, "--output", out], np_)
+    assert not r.timed_out and r.rc == 1, str(r)
+    assert len(r.hq_lines) == 1 and "not enough disk space" in r.hq_lines[0], str(r)
+    assert not out.exists() and not os.path.exists(str(out) + ".part") and not os.path.exists(str(out) + ".journal")
+    with h5py.File(inp, "a") as f:
+        del f["series"]
+        f["series"] = np.arange(200_000, dtype=np.float64)  # 1.6 MB: fits beside the image
+    run_ok(["--input", inp, "--output", out, "-q"], np_)
+    with h5py.File(out, "r") as f:
+        assert np.array_equal(f["series"][()], np.arange(200_000, dtype=np.float64))
+
+
 def test_png_directory_disk_full(tmp, small_disk):
     inp = tmp / "in"
     inp.mkdir()

@@ -409,6 +409,35 @@ def test_the_run_lock_is_honoured_before_anything_is_touched(tmp):
     assert not lock_of(out).exists() and not lock_of(want).exists()
 
 
+def test_an_output_that_is_a_loop_of_links_is_an_error_not_a_crash(tmp):
+    """Following --output's links to name the lock went round a loop (a -> b -> a) for ever: a stack
+    overflow, exit 139. A loop is named as given: one line, no crash. An HDF5 output through a link
+    leaves no lock file behind (the unlock named the lock again after the rename had replaced the
+    link, and missed the one taken)."""
+    d = tmp / "pngs"
+    make_pngs(d, 2)
+    os.symlink("b", tmp / "a")
+    os.symlink("a", tmp / "b")
+    r = run(["-i", d, "-o", tmp / "a"])
+    assert r.rc == 1 and len(r.err_lines) == 1 and "Too many levels of symbolic links" in r.err_lines[0], str(r)
+    inp = tmp / "in.h5"
+    make_h5(inp)
+    os.symlink("real.h5", tmp / "l.h5")
+    run_ok(["-i", inp, "-o", tmp / "l.h5", "-q"])
+    assert not [n for n in os.listdir(tmp) if n.endswith(".lock")], os.listdir(tmp)
+
+
+@pytest.mark.parametrize("luts", [[], ["--luts", "none"]])
+def test_luts_none_is_no_part_of_a_png_runs_identity(tmp, luts):
+    """--luts changes nothing for PNG outputs: a killed PNG run resumes with or without it."""
+    inp, out = tmp / "in", tmp / "out"
+    make_pngs(inp)
+    r = run(["--input", inp, "--output", out, "-q"] + luts, None, env=dict(FLUSH_NOW, HQ_FAULT_KILL="0:4"))
+    assert r.rc != 0, str(r)
+    run_ok(["--input", inp, "--output", out, "--resume", "-q"] + (["--luts", "none"] if not luts else []),
+           None, env=FLUSH_NOW)
+
+
 @pytest.mark.parametrize("spelling", ["link", "link/", "chain/", "dangling"])
 def test_the_lock_follows_an_output_named_through_a_symbolic_link(tmp, spelling):
     """The lock was named after OUT as typed: a run writing outd/ and another given a symbolic link

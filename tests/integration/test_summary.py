@@ -66,6 +66,9 @@ def guarded_cases(tmp):
     (tmp / "outdir").mkdir()
     (tmp / "adir").mkdir()
     os.symlink("in.h5", tmp / "link_to_in")
+    os.symlink("out.h5", tmp / "link_to_out")
+    os.symlink(".out.h5.lock", tmp / "link_to_lock")
+    os.symlink("outdir/p0.png", tmp / "link_to_p0")
     h5 = ["--input", tmp / "in.h5", "--output", tmp / "out.h5"]
     return [
         ("input", h5, tmp / "in.h5", [tmp / "in.h5"]),
@@ -88,6 +91,10 @@ def guarded_cases(tmp):
         ("the output directory's completion mark", ["--input", tmp / "pngs", "--output", tmp / "outdir"],
          tmp / "outdir" / "histeq_dist.complete", [tmp / "pngs"]),
         ("the input through a link", h5, tmp / "link_to_in", [tmp / "in.h5"]),
+        ("the output through a link, before it exists", h5, tmp / "link_to_out", []),
+        ("the lock through a link, before it exists", h5, tmp / "link_to_lock", []),
+        ("a PNG of the output directory through a link", ["--input", tmp / "pngs", "--output", tmp / "outdir"],
+         tmp / "link_to_p0", [tmp / "pngs"]),
     ]
 
 
