@@ -102,10 +102,9 @@ static int finish_output(hq_io *io, int keep, hq_err *err)
             if (unfiltered && n >= 0 && (size_t)n < sizeof tail)
                 snprintf(tail + n, sizeof tail - (size_t)n, "; %llu of variable-length data left out, as copying %s "
                          "needs a filter this HDF5 lacks", (unsigned long long)unfiltered, unfiltered == 1 ? "it" : "them");
-            fprintf(stderr, "histeq_dist: note: %s: %llu dataset%s of the input that %s not %s (strings, tables, "
-                    "1-D arrays, scalars) copied as %s%s\n", io->out_path, (unsigned long long)carried,
-                    carried == 1 ? "" : "s", carried == 1 ? "is" : "are", carried == 1 ? "an image" : "images",
-                    carried == 1 ? "it is" : "they are", tail);
+            fprintf(stderr, "histeq_dist: note: %s: %llu dataset%s of the input that the run does not equalize "
+                    "(strings, tables, 1-D arrays, scalars, the mask) copied as %s%s\n", io->out_path,
+                    (unsigned long long)carried, carried == 1 ? "" : "s", carried == 1 ? "it is" : "they are", tail);
         }
         if (!keep)
             unlink(io->part_path);

@@ -273,9 +273,10 @@ def test_what_is_not_an_image_is_carried_as_it_is(tmp, np_):
     assert r.rc == 4 and "in.h5:/meta/half: unsupported type" in r.err, str(r)
     r = run(["-i", inp, "-o", out, "--on-error", "skip"], np_)
     assert r.rc == 3, str(r)
-    notes = [l for l in r.err.splitlines() if "not image" in l]
-    assert notes == [f"histeq_dist: note: {out}: 7 datasets of the input that are not images (strings, tables, "
-                     "1-D arrays, scalars) copied as they are; 1 left out, as it holds references into the input"], r.err
+    notes = [l for l in r.err.splitlines() if "does not equalize" in l]
+    assert notes == [f"histeq_dist: note: {out}: 7 datasets of the input that the run does not equalize (strings, "
+                     "tables, 1-D arrays, scalars, the mask) copied as they are; 1 left out, as it holds references "
+                     "into the input"], r.err
     with h5py.File(inp, "r") as fi, h5py.File(out, "r") as fo:
         assert_array_equal(fo["scan/image"][()], ref.equalize_one(X, 8), "/scan/image")
         assert_array_equal(fo["scan/stack"][()], ref.equalize_stack(fi["scan/stack"][()], 8)[0], "/scan/stack")
@@ -294,7 +295,7 @@ def test_what_is_not_an_image_is_carried_as_it_is(tmp, np_):
     assert got["/alias"] == got["/meta/table"] and got["/scan/patient"] == ("soft", "/meta/patient")
     # -q: no note; a selected metadata dataset is still not an image.
     r = run(["-i", inp, "-o", tmp / "q.h5", "--on-error", "skip", "-q"], np_)
-    assert r.rc == 3 and "not image" not in r.err, str(r)
+    assert r.rc == 3 and "does not equalize" not in r.err, str(r)
     r = run(["-i", inp + ":/meta/patient", "-o", tmp / "one.h5"])
     assert r.rc == 4 and "in.h5:/meta/patient: unsupported type (string)" in r.err, str(r)
 
@@ -334,8 +335,9 @@ def test_variable_length_metadata_behind_a_filter_this_hdf5_lacks_is_left_out(tm
                          compression="lzf")
         f.create_dataset("axis", data=np.arange(100.0), chunks=(10,), compression="lzf")
     r = run_ok(["-i", inp, "-o", out])
-    assert f"{out}: 1 dataset of the input that is not an image (strings, tables, 1-D arrays, scalars) copied as " \
-           "it is; 1 of variable-length data left out, as copying it needs a filter this HDF5 lacks" in r.err, r.err
+    assert f"{out}: 1 dataset of the input that the run does not equalize (strings, tables, 1-D arrays, scalars, " \
+           "the mask) copied as it is; 1 of variable-length data left out, as copying it needs a filter this HDF5 " \
+           "lacks" in r.err, r.err
     with h5py.File(out, "r") as f:
         assert "notes" not in f and np.array_equal(f["axis"][()], np.arange(100.0)) and f["axis"].compression == "lzf"
         assert_array_equal(f["img"][()], ref.equalize_one(X, 8), "/img")
