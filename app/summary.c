@@ -1,5 +1,4 @@
 /* summary.c — --summary FILE; contract in summary.h. */
-#define _DEFAULT_SOURCE /* realpath */
 #include "summary.h"
 
 #include <errno.h>

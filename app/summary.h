@@ -1,6 +1,7 @@
 /* summary.h — the end-of-run summary as JSON (--summary FILE), for batch systems and dashboards
  * that should not parse log lines. Written by rank 0 under a temporary name (PATH.part-PID), then
- * renamed. */
+ * renamed; a FILE that is a link is the file it names (followed as text, checked as that file); a
+ * FIFO or a device is written into directly (a FIFO nobody opens within 10 s: HQ_EIO). */
 #ifndef HQ_SUMMARY_H
 #define HQ_SUMMARY_H
 
@@ -29,8 +30,8 @@ int hq_summary_write(const char *path, const hq_summary *s, hq_err *err);
 
 /* Rank 0, before the run: the summary can be written at path (a probe file made and removed), so a
  * long run does not fail at its end, and path is none of the files the run reads or writes (the
- * input, the output or a file in an output directory, the --reference or --mask file, the
- * --report directory or a file in it): HQ_EUSAGE
+ * input, the output or a file in an output directory, its journal or lock, the --reference or
+ * --mask file, the --report directory or a file in it): HQ_EUSAGE
  * naming the path otherwise, as for a directory. */
 int hq_summary_check(const char *path, const hq_options *o, const hq_inventory *inv, hq_err *err);
 
