@@ -336,6 +336,7 @@ def test_many_tiny_16bit_images_in_one_block_stay_within_memory(tmp):
             assert_array_equal(f["s"][k], ref.equalize_one(a[k], 16), f"slice {k}")
 
 
+@pytest.mark.skipif("ASAN_OPTIONS" in os.environ, reason="AddressSanitizer's shadow and quarantine count in the RSS")
 def test_a_million_chunks_stay_within_memory(tmp):
     """HDF5's metadata cache counts a chunk B-tree node by its 2.6 KiB on disk, but holds it with
     native keys of 33 offsets each, about 18 KiB: with 1.10's default ceiling of 32 MiB a file's
