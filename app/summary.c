@@ -64,6 +64,10 @@ static int is_special(const char *path)
     return stat(path, &st) == 0 && !S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode);
 }
 
+/* The file hq_summary_check approved for the FILE given (a link followed once, there): the write
+ * goes there, so that a link pointed elsewhere during the run cannot aim it at another file. */
+static char *checked_given, *checked_target;
+
 /* Where the summary goes: a symbolic link's target, followed as text (core/samepath.h) so that
  * the check before the run and the write after it name one file, whether or not it exists yet;
  * the rename then replaces the file the link names, not the link. malloc'd; NULL on a loop. */
@@ -94,6 +98,8 @@ static int guard(const char *path, const hq_options *o, const hq_inventory *inv,
         return hq_fail(err, HQ_EUSAGE, "--summary: empty file name");
     if (exists && S_ISDIR(st.st_mode))
         return hq_fail(err, HQ_EUSAGE, "%s: --summary FILE is a directory", path);
+    if (exists && S_ISSOCK(st.st_mode))
+        return hq_fail(err, HQ_EUSAGE, "%s: --summary FILE is a socket", path);
     if (own_bookkeeping(path, o->output))
         return hq_fail(err, HQ_EUSAGE, "%s: --summary FILE cannot be the output's journal or lock", path);
     if (hq_same_path(path, o->output))
@@ -141,6 +147,12 @@ int hq_summary_check(const char *given, const hq_options *o, const hq_inventory 
         free(path);
         return rc;
     }
+    /* The rename would replace a file the user may not write (it needs only the directory). */
+    if (access(path, F_OK) == 0 && access(path, W_OK) != 0) {
+        rc = hq_fail(err, HQ_EIO, "%s: cannot write (%s)", given, strerror(errno));
+        free(path);
+        return rc;
+    }
     char *tmp = part_path(path);
     if (!tmp) {
         free(path);
@@ -156,7 +168,12 @@ int hq_summary_check(const char *given, const hq_options *o, const hq_inventory 
         hq_doomed_drop(slot);
     }
     free(tmp);
-    free(path);
+    free(checked_given);
+    free(checked_target);
+    checked_given = rc ? NULL : strdup(given);
+    checked_target = rc ? NULL : path;
+    if (rc)
+        free(path);
     return rc;
 }
 
@@ -190,7 +207,8 @@ int hq_summary_write(const char *given, const hq_summary *s, hq_err *err)
         const int bad = ferror(f) | (fclose(f) != 0);
         return bad ? hq_fail(err, HQ_EIO, "%s: cannot write (%s)", given, strerror(errno)) : 0;
     }
-    char *path = target_of(given);
+    char *path = checked_given && checked_target && !strcmp(checked_given, given) ? strdup(checked_target)
+                                                                                  : target_of(given);
     char *tmp = path ? part_path(path) : NULL;
     if (!tmp) {
         free(path);

@@ -1,4 +1,5 @@
 /* samepath.c — contract in samepath.h. */
+#define _DEFAULT_SOURCE /* realpath */
 #include "samepath.h"
 
 #include <errno.h>
@@ -91,7 +92,7 @@ char *hq_follow_links(const char *path, int *loop)
     struct stat st;
     while (cur && lstat(cur, &st) == 0 && S_ISLNK(st.st_mode)) {
         char target[4096];
-        const ssize_t n = hops < 40 ? readlink(cur, target, sizeof target - 1) : -1;
+        ssize_t n = hops < 40 ? readlink(cur, target, sizeof target - 1) : -1;
         if (n <= 0) {
             if (loop)
                 *loop = 1;
@@ -99,6 +100,18 @@ char *hq_follow_links(const char *path, int *loop)
             return NULL;
         }
         hops++;
+        /* A target that ends in "/" or "/." names the same as without (lstat would follow a
+         * "link/" and stop there, and "dir/." would name a lock "..lock" inside dir). */
+        size_t t = (size_t)n;
+        for (;;) {
+            if (t > 1 && target[t - 1] == '/')
+                t--;
+            else if (t > 2 && target[t - 1] == '.' && target[t - 2] == '/')
+                t -= 2;
+            else
+                break;
+        }
+        n = (ssize_t)t;
         target[n] = '\0';
         const char *slash = strrchr(cur, '/');
         const size_t dir = target[0] == '/' || !slash ? 0 : (size_t)(slash - cur) + 1;
@@ -113,6 +126,16 @@ char *hq_follow_links(const char *path, int *loop)
     if (!hops) {
         free(cur);
         return NULL;
+    }
+    /* "..", or a bare ".", as the last component: the name of what it stands for, where it exists. */
+    unsigned long bn;
+    const char *base = cur ? hq_base_of(cur, &bn) : NULL;
+    if (base && ((bn == 1 && base[0] == '.') || (bn == 2 && base[0] == '.' && base[1] == '.'))) {
+        char *real = realpath(cur, NULL);
+        if (real) {
+            free(cur);
+            cur = real;
+        }
     }
     return cur;
 }

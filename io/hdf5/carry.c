@@ -187,6 +187,39 @@ static int holds_references(hid_t in, const char *path)
     return yes;
 }
 
+/* Whether type t holds variable-length data anywhere: a vlen sequence, or a variable-length string
+ * at the top, in a compound's member or an array's elements (H5Tdetect_class does not see a
+ * variable-length string inside an array). */
+static int holds_vlen(hid_t t)
+{
+    switch (H5Tget_class(t)) {
+    case H5T_VLEN:
+        return 1;
+    case H5T_STRING:
+        return H5Tis_variable_str(t) > 0;
+    case H5T_ARRAY: {
+        const hid_t b = H5Tget_super(t);
+        const int yes = b >= 0 && holds_vlen(b);
+        if (b >= 0)
+            H5Tclose(b);
+        return yes;
+    }
+    case H5T_COMPOUND: {
+        const int n = H5Tget_nmembers(t);
+        int yes = 0;
+        for (int k = 0; k < n && !yes; k++) {
+            const hid_t m = H5Tget_member_type(t, (unsigned)k);
+            yes = m >= 0 && holds_vlen(m);
+            if (m >= 0)
+                H5Tclose(m);
+        }
+        return yes;
+    }
+    default:
+        return 0;
+    }
+}
+
 /* Variable-length data (vlen sequences and strings): H5Ocopy decodes its chunks to copy the heap
  * objects they point to, through every filter of the pipeline; other data is copied as stored.
  * *missing: one of those filters is not in this HDF5 (lzf, blosc...), where H5Ocopy crashed. */
@@ -196,8 +229,7 @@ static int needs_decoding(hid_t in, const char *path, int *missing)
     hid_t d = H5Dopen2(in, path, H5P_DEFAULT);
     hid_t t = d >= 0 ? H5Dget_type(d) : H5I_INVALID_HID;
     hid_t dcpl = d >= 0 ? H5Dget_create_plist(d) : H5I_INVALID_HID;
-    const int vlen = t >= 0 && (H5Tdetect_class(t, H5T_VLEN) > 0 ||
-                                (H5Tget_class(t) == H5T_STRING && H5Tis_variable_str(t) > 0));
+    const int vlen = t >= 0 && holds_vlen(t);
     const int nf = vlen && dcpl >= 0 ? H5Pget_nfilters(dcpl) : 0;
     for (int k = 0; k < nf; k++) {
         unsigned flags = 0, cd[16];

@@ -334,11 +334,16 @@ def test_variable_length_metadata_behind_a_filter_this_hdf5_lacks_is_left_out(tm
         f.create_dataset("notes", data=np.array(["a", "bb"] * 50, dtype=h5py.string_dtype()), chunks=(10,),
                          compression="lzf")
         f.create_dataset("axis", data=np.arange(100.0), chunks=(10,), compression="lzf")
+        # Variable-length strings as an array's elements: H5Tdetect_class does not see them.
+        arr = f.create_dataset("meta/arr", (50,), dtype=np.dtype((h5py.string_dtype(), (3,))), chunks=(10,),
+                               compression="lzf")
+        arr[:] = np.array([["a" * i, "b", "c"] for i in range(50)], dtype=object)
     r = run_ok(["-i", inp, "-o", out])
     assert f"{out}: 1 dataset of the input that the run does not equalize (strings, tables, 1-D arrays, scalars, " \
-           "the mask) copied as it is; 1 of variable-length data left out, as copying it needs a filter this HDF5 " \
+           "the mask) copied as it is; 2 of variable-length data left out, as copying them needs a filter this HDF5 " \
            "lacks" in r.err, r.err
     with h5py.File(out, "r") as f:
-        assert "notes" not in f and np.array_equal(f["axis"][()], np.arange(100.0)) and f["axis"].compression == "lzf"
+        assert "notes" not in f and "arr" not in f["meta"]
+        assert np.array_equal(f["axis"][()], np.arange(100.0)) and f["axis"].compression == "lzf"
         assert_array_equal(f["img"][()], ref.equalize_one(X, 8), "/img")
 

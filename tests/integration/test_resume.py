@@ -438,7 +438,7 @@ def test_luts_none_is_no_part_of_a_png_runs_identity(tmp, luts):
            None, env=FLUSH_NOW)
 
 
-@pytest.mark.parametrize("spelling", ["link", "link/", "chain/", "dangling"])
+@pytest.mark.parametrize("spelling", ["link", "link/", "chain/", "dangling", "to_slash", "to_dot"])
 def test_the_lock_follows_an_output_named_through_a_symbolic_link(tmp, spelling):
     """The lock was named after OUT as typed: a run writing outd/ and another given a symbolic link
     to it (--force) held two locks and wrote one directory; the first, failing, took back the
@@ -451,6 +451,8 @@ def test_the_lock_follows_an_output_named_through_a_symbolic_link(tmp, spelling)
     os.symlink("outd", tmp / "link")
     os.symlink("link", tmp / "chain")
     os.symlink("outd", tmp / "dangling")
+    os.symlink("link/", tmp / "to_slash")  # a target's trailing slash made lstat stop at "link"
+    os.symlink("outd/.", tmp / "to_dot")  # named the lock "outd/..lock", inside the output
     with open(lock_of(target), "w") as held:
         fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)
         r = run(["-i", d, "-o", str(tmp / spelling), "--force"])

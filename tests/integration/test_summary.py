@@ -142,6 +142,16 @@ def test_summary_into_a_fifo_a_device_or_through_a_link(tmp):
     assert os.readlink(tmp / "link.json") == "real.json"
     assert json.loads((tmp / "real.json").read_text())["output"] == str(tmp / "o4.h5")
     assert not [n for n in os.listdir(tmp) if ".part" in n]
+    # A socket passed the check (writable), then after all the work waited 10 s as for a FIFO.
+    import socket
+    sock = socket.socket(socket.AF_UNIX)
+    sock.bind(str(tmp / "sock"))
+    try:
+        r = run(args + ["--output", tmp / "o5.h5", "--summary", tmp / "sock"])
+        assert r.rc == 2 and r.err_lines == [f"histeq_dist: {tmp / 'sock'}: --summary FILE is a socket"], str(r)
+        assert not (tmp / "o5.h5").exists()
+    finally:
+        sock.close()
 
 
 def test_progress_told_through_both_passes(tmp):
