@@ -166,27 +166,6 @@ static int copy_attrs(carry_walk *w, const char *path)
     return rc;
 }
 
-static hsize_t storage_of(hid_t in, const char *path)
-{
-    hid_t d = H5Dopen2(in, path, H5P_DEFAULT);
-    const hsize_t n = d >= 0 ? H5Dget_storage_size(d) : 0;
-    hdf5_close_id(&d, H5Dclose);
-    H5Eclear2(H5E_DEFAULT);
-    return n;
-}
-
-/* A type that holds references: they would point into the input. */
-static int holds_references(hid_t in, const char *path)
-{
-    hid_t d = H5Dopen2(in, path, H5P_DEFAULT);
-    hid_t t = d >= 0 ? H5Dget_type(d) : H5I_INVALID_HID;
-    const int yes = t >= 0 && H5Tdetect_class(t, H5T_REFERENCE) > 0;
-    hdf5_close_id(&t, H5Tclose);
-    hdf5_close_id(&d, H5Dclose);
-    H5Eclear2(H5E_DEFAULT);
-    return yes;
-}
-
 /* Whether type t holds variable-length data anywhere: a vlen sequence, or a variable-length string
  * at the top, in a compound's member or an array's elements (H5Tdetect_class does not see a
  * variable-length string inside an array). */
@@ -220,51 +199,58 @@ static int holds_vlen(hid_t t)
     }
 }
 
-/* Variable-length data (vlen sequences and strings): H5Ocopy decodes its chunks to copy the heap
- * objects they point to, through every filter of the pipeline; other data is copied as stored.
- * *missing: one of those filters is not in this HDF5 (lzf, blosc...), where H5Ocopy crashed. */
-static int needs_decoding(hid_t in, const char *path, int *missing)
+/* What copy_dataset decides by, read through one open of the dataset. */
+typedef struct dset_facts {
+    hsize_t storage;
+    int refs;    /* its type holds references: they would point into the input */
+    int vlen;    /* variable-length data: H5Ocopy decodes its chunks to copy the heap objects they
+                    point to, through every filter of the pipeline; other data is copied as stored */
+    int missing; /* vlen, behind a filter not in this HDF5 (lzf, blosc...), where H5Ocopy crashed */
+} dset_facts;
+
+static void dataset_facts(hid_t in, const char *path, dset_facts *f)
 {
-    *missing = 0;
+    memset(f, 0, sizeof *f);
     hid_t d = H5Dopen2(in, path, H5P_DEFAULT);
     hid_t t = d >= 0 ? H5Dget_type(d) : H5I_INVALID_HID;
     hid_t dcpl = d >= 0 ? H5Dget_create_plist(d) : H5I_INVALID_HID;
-    const int vlen = t >= 0 && holds_vlen(t);
-    const int nf = vlen && dcpl >= 0 ? H5Pget_nfilters(dcpl) : 0;
+    f->storage = d >= 0 ? H5Dget_storage_size(d) : 0;
+    f->refs = t >= 0 && H5Tdetect_class(t, H5T_REFERENCE) > 0;
+    f->vlen = t >= 0 && holds_vlen(t);
+    const int nf = f->vlen && dcpl >= 0 ? H5Pget_nfilters(dcpl) : 0;
     for (int k = 0; k < nf; k++) {
         unsigned flags = 0, cd[16];
         size_t ncd = 16;
-        const H5Z_filter_t f = H5Pget_filter2(dcpl, (unsigned)k, &flags, &ncd, cd, 0, NULL, NULL);
-        if (f < 0 || H5Zfilter_avail(f) <= 0)
-            *missing = 1;
+        const H5Z_filter_t z = H5Pget_filter2(dcpl, (unsigned)k, &flags, &ncd, cd, 0, NULL, NULL);
+        if (z < 0 || H5Zfilter_avail(z) <= 0)
+            f->missing = 1;
     }
     hdf5_close_id(&dcpl, H5Pclose);
     hdf5_close_id(&t, H5Tclose);
     hdf5_close_id(&d, H5Dclose);
     H5Eclear2(H5E_DEFAULT);
-    return vlen;
 }
 
 /* 0 copied, 1 left out (its further names too), -1 failed. */
 static int copy_dataset(carry_walk *w, const char *path)
 {
+    dset_facts f;
+    dataset_facts(w->in, path, &f);
     if (w->measure) {
-        w->bytes += storage_of(w->in, path);
+        w->bytes += f.storage;
         return 1;
     }
-    if (holds_references(w->in, path)) {
+    if (f.refs) {
         w->refs++;
         return 1;
     }
-    int missing = 0;
-    const int decoded = needs_decoding(w->in, path, &missing);
-    if (missing) {
+    if (f.missing) {
         w->unfiltered++;
         return 1;
     }
     /* The scan's trial copies what H5Ocopy decodes whatever its size: a damaged chunk there would
      * crash the close after all the work, and the trial's child takes the crash instead. */
-    if (w->max_storage && !decoded && storage_of(w->in, path) > w->max_storage)
+    if (w->max_storage && !f.vlen && f.storage > w->max_storage)
         return 1;
     /* Attributes apart: H5Ocopy would carry references into the input's address space. */
     hid_t ocpy = H5Pcreate(H5P_OBJECT_COPY);
