@@ -453,3 +453,11 @@ int hq_options_parse(int argc, char **argv, int print, hq_options *o, hq_err *er
         return hq_fail(err, HQ_EUSAGE, "--verbose and --quiet contradict each other");
     return 0;
 }
+
+const char *const hq_side_option[HQ_SIDE_N] = {"--mask", "--reference"};
+
+void hq_side_specs(const hq_options *o, const char *spec[HQ_SIDE_N])
+{
+    spec[0] = o->mask;
+    spec[1] = o->reference && strcmp(o->reference, "global") ? o->reference : NULL;
+}

@@ -51,6 +51,12 @@ typedef struct hq_options {
 
 int hq_options_parse(int argc, char **argv, int print, hq_options *o, hq_err *err);
 
+/* The files a run reads besides its input, as the options give them: spec[0] --mask's, spec[1]
+ * --reference's; NULL where the option is absent or names no file (--reference global). */
+enum { HQ_SIDE_N = 2 };
+extern const char *const hq_side_option[HQ_SIDE_N]; /* "--mask", "--reference" */
+void hq_side_specs(const hq_options *o, const char *spec[HQ_SIDE_N]);
+
 /* The --help text: also the source of the man page (man/usage2man.awk, `make man`). */
 const char *hq_options_usage(void);
 

@@ -98,8 +98,9 @@ static int decide(const hq_options *o, const hq_inventory *inv, hq_resume *res, 
     char opts[4096];
     options_text(o, inv->format, opts, sizeof opts);
     /* The files a --mask or --reference names are input too. */
-    const int ref_file = o->reference && strcmp(o->reference, "global") != 0;
-    const uint64_t also = (o->mask ? spec_fingerprint(o->mask) : 0) * 3 + (ref_file ? spec_fingerprint(o->reference) : 0);
+    const char *side[HQ_SIDE_N];
+    hq_side_specs(o, side);
+    const uint64_t also = (side[0] ? spec_fingerprint(side[0]) : 0) * 3 + (side[1] ? spec_fingerprint(side[1]) : 0);
     hq_journal_make_id(inv, opts, also, res->id, sizeof res->id);
     int journal = hq_journal_exists(o->output);
     const int in_use = journal && hq_journal_in_use(o->output);
@@ -179,8 +180,10 @@ static int clash_with_own_files(const hq_options *o, const hq_inventory *inv, hq
         }
         if (!names[k] || lstat(names[k], &id) != 0)
             continue;
-        char *mask = o->mask ? hq_io_spec_file(o->mask) : NULL;
-        char *ref = o->reference && strcmp(o->reference, "global") ? hq_io_spec_file(o->reference) : NULL;
+        const char *side[HQ_SIDE_N];
+        hq_side_specs(o, side);
+        char *mask = side[0] ? hq_io_spec_file(side[0]) : NULL;
+        char *ref = side[1] ? hq_io_spec_file(side[1]) : NULL;
         const char *clash = same_id(inv->root, &id, k)      ? "the input"
                             : same_id(mask, &id, k)           ? "the --mask file"
                             : same_id(ref, &id, k)            ? "the --reference file"
@@ -205,22 +208,22 @@ static int clash_with_own_files(const hq_options *o, const hq_inventory *inv, hq
  * mask directory itself or a file the output will hold. With --force it would, and exit 0. */
 static int output_replaces_a_read_file(const hq_options *o, const hq_inventory *inv, hq_err *err)
 {
-    const char *const specs[2] = {o->mask, o->reference && strcmp(o->reference, "global") ? o->reference : NULL};
-    const char *const what[2] = {"--mask", "--reference"};
+    const char *specs[HQ_SIDE_N];
+    hq_side_specs(o, specs);
     const int png_dir = inv->format == HQ_FMT_PNG && inv->root_is_dir;
     int rc = 0;
-    for (int k = 0; k < 2 && !rc; k++) {
+    for (int k = 0; k < HQ_SIDE_N && !rc; k++) {
         char *file = specs[k] ? hq_io_spec_file(specs[k]) : NULL;
         if (!specs[k])
             continue;
         if (!file)
             return hq_fail(err, HQ_EMEM, "%s: out of memory", o->output);
         if (hq_same_path(o->output, file))
-            rc = hq_fail(err, HQ_EUSAGE, "%s: the output is the %s file %s, which the run reads", o->output, what[k],
+            rc = hq_fail(err, HQ_EUSAGE, "%s: the output is the %s file %s, which the run reads", o->output, hq_side_option[k],
                          file);
         else if (png_dir && hq_item_file_in(file, o->output, inv))
             rc = hq_fail(err, HQ_EUSAGE, "%s: the output directory would replace the %s file %s, which the run "
-                         "reads", o->output, what[k], file);
+                         "reads", o->output, hq_side_option[k], file);
         free(file);
     }
     return rc;

@@ -115,14 +115,15 @@ static int guard(const char *path, const hq_options *o, const hq_inventory *inv,
     }
     if (o->report && (hq_same_path(path, o->report) || hq_in_dir(path, o->report)))
         return hq_fail(err, HQ_EUSAGE, "%s: --summary FILE cannot be the --report directory or a file in it", path);
-    const char *const specs[2] = {o->reference, o->mask}, *const what[2] = {"--reference", "--mask"};
-    for (int k = 0; k < 2; k++) {
+    const char *specs[HQ_SIDE_N];
+    hq_side_specs(o, specs);
+    for (int k = 0; k < HQ_SIDE_N; k++) {
         char *file = specs[k] ? hq_io_spec_file(specs[k]) : NULL;
         const int clash = file && (hq_same_path(path, file) || (stat(file, &st) == 0 && S_ISDIR(st.st_mode) &&
                                                                hq_item_file_in(path, file, inv)));
         free(file);
         if (clash)
-            return hq_fail(err, HQ_EUSAGE, "%s: --summary FILE cannot be a file of %s", path, what[k]);
+            return hq_fail(err, HQ_EUSAGE, "%s: --summary FILE cannot be a file of %s", path, hq_side_option[k]);
     }
     for (size_t i = 0; exists && i < inv->n; i++)
         if (hq_same_path(path, inv->items[i].src))

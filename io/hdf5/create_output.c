@@ -147,14 +147,7 @@ static int create_item_output(hq_io *io, uint64_t i, hq_err *err)
         rc = hq_fail(err, HQ_EIO, "%s:%s: cannot create the dataset%s", out, it->name, det);
         goto out;
     }
-    attr_ctx c = {io->out_dset[i], out, it->name, err, 0};
-    hsize_t idx = 0;
-    if (H5Aiterate2(in, H5_INDEX_NAME, H5_ITER_INC, &idx, hdf5_attr_cb, &c) < 0 && !c.rc) {
-        char det[512];
-        hdf5_detail(det, sizeof det);
-        c.rc = hq_fail(err, HQ_EIO, "%s:%s: cannot list the input's attributes%s", out, it->name, det);
-    }
-    rc = c.rc;
+    rc = hdf5_copy_attrs(in, io->out_dset[i], out, it->name, NULL, err);
 out:
     if (lcpl >= 0)
         H5Pclose(lcpl);

@@ -91,14 +91,7 @@ static int copy_one(hq_io *io, const char *path, hq_err *err)
         hdf5_detail(det, sizeof det);
         rc = hq_fail(err, HQ_EIO, "%s:%s: cannot open the group%s", io->out_path, path, det);
     } else {
-        attr_ctx c = {out, io->out_path, path, err, 0};
-        hsize_t idx = 0;
-        if (H5Aiterate2(in, H5_INDEX_NAME, H5_ITER_INC, &idx, root ? root_attr_cb : hdf5_attr_cb, &c) < 0 && !c.rc) {
-            char det[512];
-            hdf5_detail(det, sizeof det);
-            c.rc = hq_fail(err, HQ_EIO, "%s:%s: cannot list the input's attributes%s", io->out_path, path, det);
-        }
-        rc = c.rc;
+        rc = hdf5_copy_attrs(in, out, io->out_path, path, root ? root_attr_cb : NULL, err);
     }
     hdf5_close_id(&in, H5Oclose);
     hdf5_close_id(&out, H5Oclose);

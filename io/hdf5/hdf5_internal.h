@@ -240,6 +240,9 @@ int hdf5_output_dcpl(hid_t in, int frank, const char *out, const char *name, hid
 /* Copies one attribute to data's attr_ctx.dst; with dst = H5I_INVALID_HID only reads it, as the copy
  * would (hdf5_check_metadata). */
 herr_t hdf5_attr_cb(hid_t obj, const char *aname, const H5A_info_t *info, void *data);
+/* Every attribute of src onto dst through cb (NULL: hdf5_attr_cb; a filter may stand in front of it);
+ * 0, or the failure in err under out:name (an attribute that cannot be copied, or the list). */
+int hdf5_copy_attrs(hid_t src, hid_t dst, const char *out, const char *name, H5A_operator2_t cb, hq_err *err);
 /* io.h's check_metadata: every attribute create_output copies, read once, and what carry.c will
  * copy, copied into memory (output_layout.c). */
 int hdf5_check_metadata(const hq_inventory *inv, hq_err *err);

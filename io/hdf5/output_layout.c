@@ -157,6 +157,18 @@ herr_t hdf5_attr_cb(hid_t obj, const char *aname, const H5A_info_t *info, void *
     return 0;
 }
 
+int hdf5_copy_attrs(hid_t src, hid_t dst, const char *out, const char *name, H5A_operator2_t cb, hq_err *err)
+{
+    attr_ctx c = {dst, out, name, err, 0};
+    hsize_t idx = 0;
+    if (H5Aiterate2(src, H5_INDEX_NAME, H5_ITER_INC, &idx, cb ? cb : hdf5_attr_cb, &c) < 0 && !c.rc) {
+        char det[512];
+        hdf5_detail(det, sizeof det);
+        c.rc = hq_fail(err, HQ_EIO, "%s:%s: cannot list the input's attributes%s", out, name, det);
+    }
+    return c.rc;
+}
+
 int hdf5_check_metadata(const hq_inventory *inv, hq_err *err)
 {
     hid_t f = H5Fopen(inv->root, H5F_ACC_RDONLY, H5P_DEFAULT);

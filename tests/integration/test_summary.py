@@ -187,3 +187,16 @@ def test_names_that_are_not_utf8_keep_the_json_and_the_page_valid(tmp):
     assert s["input"].endswith("lat\ufffd") and s["images"] == 2
     page = (tmp / "rep" / "index.html").read_bytes().decode("utf-8", errors="strict")
     assert "caf\ufffd.png" in page or "caf&#xfffd;.png" in page
+
+
+def test_summary_named_global_beside_reference_global(tmp):
+    """'--reference global' names no file: a summary file called 'global' in the working
+    directory is not "a file of --reference"."""
+    stack = ref.stack_of(3, 20, 30, 60, 90, np.uint8, seed=93)
+    inp = tmp / "in.h5"
+    with h5py.File(inp, "w") as f:
+        f.create_dataset("s", data=stack)
+    r = run(["--input", inp, "--output", tmp / "out.h5", "--device", DEVICES[0], "--method", "match",
+             "--reference", "global", "--summary", "global", "-q"], cwd=tmp)
+    assert r.rc == 0, str(r)
+    assert json.loads((tmp / "global").read_text())["images"] == 3
