@@ -13,7 +13,9 @@
  *    checked and renamed, as szip_masks.c; a whole-file input only): walks the input's links.
  *    Every hard link to a dataset that is not an item of the inventory (images, and the skipped
  *    ones, which stay out), under a path the output lacks, gets the dataset copied with H5Ocopy:
- *    type, shape, layout, filters and bytes as they are, and its attributes as output_layout.c
+ *    type, shape, layout, filters and bytes as they are (values whose bytes lie in external raw
+ *    files or a virtual dataset's sources are copied into a contiguous dataset of the output: a
+ *    copy of the layout would name files the output cannot reach), and its attributes as output_layout.c
  *    copies an image's (hdf5_attr_cb: no references, none over 32 KiB). A group the output lacks
  *    is made, with its attributes; a further hard link to something copied here is made a hard
  *    link to the copy. Soft links are made at create (links.c); external links, named datatypes,
@@ -206,6 +208,9 @@ typedef struct dset_facts {
     int vlen;    /* variable-length data: H5Ocopy decodes its chunks to copy the heap objects they
                     point to, through every filter of the pipeline; other data is copied as stored */
     int missing; /* vlen, behind a filter not in this HDF5 (lzf, blosc...), where H5Ocopy crashed */
+    int by_value; /* data in external raw files or a virtual dataset's sources: H5Ocopy would copy
+                     the names of those files, which the output cannot reach (a relative name is
+                     taken from the reader's working directory), so the values are copied instead */
 } dset_facts;
 
 static void dataset_facts(hid_t in, const char *path, dset_facts *f)
@@ -217,6 +222,13 @@ static void dataset_facts(hid_t in, const char *path, dset_facts *f)
     f->storage = d >= 0 ? H5Dget_storage_size(d) : 0;
     f->refs = t >= 0 && H5Tdetect_class(t, H5T_REFERENCE) > 0;
     f->vlen = t >= 0 && holds_vlen(t);
+    f->by_value = dcpl >= 0 && (H5Pget_external_count(dcpl) > 0 || H5Pget_layout(dcpl) == H5D_VIRTUAL);
+    if (f->by_value) { /* their storage in this file is none: the values' size counts */
+        hid_t s = H5Dget_space(d);
+        const hssize_t n = s >= 0 ? H5Sget_simple_extent_npoints(s) : 0;
+        f->storage = n > 0 && t >= 0 ? (hsize_t)n * H5Tget_size(t) : 0;
+        hdf5_close_id(&s, H5Sclose);
+    }
     const int nf = f->vlen && dcpl >= 0 ? H5Pget_nfilters(dcpl) : 0;
     for (int k = 0; k < nf; k++) {
         unsigned flags = 0, cd[16];
@@ -229,6 +241,82 @@ static void dataset_facts(hid_t in, const char *path, dset_facts *f)
     hdf5_close_id(&t, H5Tclose);
     hdf5_close_id(&d, H5Dclose);
     H5Eclear2(H5E_DEFAULT);
+}
+
+/* Rows of d from `row` on, at most `rows` of them, read in d's own type and written into o. */
+static int copy_rows(hid_t d, hid_t o, hid_t t, hid_t s, int ndims, hsize_t row, hsize_t rows)
+{
+    hsize_t dims[H5S_MAX_RANK], start[H5S_MAX_RANK] = {0};
+    hid_t ms = H5I_INVALID_HID;
+    if (ndims > 0) {
+        H5Sget_simple_extent_dims(s, dims, NULL);
+        if (rows > dims[0] - row)
+            rows = dims[0] - row;
+        start[0] = row;
+        dims[0] = rows;
+        if (H5Sselect_hyperslab(s, H5S_SELECT_SET, start, NULL, dims, NULL) < 0 ||
+            (ms = H5Screate_simple(ndims, dims, NULL)) < 0)
+            return -1;
+    }
+    const hssize_t n = ndims > 0 ? H5Sget_select_npoints(s) : 1;
+    void *buf = calloc(n > 0 ? (size_t)n : 1, H5Tget_size(t));
+    const hid_t mspace = ndims > 0 ? ms : H5S_ALL, fspace = ndims > 0 ? s : H5S_ALL;
+    const int read = buf && H5Dread(d, t, mspace, fspace, H5P_DEFAULT, buf) >= 0;
+    int rc = read && H5Dwrite(o, t, mspace, fspace, H5P_DEFAULT, buf) >= 0 ? 0 : -1;
+    if (read && H5Tdetect_class(t, H5T_VLEN) + H5Tis_variable_str(t) > 0)
+        H5Dvlen_reclaim(t, ndims > 0 ? ms : s, H5P_DEFAULT, buf);
+    free(buf);
+    hdf5_close_id(&ms, H5Sclose);
+    return rc;
+}
+
+/* A dataset's values into a new contiguous dataset at the same path, 64 MiB of rows at a time.
+ * HDF5 reads a relative external file name from the working directory; failing that, it is
+ * looked for beside the input file, where the file's maker most likely put it. */
+static int copy_values(carry_walk *w, const char *path)
+{
+    hid_t d = H5Dopen2(w->in, path, H5P_DEFAULT);
+    hid_t t = d >= 0 ? H5Dget_type(d) : H5I_INVALID_HID, s = d >= 0 ? H5Dget_space(d) : H5I_INVALID_HID;
+    hid_t mt = t >= 0 ? H5Tcopy(t) : H5I_INVALID_HID; /* transient, should the input name its type */
+    hid_t o = mt >= 0 && s >= 0 ? H5Dcreate2(w->out, path, mt, s, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT)
+                               : H5I_INVALID_HID;
+    int rc = o >= 0 ? 0 : -1;
+    const int ndims = s >= 0 ? H5Sget_simple_extent_ndims(s) : -1;
+    const int empty = s >= 0 && H5Sget_simple_extent_type(s) == H5S_NULL;
+    hsize_t dims[H5S_MAX_RANK];
+    if (!rc && !empty && ndims >= 0) {
+        hsize_t rows = 1, total = 1;
+        if (ndims > 0) {
+            H5Sget_simple_extent_dims(s, dims, NULL);
+            total = dims[0];
+            const hssize_t n = H5Sget_simple_extent_npoints(s);
+            const uint64_t row_bytes = dims[0] ? (uint64_t)n / dims[0] * H5Tget_size(mt) : 1;
+            rows = row_bytes ? ((uint64_t)64 << 20) / row_bytes : 1;
+            rows = rows ? rows : 1;
+        }
+        for (int tries = 0; tries < 2; tries++) {
+            rc = 0;
+            for (hsize_t r = 0; !rc && r < total; r += rows)
+                rc = copy_rows(d, o, mt, s, ndims, r, rows);
+            if (!rc || tries)
+                break;
+            /* Closed first: a dataset open twice shares the first open's prefix. */
+            hdf5_close_id(&d, H5Dclose);
+            hid_t dapl = H5Pcreate(H5P_DATASET_ACCESS);
+            if (dapl >= 0 && H5Pset_efile_prefix(dapl, "${ORIGIN}") >= 0)
+                d = H5Dopen2(w->in, path, dapl);
+            hdf5_close_id(&dapl, H5Pclose);
+            if (d < 0)
+                break;
+        }
+    } else if (ndims < 0)
+        rc = -1;
+    hdf5_close_id(&o, H5Dclose);
+    hdf5_close_id(&mt, H5Tclose);
+    hdf5_close_id(&s, H5Sclose);
+    hdf5_close_id(&t, H5Tclose);
+    hdf5_close_id(&d, H5Dclose);
+    return rc ? fail(w, path, "its values, which lie in other files") : 0;
 }
 
 /* 0 copied, 1 left out (its further names too), -1 failed. */
@@ -253,8 +341,9 @@ static int copy_dataset(carry_walk *w, const char *path)
     if (w->max_storage && !f.vlen && f.storage > w->max_storage)
         return 1;
     /* Attributes apart: H5Ocopy would carry references into the input's address space. */
-    hid_t ocpy = H5Pcreate(H5P_OBJECT_COPY);
-    int rc = ocpy >= 0 && H5Pset_copy_object(ocpy, H5O_COPY_WITHOUT_ATTR_FLAG) >= 0 &&
+    hid_t ocpy = f.by_value ? H5I_INVALID_HID : H5Pcreate(H5P_OBJECT_COPY);
+    int rc = f.by_value ? copy_values(w, path)
+             : ocpy >= 0 && H5Pset_copy_object(ocpy, H5O_COPY_WITHOUT_ATTR_FLAG) >= 0 &&
                      H5Ocopy(w->in, path, w->out, path, ocpy, H5P_DEFAULT) >= 0
                  ? 0
                  : fail(w, path, "the data");
@@ -364,12 +453,20 @@ int hdf5_carry(hq_io *io, uint64_t *copied, uint64_t *refs, uint64_t *unfiltered
 
 uint64_t hdf5_carry_bytes(hq_io *io)
 {
-    if (io->inv.one_dataset || io->in_file < 0)
+    if (io->inv.one_dataset)
         return 0;
+    /* A file of its own, as hdf5_carry's: opening a virtual dataset through the MPI-IO file dups
+     * its communicator, which rank 0 alone would wait in for ever. */
+    hid_t in = H5Fopen(io->inv.root, H5F_ACC_RDONLY, H5P_DEFAULT);
+    if (in < 0) {
+        H5Eclear2(H5E_DEFAULT);
+        return 0;
+    }
     hq_err scratch;
-    carry_walk w = {.in = io->in_file, .out = H5I_INVALID_HID, .in_name = io->inv.root, .out_name = io->out_path,
+    carry_walk w = {.in = in, .out = H5I_INVALID_HID, .in_name = io->inv.root, .out_name = io->out_path,
                     .mirror_own = hdf5_collides_with_own_group(io), .err_code = HQ_EIO, .measure = 1, .err = &scratch};
     walk(&w, &io->inv);
+    hdf5_close_id(&in, H5Fclose);
     return w.bytes;
 }
 

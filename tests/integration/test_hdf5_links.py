@@ -347,3 +347,49 @@ def test_variable_length_metadata_behind_a_filter_this_hdf5_lacks_is_left_out(tm
         assert np.array_equal(f["axis"][()], np.arange(100.0)) and f["axis"].compression == "lzf"
         assert_array_equal(f["img"][()], ref.equalize_one(X, 8), "/img")
 
+
+
+@pytest.mark.parametrize("np_", [None, 2], ids=["1rank", "2ranks"])
+def test_metadata_in_other_files_is_copied_by_value(tmp, np_, monkeypatch):
+    """Metadata whose bytes lie in external raw files, or a virtual dataset's sources: H5Ocopy
+    copied the file names, and the output's dataset could not be read ("unable to open external
+    raw data file") from anywhere but the input's directory, nor at all once the input went. The
+    values are copied into the output (a relative raw file is found beside the input when the
+    working directory lacks it, as the file's maker most likely meant); a raw file that is missing
+    is the input's problem, named in one line."""
+    src = tmp / "src"
+    src.mkdir()
+    inp, out = src / "in.h5", tmp / "out.h5"
+    axis = np.arange(9 << 20, dtype="<f8") * 0.25  # 72 MiB: two pieces of 64 MiB
+    table = np.array([[b"ab", b"cde", b"f"], [b"g", b"", b"hijklmno"]], dtype="S8")
+    monkeypatch.chdir(src)  # h5py writes external raw files from the working directory
+    with h5py.File(src / "part.h5", "w") as f:
+        f["t"] = np.arange(7, dtype=np.int16)
+    with h5py.File(inp, "w") as f:
+        f["img"] = X
+        d = f.create_dataset("axis", shape=axis.shape, dtype="<f8", external=[("axis.raw", 0, axis.nbytes)])
+        d[:] = axis
+        d.attrs["unit"] = "mm"
+        d = f.create_dataset("meta/table", shape=table.shape, dtype="S8",
+                             external=[("table.raw", 0, 20), ("table2.raw", 0, 100)])
+        d[:] = table
+        lay = h5py.VirtualLayout(shape=(7,), dtype=np.int16)
+        lay[:] = h5py.VirtualSource("part.h5", "t", shape=(7,))
+        f.create_virtual_dataset("v", lay)
+    monkeypatch.undo()
+    assert sorted(os.listdir(src)) == ["axis.raw", "in.h5", "part.h5", "table.raw", "table2.raw"]
+    r = run(["-i", inp, "-o", out, "-q"], np_, cwd=tmp)  # from outside the input's directory
+    assert r.rc == 0, str(r)
+    (src / "part.h5").rename(tmp / "part_moved.h5")
+    for raw in ("axis.raw", "table.raw", "table2.raw"):
+        (src / raw).unlink()
+    with h5py.File(out, "r") as f:
+        assert f["axis"].external is None and f["meta/table"].external is None and not f["v"].is_virtual
+        assert np.array_equal(f["axis"][()], axis) and f["axis"].attrs["unit"] == "mm"
+        assert np.array_equal(f["meta/table"][()], table) and f["meta/table"].dtype == table.dtype
+        assert np.array_equal(f["v"][()], np.arange(7, dtype=np.int16))
+        assert_array_equal(f["img"][()], ref.equalize_one(X, 8), "/img")
+    r = run(["-i", inp, "-o", tmp / "again.h5"], np_, cwd=tmp)
+    lines = r.err_lines if np_ is None else r.hq_lines
+    assert r.rc == 4 and len(lines) == 1 and "in.h5:/" in lines[0] and "other files" in lines[0], str(r)
+    assert not (tmp / "again.h5").exists()
