@@ -94,7 +94,8 @@ int hq_inventory_pack(const hq_inventory *inv, unsigned char **buf, uint64_t *le
         const hq_item *it = &inv->items[i];
         const uint64_t nums[] = {it->slices,       it->height,       it->width,        it->channels,
                                  it->sample_bytes, it->depth,        it->bad,          it->collective,
-                                 it->chunk_slices, it->chunk_height, it->chunk_width, it->sample};
+                                 it->chunk_slices, it->chunk_height, it->chunk_width, it->sample,
+                                 it->object};
         put(&p, nums, sizeof nums);
         put_str(&p, it->src);
         put_str(&p, it->name);
@@ -159,12 +160,12 @@ int hq_inventory_unpack(const unsigned char *buf, uint64_t len, hq_inventory *in
     inv->root = get_str(&r);
     uint64_t n = get_u64(&r);
     for (uint64_t i = 0; i < n && !r.bad; i++) {
-        uint64_t nums[12];
+        uint64_t nums[13];
         get(&r, nums, sizeof nums);
         hq_item it = {.slices = nums[0], .height = nums[1], .width = nums[2], .channels = (uint32_t)nums[3],
                       .sample_bytes = (uint32_t)nums[4], .depth = (uint32_t)nums[5], .bad = (uint32_t)nums[6],
                       .collective = (uint32_t)nums[7], .chunk_slices = nums[8], .chunk_height = nums[9],
-                      .chunk_width = nums[10], .sample = (uint32_t)nums[11]};
+                      .chunk_width = nums[10], .sample = (uint32_t)nums[11], .object = nums[12]};
         it.src = get_str(&r);
         it.name = get_str(&r);
         it.why = get_str(&r);

@@ -33,6 +33,8 @@ typedef struct hq_item {
     uint64_t chunk_slices, chunk_height, chunk_width; /* HDF5 chunk shape over (slices, rows, columns);
                               all 0 when not chunked (contiguous HDF5, PNG). The plan's tiles follow it. */
     char *why;             /* for bad items: the one-line reason "PATH: problem" */
+    uint64_t object;       /* HDF5: the dataset's address in its file, the same under every name
+                              (soft links, further hard links); 0 for PNG and where unknown */
 } hq_item;
 
 typedef struct hq_inventory {

@@ -11,30 +11,55 @@
 #include "../outname.h"
 #include "run_internal.h"
 
-/* Rank 0: a --mask that is one of the input's items (FILE.h5:/path inside the input file, a mask
- * PNG inside the input directory) is a mask, not an image: it is left out of the items (and so of
- * the output). */
-static void leave_out_mask(run *r)
+/* The HDF5 object a mask spec inside the input file names, through every soft link and further
+ * hard link (its own scan, isolated as the input's); 0 when that scan fails, which the mask's
+ * reader reports in its turn. */
+static uint64_t mask_object(const char *mask)
+{
+    hq_inventory m;
+    hq_err scratch;
+    if (hq_io_scan_isolated(mask, 0, 0, &m, &scratch))
+        return 0;
+    const uint64_t obj = m.n == 1 ? m.items[0].object : 0;
+    hq_inventory_free(&m);
+    return obj;
+}
+
+/* Rank 0: a --mask that is one of the input's items (FILE.h5:/path inside the input file, under
+ * whichever of its names; a mask PNG inside the input directory) is a mask, not an image: it is
+ * left out of the items (and so of the output). Where the input names it alone (FILE.h5:/dset, a
+ * PNG file) it is the image, masked by itself; where it was the collection's only image there is
+ * nothing to equalize (HQ_EINPUT). */
+static int leave_out_mask(run *r, hq_err *err)
 {
     const char *mask = r->o->mask;
     struct stat sm, si;
     char *file = NULL, *dspec = NULL;
     const char *dset = NULL;
-    int ok = 0;
+    uint64_t obj = 0;
+    int ok = 0, rc = 0;
     if (mask && r->inv.format == HQ_FMT_PNG) {
         ok = stat(mask, &sm) == 0 && S_ISREG(sm.st_mode);
     } else if (mask && r->inv.format == HQ_FMT_HDF5 && hq_io_split_dataset(mask, &file, &dspec)) {
-        ok = stat(file, &sm) == 0;
+        ok = stat(file, &sm) == 0 && r->inv.n && stat(r->inv.items[0].src, &si) == 0 &&
+             si.st_dev == sm.st_dev && si.st_ino == sm.st_ino;
         dset = dspec + (dspec[0] == '/');
+        obj = ok ? mask_object(mask) : 0;
     }
     for (size_t i = 0; ok && i < r->inv.n; i++) {
         hq_item *it = &r->inv.items[i];
         const char *name = it->name + (it->name[0] == '/');
-        if ((dset && strcmp(name, dset) != 0) || stat(it->src, &si) != 0 || si.st_dev != sm.st_dev ||
-            si.st_ino != sm.st_ino)
+        const int same = dset ? (obj ? it->object == obj : !strcmp(name, dset))
+                              : stat(it->src, &si) == 0 && si.st_dev == sm.st_dev && si.st_ino == sm.st_ino;
+        if (!same)
             continue;
-        if (r->inv.n == 1)
-            break; /* the only input: an image masked by itself, not left out */
+        if (r->inv.n == 1 && (r->inv.one_dataset || (r->inv.format == HQ_FMT_PNG && !r->inv.root_is_dir)))
+            break; /* the input named alone: an image masked by itself */
+        if (r->inv.n == 1) {
+            rc = hq_fail(err, HQ_EINPUT, "%s: its only image is the --mask %s: nothing to equalize", r->inv.root,
+                         mask);
+            break;
+        }
         if (!r->o->quiet)
             fprintf(stderr, "histeq_dist: note: %s%s%s is the mask; it is not equalized\n", it->src, dset ? ":" : "",
                     dset ? it->name : "");
@@ -47,6 +72,7 @@ static void leave_out_mask(run *r)
     }
     free(file);
     free(dspec);
+    return rc;
 }
 
 int run_scan_and_share(run *r, hq_err *err)
@@ -57,7 +83,7 @@ int run_scan_and_share(run *r, hq_err *err)
     if (r->c->rank == 0) {
         rc = hq_io_scan_isolated(r->o->input, r->o->on_error == HQ_ONERR_SKIP, 0, &r->inv, err);
         if (!rc)
-            leave_out_mask(r);
+            rc = leave_out_mask(r, err);
         if (!rc)
             r->input_mark = run_input_mark(r);
         if (!rc)

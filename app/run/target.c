@@ -76,7 +76,14 @@ static int target_from_file(run *r, const hq_mode *m0, hq_err *err)
     for (size_t i = 0; !rc && i < inv.n; i++) {
         const hq_item *it = &inv.items[i];
         const uint32_t bits = r->o->bits ? r->o->bits : it->depth;
-        if ((it->channels >= 3) != (m0->channels >= 3) || bits != m0->bits || bits > it->depth)
+        /* Its samples are counted as the unsigned levels they are stored as: a float's or a
+         * signed integer's bits would be levels of nothing (with --bits, the depth let them by). */
+        if (it->sample != HQ_SAMPLE_UINT)
+            rc = hq_fail(err, HQ_EINPUT, "%s%s%s: the reference holds %s images: --method match takes unsigned "
+                         "integer ones", ref, inv.format == HQ_FMT_HDF5 && !strchr(ref, ':') ? ":" : "",
+                         inv.format == HQ_FMT_HDF5 && !strchr(ref, ':') ? it->name : "",
+                         it->sample == HQ_SAMPLE_FLOAT ? "float" : "signed integer");
+        else if ((it->channels >= 3) != (m0->channels >= 3) || bits != m0->bits || bits > it->depth)
             rc = hq_fail(err, HQ_EINPUT, "%s: the reference holds %u-bit %s images, the input %u-bit %s ones: they "
                          "must match", ref, it->depth, it->channels >= 3 ? "colour" : "gray", m0->bits,
                          m0->channels >= 3 ? "colour" : "gray");

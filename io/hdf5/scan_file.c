@@ -46,6 +46,10 @@ static int add_dataset(scan_ctx *c, const char *name, int any_kind)
         hdf5_detail(det, sizeof det);
         rc = hq_fail(&why, HQ_EINPUT, "%s:%s: cannot open the dataset%s", c->file, name, det);
     } else {
+        H5O_info_t oi;
+        if (H5Oget_info2(d, &oi, H5O_INFO_BASIC) >= 0)
+            it.object = (uint64_t)oi.addr;
+        H5Eclear2(H5E_DEFAULT);
         rc = hdf5_describe_dataset(d, c->file, name, &it, &frank, &why);
         if (!rc)
             rc = hdf5_check_storage(d, c->file, name, &why);

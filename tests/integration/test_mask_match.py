@@ -9,7 +9,7 @@ import pytest
 
 import pngio
 import reference as ref
-from helpers import assert_array_equal, assert_same_output, equalize, run
+from helpers import assert_array_equal, assert_same_output, equalize, run, run_ok
 from helpers import read_png as _read_png
 
 E_INPUT = 4
@@ -571,3 +571,63 @@ def test_output_never_replaces_the_mask_or_reference(tmp, np_):
             continue
         one_line(r, E_USAGE, named)
         assert all(p.read_bytes() == b for p, b in before.items()), args
+
+
+def test_match_reference_float_or_signed_is_refused(tmp):
+    """A float or signed reference was refused for its depth only: with --bits it got through and
+    its stored bits were counted as unsigned levels (a float32 target made every pixel 255, an
+    int8 one of -128 every pixel 128), exit 0."""
+    u8 = np.random.default_rng(61).integers(0, 256, (30, 40), dtype=np.uint8)
+    u16 = np.random.default_rng(62).integers(0, 4096, (30, 40), dtype=np.uint16)
+    inp8, inp16, rfile = tmp / "in8.h5", tmp / "in16.h5", tmp / "ref.h5"
+    write_h5(inp8, d=u8)
+    write_h5(inp16, d=u16)
+    write_h5(rfile, f32=np.random.default_rng(63).uniform(0, 1, (20, 20)).astype(np.float32),
+             f64=np.zeros((20, 20)), i8=np.full((20, 20), -128, np.int8), i16=np.full((20, 20), -5, np.int16))
+    for inp, bits, dset in ((inp8, "8", "f32"), (inp8, "8", "f64"), (inp8, "8", "i8"), (inp16, "16", "i16"),
+                            (inp16, "16", "f32"), (inp8, None, "i8")):
+        r = run(["-i", inp, "-o", tmp / "o.h5", "--method", "match", "--reference", f"{rfile}:/{dset}"]
+                + (["--bits", bits] if bits else []))
+        one_line(r, E_INPUT, f"ref.h5:/{dset}")
+        assert "float" in r.err or "signed" in r.err, str(r)
+        assert not (tmp / "o.h5").exists()
+
+
+@pytest.mark.parametrize("spec", ["/mask_link", "/x_again", "//masks/body", "/./masks/body"])
+def test_mask_inside_input_file_under_another_name_is_left_out(tmp, spec):
+    """The mask was left out only under the very path the scan listed: named through a soft link,
+    a further hard link, '//' or '/./', it was equalized as an image, masked by itself, and the
+    output's copy of the mask rewritten (0/10/200 -> 0/255), exit 0."""
+    img = np.random.default_rng(64).integers(0, 256, (30, 40), dtype=np.uint8)
+    mk = np.zeros((30, 40), np.uint8)
+    mk[5:25, 5:35] = 200
+    mk[10:12, 10:12] = 10
+    inp, out = tmp / "in.h5", tmp / "out.h5"
+    with h5py.File(inp, "w") as f:
+        f["img"] = img
+        f["masks/body"] = mk
+        f["mask_link"] = h5py.SoftLink("/masks/body")
+        f["x_again"] = f["masks/body"]
+    r = run(["-i", inp, "-o", out, "--mask", f"{inp}:{spec}"])
+    assert r.rc == 0 and "is the mask; it is not equalized" in r.err and "equalized 1 image " in r.err, str(r)
+    with h5py.File(out, "r") as f:
+        assert np.array_equal(f["masks/body"][()], mk) and np.array_equal(f["x_again"][()], mk)
+        assert_array_equal(f["img"][()], ref.process_one(img, 8, mask=mk), "img")
+
+
+def test_mask_that_is_the_only_image_of_a_whole_file(tmp):
+    """A whole file whose only image is the mask holds nothing to equalize: one line, exit 4 (it
+    was equalized, masked by itself, exit 0). Named alone (FILE.h5:/m) it is the image, masked by
+    itself, as before."""
+    mk = np.zeros((20, 20), np.uint8)
+    mk[4:16, 4:16] = 200
+    mk[0, 0] = 10
+    inp = tmp / "in.h5"
+    with h5py.File(inp, "w") as f:
+        f["mask"] = mk
+        f["label"] = "one mask"
+    r = run(["-i", inp, "-o", tmp / "o.h5", "--mask", f"{inp}:/mask"])
+    one_line(r, E_INPUT, "only image is the --mask")
+    assert not (tmp / "o.h5").exists()
+    run_ok(["-i", f"{inp}:/mask", "-o", tmp / "alone.h5", "--mask", f"{inp}:/mask", "-q"])
+    assert_array_equal(read_h5(tmp / "alone.h5", "mask"), ref.process_one(mk, 8, mask=mk), "alone")
