@@ -238,7 +238,17 @@ static int write_sample(hq_report *r, FILE *f, const sample *s, const packed *p,
     hq_tile_pos pick[HQ_TILE_VIEW_MAX];
     unsigned char *png[2] = {NULL, NULL};
     int rc = 0;
-    if (!d[1] || !d[2] || (p->ll && !d[0])) {
+    /* An image that an interrupted run finished: its LUT (and histogram) came back from the
+     * journal, its thumbnails did not (its pixels are not read again). */
+    const int resumed = (!d[1] || !d[2]) && p->ll && d[0];
+    if (resumed) {
+        sec.note = "finished by the interrupted run that this one resumed: no thumbnails";
+        if (rep_is_clahe(r)) {
+            clahe_section(r, s, &m, lut, labels, pick, &pc);
+            pc.grid = 0; /* no thumbnail to draw it on */
+            sec.clahe = &pc;
+        }
+    } else if (!d[1] || !d[2] || (p->ll && !d[0])) {
         sec.note = "no pixels: this image was skipped (see Skipped inputs)";
         sec.nhist = 0;
     } else {

@@ -428,14 +428,14 @@ int hq_page_section_write(FILE *f, const hq_page_section *s, int log_scale)
         hq_html_put(f, s->note);
         fputs("</p>\n", f);
     }
-    if (s->clahe && !s->note)
+    if (s->clahe)
         clahe_caption(f, s->clahe);
     if (s->png[0] && s->png[1])
         thumbs(f, s);
     if (!s->global && !s->nhist && !s->note && !s->clahe)
         fputs("<p class=\"sub\">Equalized with the global LUT above.</p>\n", f);
     plots(f, s, after, pb, pa, log_scale);
-    if (s->clahe && !s->note)
+    if (s->clahe)
         clahe_plots(f, s->clahe, bins, s->level0);
     fputs("</section>\n", f);
 out:

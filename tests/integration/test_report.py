@@ -689,3 +689,30 @@ def test_clahe_fine_grids_png(tmp, np_, grid):
             assert [r["data-tile"] for r in svg["overlays"][0]["picks"]] == ["0,0", "6,6"]
         else:
             assert sec["clahe"]["grid"] is None
+
+
+@pytest.mark.parametrize("method", ["equalize", "clahe"])
+def test_report_after_resume_shows_what_the_interrupted_run_finished(tmp, method):
+    """After a kill and --resume, the images the interrupted run finished were called "skipped"
+    (none was) and shown without their histograms, LUTs or tile LUTs, which the journal keeps.
+    They now show all of that as an uninterrupted run's report does, without thumbnails."""
+    src = tmp / "in"
+    src.mkdir()
+    for i in range(8):
+        pngio.write(src / f"p{i}.png", np.random.default_rng(i).integers(0, 200, (64, 64)).astype(np.uint8), 8,
+                    pngio.GRAY)
+    extra = ["--method", method] + (["--clahe-grid", "2x2"] if method == "clahe" else [])
+    base = ["-i", src, "--device", DEVICES[0], "--report-sample", "8", "--io-threads", "1", "-q"] + extra
+    run_ok(base + ["-o", tmp / "whole", "--report", tmp / "rep_whole"])
+    r = run(base + ["-o", tmp / "out", "--report", tmp / "rep"],
+            env={"HQ_FAULT_KILL": "0:4", "HQ_JOURNAL_FLUSH_S": "0"})
+    assert r.rc != 0 and (tmp / "out.journal").is_dir(), str(r)
+    run_ok(base + ["-o", tmp / "out", "--report", tmp / "rep", "--resume"])
+    whole, p = parse_report(tmp / "rep_whole"), parse_report(tmp / "rep")
+    assert p.summary["images"] == 8 and not p.summary["skipped"]
+    resumed = [s for s in p.sections if s["note"]]
+    assert 1 <= len(resumed) < 8, [s["note"] for s in p.sections]
+    for got, want in zip(p.sections, whole.sections):
+        assert got["name"] == want["name"] and (got["note"] is None or "interrupted run" in got["note"]), got
+        assert got["hists"] == want["hists"], got["name"]
+        assert (got.get("clahe") or {}).get("tile_luts") == (want.get("clahe") or {}).get("tile_luts"), got["name"]
