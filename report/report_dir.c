@@ -10,7 +10,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "../app/outname.h"
 #include "../core/samepath.h"
+#include "../io/io.h"
 #include "report_internal.h"
 
 char *rep_join(const char *dir, const char *name)
@@ -72,8 +74,40 @@ int rep_make_dirs(const char *dir, int (*check)(const char *, hq_err *), hq_err 
     return e;
 }
 
-/* DIR must not be the input or the output, and must take a file: checked by making it (and its
- * missing parents) and a probe file in it, then removing all of that again. */
+/* Whether DIR, or a directory above it, is a file the output will be or hold: the HDF5 file or
+ * the single PNG, a PNG directory's images or its completion mark. Their making would fail the
+ * report at the end of the run (ENOTDIR), or the report replace them. */
+static const char *in_output_file(const hq_report *r, const char *dir)
+{
+    const char *out = r->cfg.o->output;
+    const hq_inventory *inv = r->cfg.inv;
+    const int png_dir = inv->format == HQ_FMT_PNG && inv->root_is_dir;
+    char *p = strdup(dir);
+    const char *why = NULL;
+    for (size_t n = p ? strlen(p) : 0; p && !why && n > 0;) {
+        unsigned long bn;
+        const char *base = hq_base_of(p, &bn);
+        if (!png_dir && hq_same_path(p, out))
+            why = "lie inside the output file";
+        else if (png_dir && (hq_item_file_in(p, out, inv) ||
+                             (bn == strlen(HQ_PNG_DIR_MARK) && !memcmp(base, HQ_PNG_DIR_MARK, bn) && hq_in_dir(p, out))))
+            why = "be one of the output's files, or lie inside one";
+        while (n > 0 && p[n - 1] == '/') /* up one level */
+            p[--n] = '\0';
+        while (n > 0 && p[n - 1] != '/')
+            p[--n] = '\0';
+        while (n > 1 && p[n - 1] == '/')
+            p[--n] = '\0';
+        if (n == 1 && p[0] == '/')
+            break;
+    }
+    free(p);
+    return why;
+}
+
+/* DIR must not be the input or the output, nor lie in a file of the output, and must take a file:
+ * checked by making it (and its missing parents) and a probe file in it, then removing all of that
+ * again. */
 int rep_check_dir(const hq_report *r, hq_err *err)
 {
     const char *dir = r->cfg.o->report;
@@ -83,6 +117,9 @@ int rep_check_dir(const hq_report *r, hq_err *err)
         return hq_fail(err, HQ_EUSAGE, "%s: --report DIR cannot be the output", dir);
     if (hq_same_path(dir, r->cfg.inv->root))
         return hq_fail(err, HQ_EUSAGE, "%s: --report DIR cannot be the input", dir);
+    const char *why = in_output_file(r, dir);
+    if (why)
+        return hq_fail(err, HQ_EUSAGE, "%s: --report DIR cannot %s (%s)", dir, why, r->cfg.o->output);
     struct stat st;
     if (stat(dir, &st) == 0 && !S_ISDIR(st.st_mode))
         return hq_fail(err, HQ_EUSAGE, "%s: not a directory (--report)", dir); /* the command line's mistake */

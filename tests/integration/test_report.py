@@ -484,6 +484,25 @@ def test_report_dir_checked_up_front(tmp, where):
     assert not out.exists() and not (tmp / "out.h5.part").exists()
 
 
+@pytest.mark.parametrize("where", ["in-h5-output", "output-png", "completion-mark", "under-output-png"])
+def test_report_dir_in_a_file_of_the_output_is_refused_up_front(tmp, where):
+    """A DIR that is, or lies in, a file the output will be or hold passed the check and failed
+    the run at its end (exit 1, "Not a directory"), after all the work."""
+    if where == "in-h5-output":
+        inp, out = h5_write(tmp / "in.h5", s=ref.stack_of(2, 20, 20, 60, 90, np.uint8, seed=61)), tmp / "o.h5"
+        rep = out / "rep"
+    else:
+        inp, out = tmp / "pngs", tmp / "out"
+        inp.mkdir()
+        for i in range(3):
+            pngio.write(inp / f"a{i}.png", np.full((8, 8), 10 * i, np.uint8), 8, pngio.GRAY)
+        rep = {"output-png": out / "a1.png", "completion-mark": out / "histeq_dist.complete",
+               "under-output-png": out / "a0.png" / "deeper"}[where]
+    r = run(["-i", inp, "-o", out, "--device", DEVICES[0], "--report", rep])
+    assert r.rc == 2 and len(r.err_lines) == 1 and str(rep) in r.err_lines[0] and "--report" in r.err_lines[0], str(r)
+    assert not out.exists() or not os.listdir(out)
+
+
 def test_report_failing_at_the_end_keeps_the_output(tmp):
     """A report that cannot be written at the end (here DIR/index.html is a directory, which the
     up-front check cannot foresee) fails the run with exit 1 and one line, after the output was
