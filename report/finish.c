@@ -325,7 +325,7 @@ static FILE *start_page(hq_report *r, const hq_report_end *e, const facts *fa, c
     const hq_options *o = r->cfg.o;
     hq_page_run pr = {HQ_VERSION, o->input, o->output, hq_scope_name(r->cfg.scope), hq_method_name(o->method),
                       hq_color_name(o->color), r->options, r->command_line ? r->command_line : "", when,
-                      r->cfg.c->size, r->cfg.plan->nimages, fa->pixels, fa->bytes, r->nsamples, e->wall_s,
+                      r->cfg.c->size, e->images, fa->pixels, fa->bytes, r->nsamples, e->wall_s,
                       e->nskipped ? HQ_ESKIPPED : 0, e->nphases < 16 ? e->nphases : 16, e->phase_names, fa->tmax,
                       fa->tmean, fa->devices, fa->skipped, fa->nskipped, o->report_log};
     hq_page_begin(f, &pr);

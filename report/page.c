@@ -84,7 +84,7 @@ void hq_page_begin(FILE *f, const hq_page_run *r)
     row_u64(f, "images", r->images);
     row_u64(f, "pixels written", r->pixels);
     row_u64(f, "bytes written", r->bytes);
-    fprintf(f, "<tr><th>wall time</th><td class=\"n\">%.3f s (%.1f MiB/s)</td></tr>\n", r->wall_s,
+    fprintf(f, "<tr><th>wall time, up to this report</th><td class=\"n\">%.3f s (%.1f MiB/s)</td></tr>\n", r->wall_s,
             r->wall_s > 0 ? (double)r->bytes / 1048576.0 / r->wall_s : 0.0);
     fprintf(f, "<tr><th>exit status</th><td>%d%s</td></tr>\n", r->exit_status,
             r->exit_status ? " (finished; some inputs were skipped)" : " (done)");

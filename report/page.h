@@ -35,7 +35,8 @@ typedef struct hq_page_run {
     const char *version, *input, *output, *scope, *method, *color, *options, *command_line, *written_at;
     int ranks;
     uint64_t images, pixels, bytes, nsamples;
-    double wall_s;
+    double wall_s;            /* from the start to the writing of the page (the closing line's
+                                 and --summary's wall time also count the page's writing) */
     int exit_status; /* 0, or 3 when inputs were skipped */
     int nphases;
     const char *const *phase_names;

@@ -94,6 +94,7 @@ typedef struct hq_report_end {
     uint64_t pixels, bytes;         /* written by this rank */
     const char *skipped;            /* inputs this rank skipped while decoding, one per line, or NULL */
     uint64_t nskipped;              /* all skipped inputs, every rank (the same on every rank) */
+    uint64_t images;                /* images equalized: the plan's less the skipped inputs' */
     double wall_s;
 } hq_report_end;
 

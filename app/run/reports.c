@@ -246,7 +246,7 @@ int run_report_end(run *r, double t_start, hq_err *err)
         images -= r->inv.items[i].bad ? r->inv.items[i].slices : 0;
     }
     hq_report_end end = {r->eng, r->t, PHASE_NAMES, PH_N, r->pixels_done, r->bytes_done, r->skipped, skipped,
-                         hq_now() - t_start};
+                         images, hq_now() - t_start};
     int rc = hq_comm_agree(c, hq_report_finish(r->rep, &end, err), err);
     if (!rc) {
         rc = hq_comm_agree(c, report_summary(r, hq_now() - t_start, images, skipped, err), err);
