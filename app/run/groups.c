@@ -132,7 +132,15 @@ int run_build_luts(const run *r, const hq_mode *m, uint64_t item, uint64_t group
 {
     const uint32_t bins = hq_mode_bins(m), nh = hq_mode_nhist(m);
     *empty = 0;
-    if (run_is_clahe(r)) {
+    if (run_is_clahe(r) && r->o->device == HQ_DEV_COPY) {
+        /* The copy engine counts nothing and writes its input back: what the output records is
+         * the identity, as equalize's empty histograms give it. */
+        const hq_clahe_geom g = run_geom_of(r, item);
+        const uint64_t n = g.tiles_y * g.tiles_x * nh;
+        for (uint64_t t = 0; t < n; t++)
+            for (uint32_t v = 0; v < bins; v++)
+                lut[t * bins + v] = (uint16_t)v;
+    } else if (run_is_clahe(r)) {
         if (build_clahe_luts(r, item, hist, lut))
             return hq_fail(err, HQ_EMEM, "%s: out of memory building CLAHE LUTs", r->inv.items[item].src);
     } else {

@@ -343,3 +343,22 @@ def test_float_data_refused(tmp):
     assert r.rc == 2, str(r)
     assert len(r.hq_lines) == 1 and "f32: --method clahe does not apply to float data" in r.hq_lines[0], str(r)
     assert not (tmp / "out.h5").exists()
+
+
+@pytest.mark.parametrize("np_", [None, 2], ids=["1rank", "2ranks"])
+def test_device_copy_records_identity_tile_luts(tmp, np_):
+    """--device copy writes its input back; under CLAHE it recorded tile LUTs of zeros, which
+    reproduce nothing. They are the identity, as equalize's are under --device copy."""
+    stack = np.random.default_rng(90).integers(0, 256, (2, 40, 30), dtype=np.uint8)
+    big = np.random.default_rng(91).integers(0, 256, (400, 300), dtype=np.uint8)
+    inp, out = tmp / "in.h5", tmp / "out.h5"
+    with h5py.File(inp, "w") as f:
+        f["s"] = stack
+        f["big"] = big  # shared between the ranks under --block 16K
+    run_ok(["-i", inp, "-o", out, "--device", "copy", "--method", "clahe", "--clahe-grid", "4x3", "--block", "16K",
+            "-q"], np_)
+    with h5py.File(out, "r") as f:
+        assert np.array_equal(f["s"][()], stack) and np.array_equal(f["big"][()], big)
+        for name, shape in (("s", (2, 4, 3, 1, 256)), ("big", (1, 4, 3, 1, 256))):
+            lut = f["histeq_dist/lut/" + name][()]
+            assert lut.shape == shape and (lut == np.arange(256)).all(), name
