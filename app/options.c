@@ -154,16 +154,28 @@ static int parse_int(const char *s, long lo, long hi, long *out)
     return 0;
 }
 
-/* "LO:HI", two finite numbers with LO < HI (strtod's syntax, e.g. -1024:3071 or 0:1e-3). */
+/* Whether [s, end) is a decimal number as people write them (digits, sign, point, exponent):
+ * strtod also takes " 2", "0x10" (hexadecimal: 16) and "inf". */
+static int decimal_text(const char *s, const char *end)
+{
+    if (s == end)
+        return 0;
+    for (const char *p = s; p < end; p++)
+        if (!strchr("0123456789+-.eE", *p))
+            return 0;
+    return 1;
+}
+
+/* "LO:HI", two finite decimal numbers with LO < HI (e.g. -1024:3071 or 0:1e-3). */
 static int parse_frange(const char *s, double *lo, double *hi)
 {
     char *end;
     *lo = strtod(s, &end);
-    if (end == s || *end != ':')
+    if (end == s || *end != ':' || !decimal_text(s, end))
         return -1;
     const char *t = end + 1;
     *hi = strtod(t, &end);
-    if (end == t || *end)
+    if (end == t || *end || !decimal_text(t, end))
         return -1;
     return isfinite(*lo) && isfinite(*hi) && *lo < *hi ? 0 : -1;
 }
@@ -213,7 +225,7 @@ static int parse_double(const char *s, double *out)
 {
     char *end;
     double v = strtod(s, &end);
-    if (end == s || *end || !isfinite(v))
+    if (end == s || *end || !isfinite(v) || !decimal_text(s, end))
         return -1;
     *out = v;
     return 0;

@@ -158,6 +158,10 @@ def test_bits(tmp):
     (["--method", "clahe", "--clahe-tile", "0"], "--clahe-tile"),
     (["--method", "clahe", "--clip-limit", "abc"], "--clip-limit: 'abc' is not a number"),
     (["--method", "clahe", "--clip-limit", "nan"], "is not a number"),
+    # strtod's further syntax: hexadecimal (0x10 was taken as 16) and blanks on one side only.
+    (["--method", "clahe", "--clip-limit", "0x10"], "is not a number"),
+    (["--method", "clahe", "--clip-limit", " 2"], "is not a number"),
+    (["--method", "clahe", "--clip-limit", "2 "], "is not a number"),
     (["--method", "clahe", "--scope", "global"], "no --scope global"),
     (["--method", "clahe", "--scope", "dataset"], "no --scope dataset"),
     (["--method", "clahe", "--mask", "in.h5:/img"], "does not take --mask"),
