@@ -73,6 +73,16 @@ static size_t find_mask_name(const hq_mask *m, const char *name)
 
 /* Which mask item masks input item i, and how; the same answer on every rank (both inventories
  * are the same everywhere). */
+
+/* "H x W", or "N x H x W" for a stack of N > 1 slices, as the user shaped it. */
+static void dims_text(char *buf, size_t len, const hq_item *it)
+{
+    if (it->slices > 1)
+        snprintf(buf, len, "%llu x %llu x %llu", (unsigned long long)it->slices, (unsigned long long)it->height,
+                 (unsigned long long)it->width);
+    else
+        snprintf(buf, len, "%llu x %llu", (unsigned long long)it->height, (unsigned long long)it->width);
+}
 static int match_item(hq_mask *m, size_t i, hq_err *err)
 {
     const hq_item *it = &m->inv->items[i];
@@ -104,13 +114,16 @@ static int match_item(hq_mask *m, size_t i, hq_err *err)
                        m->minv.format == HQ_FMT_HDF5 ? mk->name : "");
     if (mk->height != it->height || mk->width != it->width || (mk->slices != 1 && mk->slices != it->slices) ||
         (m->minv.format == HQ_FMT_HDF5 && mk->channels != 1))
-        return hq_fail(err, HQ_EINPUT, "%s%s%s: the mask is %llu x %llu x %llu%s, but %s%s%s is %llu x %llu x %llu "
-                       "(a mask is H x W, or N x H x W for an N-slice stack)", mk->src,
-                       m->minv.format == HQ_FMT_HDF5 ? ":" : "", m->minv.format == HQ_FMT_HDF5 ? mk->name : "",
-                       (unsigned long long)mk->slices, (unsigned long long)mk->height, (unsigned long long)mk->width,
+    {
+        char ms[96], is[96];
+        dims_text(ms, sizeof ms, mk);
+        dims_text(is, sizeof is, it);
+        return hq_fail(err, HQ_EINPUT, "%s%s%s: the mask is %s%s, but %s%s%s is %s (a mask is H x W, or N x H x W for "
+                       "an N-slice stack)", mk->src, m->minv.format == HQ_FMT_HDF5 ? ":" : "",
+                       m->minv.format == HQ_FMT_HDF5 ? mk->name : "", ms,
                        mk->channels != 1 && m->minv.format == HQ_FMT_HDF5 ? " with channels" : "", it->src,
-                       hdf5 ? ":" : "", hdf5 ? it->name : "", (unsigned long long)it->slices,
-                       (unsigned long long)it->height, (unsigned long long)it->width);
+                       hdf5 ? ":" : "", hdf5 ? it->name : "", is);
+    }
     m->map[i] = k;
     m->per_slice[i] = mk->slices > 1 || it->slices == 1;
     return 0;

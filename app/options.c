@@ -289,6 +289,8 @@ int hq_options_parse(int argc, char **argv, int print, hq_options *o, hq_err *er
             if (o->input)
                 return hq_fail(err, HQ_EUSAGE, "--input given twice ('%s', then '%s'): give one file, directory or "
                                "list of PNG paths", o->input, optarg);
+            if (!*optarg)
+                return hq_fail(err, HQ_EUSAGE, "--input: empty name");
             o->input = optarg;
             break;
         case 'o':
@@ -390,13 +392,21 @@ int hq_options_parse(int argc, char **argv, int print, hq_options *o, hq_err *er
                 return hq_fail(err, HQ_EUSAGE, "--ignore: '%s' is not LO or LO:HI with 0 <= LO <= HI <= 65535", optarg);
             o->ignore = 1;
             break;
-        case OPT_MASK: o->mask = optarg; break;
+        case OPT_MASK:
+            if (!*optarg)
+                return hq_fail(err, HQ_EUSAGE, "--mask: empty name");
+            o->mask = optarg;
+            break;
         case OPT_MASK_APPLY:
             if ((k = pick(optarg, APPLY)) < 0)
                 return hq_fail(err, HQ_EUSAGE, "--mask-apply: '%s' is not one of all, inside", optarg);
             o->mask_inside = k;
             break;
-        case OPT_REFERENCE: o->reference = optarg; break;
+        case OPT_REFERENCE:
+            if (!*optarg)
+                return hq_fail(err, HQ_EUSAGE, "--reference: empty name");
+            o->reference = optarg;
+            break;
         case OPT_CLAHE_GRID:
             if (parse_grid(optarg, &o->clahe.grid_y, &o->clahe.grid_x))
                 return hq_fail(err, HQ_EUSAGE, "--clahe-grid: '%s' is not ROWSxCOLS such as 8x8", optarg);

@@ -423,6 +423,19 @@ def test_usage_errors(tmp, args):
     assert not leftovers(out)
 
 
+@pytest.mark.parametrize("opt", ["--input", "--mask", "--reference"])
+def test_empty_names_are_usage_errors(tmp, opt):
+    """An empty --input, --mask or --reference was looked for as a file: "histeq_dist: : no such
+    file or directory", exit 4, naming nothing."""
+    inp = good_h5(tmp / "a.h5")
+    out = str(tmp / "out.h5")
+    args = ["--input", "", "--output", out] if opt == "--input" else \
+        ["--input", inp, "--output", out, "--method", "match" if opt == "--reference" else "equalize", opt, ""]
+    r = run(args, timeout=ERR_TIMEOUT)
+    assert not r.timed_out and r.rc == E_USAGE and r.err_lines == [f"histeq_dist: {opt}: empty name"], str(r)
+    assert not leftovers(out)
+
+
 @pytest.mark.parametrize("args, named", [
     (["-xq"], "-x"),                  # inside a cluster getopt has not moved past the word
     (["-vX"], "-X"),
