@@ -326,6 +326,28 @@ def test_resume_when_there_is_nothing_to_resume(tmp):
     assert os.stat(out).st_mtime_ns == mtime
 
 
+@pytest.mark.parametrize("np_", [None, 2], ids=["single", "np2"])
+def test_interrupted_force_over_a_finished_output_resumes(tmp, np_):
+    """A --force over a finished OUT, killed: OUT (the old output), OUT.part and the journal stay.
+    Every --resume then said "output exists (use --force to replace)", exit 2, for ever, and a
+    batch script that always passes --resume never finished. It now finishes the journaled run,
+    which was let replace OUT."""
+    inp, out = tmp / "in.h5", tmp / "out.h5"
+    make_h5(inp)
+    run_ok(["--input", inp, "--output", out, "-q"], np_)
+    whole = tmp / "whole.h5"
+    run_ok(["--input", inp, "--output", whole, "--block", "100K", "-q"], np_)
+    r = run(["--input", inp, "--output", out, "--force", "--block", "100K", "-q"], np_,
+            env=dict(FLUSH_NOW, HQ_FAULT_KILL="0:3"))
+    assert r.rc != 0 and out.exists() and os.path.isdir(str(out) + ".journal"), str(r)
+    assert os.path.exists(str(out) + ".part")
+    r = run_ok(["--input", inp, "--output", out, "--resume", "--block", "100K"], np_, env=FLUSH_NOW)
+    assert "resuming" in r.err, str(r)
+    assert not os.path.exists(str(out) + ".part") and not os.path.exists(str(out) + ".journal")
+    assert complete_attr(out) == 1
+    assert_same_output(out, whole)
+
+
 def test_resume_does_not_take_a_foreign_file_for_a_finished_output(tmp):
     """Only a file this program finished (marked complete) is "complete already": a text file, or
     an HDF5 file without the mark, at OUT is refused as any existing output is, and left alone."""
