@@ -240,7 +240,7 @@ int run_report_end(run *r, double t_start, hq_err *err)
     MPI_Allreduce(MPI_IN_PLACE, &skipped, 1, MPI_UINT64_T, MPI_SUM, c->world);
     /* Inputs skipped while read are PNGs, an image each; those found bad by the scan hold the
      * slices the plan gave them (a PNG's 1, an HDF5 dataset's 0). */
-    uint64_t images = r->plan.nimages - skipped;
+    uint64_t images = r->plan.nimages - skipped - run_images_resumed(r);
     for (size_t i = 0; i < r->inv.n; i++) {
         skipped += r->inv.items[i].bad;
         images -= r->inv.items[i].bad ? r->inv.items[i].slices : 0;

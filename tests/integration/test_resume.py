@@ -348,6 +348,23 @@ def test_interrupted_force_over_a_finished_output_resumes(tmp, np_):
     assert_same_output(out, whole)
 
 
+def test_resumed_counts_are_this_runs(tmp):
+    """After a resume the closing line and --summary counted every image of the input beside the
+    pixels of this run alone ("equalized 32 images (1.0 Mpixel)" for 16 images' pixels). The
+    images the interrupted run finished are left out of both."""
+    inp, out = tmp / "in.h5", tmp / "out.h5"
+    with h5py.File(inp, "w") as f:
+        f.create_dataset("s", data=np.random.default_rng(8).integers(0, 200, (32, 256, 256), dtype=np.uint8),
+                         chunks=(1, 256, 256))
+    r = run(["--input", inp, "--output", out, "--block", "64K", "-q"], env=dict(FLUSH_NOW, HQ_FAULT_KILL="0:16"))
+    assert r.rc != 0 and os.path.isdir(str(out) + ".journal"), str(r)
+    r = run_ok(["--input", inp, "--output", out, "--block", "64K", "--resume", "--summary", tmp / "s.json"],
+               env=FLUSH_NOW)
+    s = json.loads((tmp / "s.json").read_text())
+    assert 0 < s["images"] < 32 and s["pixels"] == s["images"] * 256 * 256, s
+    assert f"equalized {s['images']} images" in r.err, str(r)
+
+
 def test_resume_does_not_take_a_foreign_file_for_a_finished_output(tmp):
     """Only a file this program finished (marked complete) is "complete already": a text file, or
     an HDF5 file without the mark, at OUT is refused as any existing output is, and left alone."""
