@@ -1,4 +1,5 @@
 /* resume.c — the fresh / continue / done decision of resume.h, made on rank 0 and broadcast. */
+#define _DEFAULT_SOURCE /* realpath */
 #include "resume.h"
 
 #include <dirent.h>
@@ -40,17 +41,44 @@ static uint64_t spec_fingerprint(const char *spec)
     return h;
 }
 
-/* The options that shape the output; a resume under other ones would mix two results. */
-static void options_text(const hq_options *o, hq_format format, char *buf, size_t len)
+/* spec with its file by its real path (FILE of FILE.h5:/dset, or the spec itself); malloc'd, NULL
+ * for NULL or when out of memory. */
+static char *canonical_spec(const char *spec)
+{
+    char *file = spec ? hq_io_spec_file(spec) : NULL;
+    char *real = file ? realpath(file, NULL) : NULL;
+    char *out = NULL;
+    if (real) {
+        const char *rest = spec + strlen(file);
+        const size_t n = strlen(real) + strlen(rest) + 1;
+        if ((out = malloc(n)) != NULL)
+            snprintf(out, n, "%s%s", real, rest);
+    } else if (spec) {
+        out = strdup(spec);
+    }
+    free(real);
+    free(file);
+    return out;
+}
+
+/* The options that shape the output; a resume under other ones would mix two results. canonical:
+ * the --mask and --reference files by their real paths (hq_journal_make_id's canonical id). */
+static void options_text(const hq_options *o, hq_format format, int canonical, char *buf, size_t len)
 {
     int n = snprintf(buf, len, "scope=%s method=%s color=%s bits=%u png-level=%d on-error=%s", hq_scope_name(o->scope),
                      hq_method_name(o->method), hq_color_name(o->color), o->bits, o->png_level,
                      o->on_error == HQ_ONERR_SKIP ? "skip" : "stop");
     /* Only when set, so that journals of runs without them keep their identity. */
-    if (n > 0 && (size_t)n < len && (o->ignore || o->mask || o->reference || o->mask_inside))
+    if (n > 0 && (size_t)n < len && (o->ignore || o->mask || o->reference || o->mask_inside)) {
+        const char *side[HQ_SIDE_N];
+        hq_side_specs(o, side);
+        char *mask = canonical ? canonical_spec(side[0]) : NULL, *ref = canonical ? canonical_spec(side[1]) : NULL;
         snprintf(buf + n, len - (size_t)n, " ignore=%d:%u:%u mask=%s mask-apply=%s reference=%s", o->ignore,
-                 o->ignore_lo, o->ignore_hi, o->mask ? o->mask : "", o->mask_inside ? "inside" : "all",
-                 o->reference ? o->reference : "");
+                 o->ignore_lo, o->ignore_hi, mask ? mask : o->mask ? o->mask : "", o->mask_inside ? "inside" : "all",
+                 ref ? ref : o->reference ? o->reference : "");
+        free(mask);
+        free(ref);
+    }
     n = n > 0 && (size_t)n < len ? (int)strlen(buf) : n;
     /* --device copy writes the input's pixels: a resume that equalizes must not keep its blocks. */
     if (n > 0 && (size_t)n < len && o->device == HQ_DEV_COPY)
@@ -95,13 +123,21 @@ static int decide(const hq_options *o, const hq_inventory *inv, hq_resume *res, 
         res->action = HQ_RESUME_OFF;
         return 0;
     }
-    char opts[4096];
-    options_text(o, inv->format, opts, sizeof opts);
+    char opts[4096], legacy_opts[4096];
+    options_text(o, inv->format, 1, opts, sizeof opts);
+    options_text(o, inv->format, 0, legacy_opts, sizeof legacy_opts);
     /* The files a --mask or --reference names are input too. */
     const char *side[HQ_SIDE_N];
     hq_side_specs(o, side);
     const uint64_t also = (side[0] ? spec_fingerprint(side[0]) : 0) * 3 + (side[1] ? spec_fingerprint(side[1]) : 0);
-    hq_journal_make_id(inv, opts, also, res->id, sizeof res->id);
+    hq_journal_make_id(inv, opts, also, 1, res->id, sizeof res->id);
+    /* As versions before the canonical id marked journals and outputs: still this run's. */
+    char *legacy = malloc(HQ_JOURNAL_ID_MAX);
+    if (!legacy) {
+        free(made_by);
+        return hq_fail(err, HQ_EMEM, "%s: out of memory", o->output);
+    }
+    hq_journal_make_id(inv, legacy_opts, also, 0, legacy, HQ_JOURNAL_ID_MAX);
     int journal = hq_journal_exists(o->output);
     const int in_use = journal && hq_journal_in_use(o->output);
     if (journal && !in_use && !hq_journal_has_id(o->output)) {
@@ -119,10 +155,10 @@ static int decide(const hq_options *o, const hq_inventory *inv, hq_resume *res, 
                          "finish it, or --force to start over", o->output, o->output);
     } else if (journal && partial) {
         res->action = HQ_RESUME_CONTINUE;
-        rc = hq_journal_load(o->output, res->id, &res->st, err);
+        rc = hq_journal_load(o->output, res->id, legacy, &res->st, err);
         if (!rc)
             drop_missing(hq_io_ops_for(inv->format), inv, o->output, &res->st);
-    } else if (finished && made_by && strcmp(made_by, res->id) != 0) {
+    } else if (finished && made_by && strcmp(made_by, res->id) != 0 && strcmp(made_by, legacy) != 0) {
         /* Finished by another run: a batch script that always passes --resume must not take it for
          * this one's (an older version's output records no identity, and is taken as it was). */
         rc = hq_fail(err, HQ_EUSAGE, "%s: complete already, but %s (use --force without --resume to redo it)",
@@ -139,6 +175,7 @@ static int decide(const hq_options *o, const hq_inventory *inv, hq_resume *res, 
     if (!rc && res->action == HQ_RESUME_FRESH && journal)
         hq_journal_remove(o->output);
     free(made_by);
+    free(legacy);
     return rc;
 }
 

@@ -85,8 +85,12 @@ void hq_journal_unlock(const char *out, int fd);
 
 /* The id text of a run: options that shape the output and a fingerprint of the input (every
  * item's file, size and modification time, shape and type; `also`: the caller's fingerprint of
- * further input files, 0 for none). Rank 0; len: HQ_JOURNAL_ID_MAX. */
-void hq_journal_make_id(const hq_inventory *inv, const char *options, uint64_t also, char *buf, size_t len);
+ * further input files, 0 for none). canonical = 1: the input by its real path and its files by
+ * device and inode, so that ./in.h5 and /abs/in.h5 are one input; 0: the words as given, as
+ * journals and outputs made before were marked (a resume accepts either). Rank 0; len:
+ * HQ_JOURNAL_ID_MAX. */
+void hq_journal_make_id(const hq_inventory *inv, const char *options, uint64_t also, int canonical, char *buf,
+                        size_t len);
 
 /* A mark of one file's identity as an input's is taken (size, modification and change times,
  * inode, device) and of its name, for callers that fold further files into make_id's `also`, or
@@ -97,8 +101,9 @@ uint64_t hq_journal_file_mark(const char *path, const char *name);
  * other options, or a changed input (a static string). */
 const char *hq_journal_what_differs(const char *old, const char *now);
 
-/* Rank 0: reads OUT.journal. HQ_EUSAGE naming what differs when its id is not `id`. */
-int hq_journal_load(const char *out, const char *id, hq_journal_state *st, hq_err *err);
+/* Rank 0: reads OUT.journal. HQ_EUSAGE naming what differs when its id is neither `id` nor
+ * `alt_id` (NULL: none). */
+int hq_journal_load(const char *out, const char *id, const char *alt_id, hq_journal_state *st, hq_err *err);
 
 /* Serialization of a state, for MPI_Bcast (the buffer is malloc'd). */
 int hq_journal_state_pack(const hq_journal_state *st, unsigned char **buf, uint64_t *len, hq_err *err);

@@ -67,7 +67,8 @@ uint64_t hq_journal_file_mark(const char *path, const char *name)
     return journal_fnv(journal_fnv(FNV0, name, strlen(name) + 1), facts, sizeof facts);
 }
 
-void hq_journal_make_id(const hq_inventory *inv, const char *options, uint64_t also, char *buf, size_t len)
+void hq_journal_make_id(const hq_inventory *inv, const char *options, uint64_t also, int canonical, char *buf,
+                        size_t len)
 {
     uint64_t h = FNV0;
     if (also) /* only then, so that the ids of runs without such files stay what they were */
@@ -82,14 +83,19 @@ void hq_journal_make_id(const hq_inventory *inv, const char *options, uint64_t a
         const uint64_t facts[] = {it->slices, it->height, it->width, it->channels, it->sample_bytes, it->depth,
                                   it->bad, (uint64_t)st.st_size, (uint64_t)st.st_mtim.tv_sec,
                                   (uint64_t)st.st_mtim.tv_nsec, (uint64_t)st.st_ino, (uint64_t)st.st_ctim.tv_sec,
-                                  (uint64_t)st.st_ctim.tv_nsec};
-        h = journal_fnv(h, it->src, strlen(it->src) + 1);
+                                  (uint64_t)st.st_ctim.tv_nsec, (uint64_t)st.st_dev};
+        /* Canonical: the file by its device and inode, not by the words that named it. */
+        if (!canonical)
+            h = journal_fnv(h, it->src, strlen(it->src) + 1);
         h = journal_fnv(h, it->name, strlen(it->name) + 1);
-        h = journal_fnv(h, facts, sizeof facts);
+        h = journal_fnv(h, facts, sizeof facts - (canonical ? 0 : sizeof facts[0]));
     }
+    char *real = canonical ? realpath(inv->root, NULL) : NULL;
+    const char *root = real ? real : inv->root;
     /* "in/" and "in" are one input, as they are one output (name_len). */
     snprintf(buf, len, ID_LINE "options %s\ninput %.*s items %zu fingerprint %016llx\n", options,
-             (int)name_len(inv->root), inv->root, inv->n, (unsigned long long)h);
+             (int)name_len(root), root, inv->n, (unsigned long long)h);
+    free(real);
 }
 
 /* The names a journal holds: its id, the id being written, the rank logs. */

@@ -66,7 +66,7 @@ static int load_log(const char *path, uint64_t owner, hq_journal_state *st, size
     return rc;
 }
 
-int hq_journal_load(const char *out, const char *id, hq_journal_state *st, hq_err *err)
+int hq_journal_load(const char *out, const char *id, const char *alt_id, hq_journal_state *st, hq_err *err)
 {
     memset(st, 0, sizeof *st);
     char *dir = hq_journal_dir(out);
@@ -92,7 +92,8 @@ int hq_journal_load(const char *out, const char *id, hq_journal_state *st, hq_er
         if (oldlen - k > strlen(NONCE_KEY) && !memcmp(old + k, NONCE_KEY, strlen(NONCE_KEY)))
             base = k;
     }
-    if (base != strlen(id) || memcmp(old, id, base) != 0) {
+    if ((base != strlen(id) || memcmp(old, id, base) != 0) &&
+        (!alt_id || base != strlen(alt_id) || memcmp(old, alt_id, base) != 0)) {
         old[base] = '\0';
         rc = hq_fail(err, HQ_EUSAGE, "%s: cannot resume: %s (use --force without --resume to start over)",
                      out, hq_journal_what_differs((char *)old, id));

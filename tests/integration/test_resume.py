@@ -365,6 +365,40 @@ def test_resumed_counts_are_this_runs(tmp):
     assert f"equalized {s['images']} images" in r.err, str(r)
 
 
+def test_resume_takes_the_same_input_under_another_spelling(tmp):
+    """The run's identity hashed the input's words: resuming with -i ./in.h5, an absolute path or
+    sub/../in.h5 (or from another directory) was "the input changed since it was made", exit 2,
+    though nothing had. The input and the --mask file count by their real paths, device and
+    inode; a finished output is "complete already" under any spelling too."""
+    (tmp / "sub").mkdir()
+    (tmp / "m").mkdir()
+    with h5py.File(tmp / "in.h5", "w") as f:
+        f.create_dataset("s", data=np.random.default_rng(9).integers(0, 200, (32, 128, 128), dtype=np.uint8),
+                         chunks=(1, 128, 128))
+    with h5py.File(tmp / "m" / "mask.h5", "w") as f:
+        f["m"] = (np.arange(128 * 128).reshape(128, 128) % 3 != 0).astype(np.uint8)
+    common = ["--block", "16K", "-q"]
+    run_ok(["-i", tmp / "in.h5", "-o", tmp / "whole.h5", "--mask", f"{tmp}/m/mask.h5:/m"] + common)
+    for k, (spelling, mask, cwd) in enumerate([("./in.h5", "m/mask.h5:/m", tmp),
+                                               (str(tmp / "in.h5"), "./m/../m/mask.h5:/m", tmp),
+                                               ("../in.h5", "../m/mask.h5:/m", tmp / "sub")]):
+        out = tmp / f"out{k}.h5"
+        r = run(["-i", "in.h5", "-o", out, "--mask", "m/mask.h5:/m"] + common, cwd=tmp,
+                env=dict(FLUSH_NOW, HQ_FAULT_KILL="0:8"))
+        assert r.rc != 0 and os.path.isdir(str(out) + ".journal"), str(r)
+        r = run(["-i", spelling, "-o", out, "--mask", mask, "--resume"] + common, cwd=cwd, env=FLUSH_NOW)
+        assert r.rc == 0, str(r)
+        assert_same_output(out, tmp / "whole.h5")
+        r = run(["-i", spelling, "-o", out, "--mask", mask, "--resume"], cwd=cwd)
+        assert r.rc == 0 and "complete already" in r.err, str(r)
+    # A PNG directory from another working directory.
+    make_pngs(tmp / "pngs")
+    r = run(["-i", "pngs", "-o", tmp / "pout", "--io-threads", "1", "-q"], cwd=tmp, env=dict(FLUSH_NOW, HQ_FAULT_KILL="0:3"))
+    assert r.rc != 0 and os.path.isdir(str(tmp / "pout") + ".journal"), str(r)
+    r = run(["-i", "../pngs/", "-o", tmp / "pout", "--io-threads", "1", "--resume", "-q"], cwd=tmp / "sub")
+    assert r.rc == 0, str(r)
+
+
 def test_resume_does_not_take_a_foreign_file_for_a_finished_output(tmp):
     """Only a file this program finished (marked complete) is "complete already": a text file, or
     an HDF5 file without the mark, at OUT is refused as any existing output is, and left alone."""

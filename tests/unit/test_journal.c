@@ -68,7 +68,7 @@ static void test_records_round_trip(void **state)
     assert_int_equal(hq_journal_note_hist(b, 9, h, 3, &err), 0); /* the same group from two ranks */
     hq_journal_state st;
     /* Nothing flushed yet: nothing claimed. */
-    assert_int_equal(hq_journal_load(out, ID, &st, &err), 0);
+    assert_int_equal(hq_journal_load(out, ID, NULL, &st, &err), 0);
     assert_int_equal(st.nblocks, 0);
     hq_journal_state_free(&st);
     assert_int_equal(hq_journal_flush(a, &err), 0);
@@ -77,7 +77,7 @@ static void test_records_round_trip(void **state)
     assert_int_equal(hq_journal_note_block(b, &b3, &err), 0); /* never flushed */
     hq_journal_close(a);
     hq_journal_close(b);
-    assert_int_equal(hq_journal_load(out, ID, &st, &err), 0);
+    assert_int_equal(hq_journal_load(out, ID, NULL, &st, &err), 0);
     assert_int_equal(st.nblocks, 2);
     assert_int_equal(st.nhists, 1);
     assert_true(hq_journal_has_block(&st, &b1));
@@ -121,7 +121,7 @@ static void test_torn_record_ends_the_log(void **state)
     assert_int_equal(stat(log, &s), 0);
     assert_int_equal(truncate(log, s.st_size - 7), 0); /* the last record torn */
     hq_journal_state st;
-    assert_int_equal(hq_journal_load(out, ID, &st, &err), 0);
+    assert_int_equal(hq_journal_load(out, ID, NULL, &st, &err), 0);
     assert_int_equal(st.nblocks, 9);
     hq_journal_state_free(&st);
     /* A flipped byte in the middle: the log ends before it. */
@@ -132,7 +132,7 @@ static void test_torn_record_ends_the_log(void **state)
     fseek(f, s.st_size / 2, SEEK_SET);
     fputc(c ^ 0x55, f);
     fclose(f);
-    assert_int_equal(hq_journal_load(out, ID, &st, &err), 0);
+    assert_int_equal(hq_journal_load(out, ID, NULL, &st, &err), 0);
     assert_true(st.nblocks < 9);
     hq_journal_state_free(&st);
 }
@@ -161,14 +161,14 @@ static void test_big_record_written_at_once(void **state)
     assert_int_equal(stat(log, &s), 0);
     assert_true((uint64_t)s.st_size > n * sizeof *lut); /* in the log before any flush */
     hq_journal_state st;
-    assert_int_equal(hq_journal_load(out, ID, &st, &err), 0);
+    assert_int_equal(hq_journal_load(out, ID, NULL, &st, &err), 0);
     assert_int_equal(st.nblocks, 0);
     assert_int_equal(st.nluts, 1);
     hq_journal_state_free(&st);
     assert_int_equal(hq_journal_note_block(a, &b2, &err), 0);
     assert_int_equal(hq_journal_flush(a, &err), 0);
     hq_journal_close(a);
-    assert_int_equal(hq_journal_load(out, ID, &st, &err), 0);
+    assert_int_equal(hq_journal_load(out, ID, NULL, &st, &err), 0);
     assert_int_equal(st.nblocks, 2);
     const hq_journal_lut *l = hq_journal_find_lut(&st, 3);
     assert_non_null(l);
@@ -177,7 +177,7 @@ static void test_big_record_written_at_once(void **state)
     hq_journal_state_free(&st);
     /* Cut inside the LUT's payload: nothing after it, and not the LUT, loads. */
     assert_int_equal(truncate(log, s.st_size - 1000), 0);
-    assert_int_equal(hq_journal_load(out, ID, &st, &err), 0);
+    assert_int_equal(hq_journal_load(out, ID, NULL, &st, &err), 0);
     assert_int_equal(st.nluts, 0);
     hq_journal_state_free(&st);
     free(lut);
@@ -190,16 +190,16 @@ static void test_other_id_is_refused(void **state)
     assert_int_equal(hq_journal_create(out, ID, &err), 0);
     hq_journal_state st;
     const char *opts = "histeq_dist journal 2\noptions scope=auto method=stretch\ninput x items 1 fingerprint 1\n";
-    assert_int_equal(hq_journal_load(out, opts, &st, &err), HQ_EUSAGE);
+    assert_int_equal(hq_journal_load(out, opts, NULL, &st, &err), HQ_EUSAGE);
     assert_non_null(strstr(err.msg, "other options"));
     const char *input = "histeq_dist journal 2\noptions scope=auto method=equalize\ninput x items 1 fingerprint 2\n";
-    assert_int_equal(hq_journal_load(out, input, &st, &err), HQ_EUSAGE);
+    assert_int_equal(hq_journal_load(out, input, NULL, &st, &err), HQ_EUSAGE);
     assert_non_null(strstr(err.msg, "input changed"));
     assert_non_null(strstr(err.msg, out));
     /* A journal of the byte-wise checksums (format 1) is another version's: refused, not misread. */
     hq_journal_remove(out);
     assert_int_equal(hq_journal_create(out, "histeq_dist journal 1\noptions scope=auto method=equalize\n", &err), 0);
-    assert_int_equal(hq_journal_load(out, ID, &st, &err), HQ_EUSAGE);
+    assert_int_equal(hq_journal_load(out, ID, NULL, &st, &err), HQ_EUSAGE);
     assert_non_null(strstr(err.msg, "another version"));
 }
 
@@ -247,7 +247,7 @@ static void test_another_journals_log_is_not_read(void **state)
     snprintf(cmd, sizeof cmd, "cp '%s.foreign' '%s' && rm '%s.foreign'", out, log1, out);
     assert_int_equal(system(cmd), 0);
     hq_journal_state st;
-    assert_int_equal(hq_journal_load(out, ID, &st, &err), 0);
+    assert_int_equal(hq_journal_load(out, ID, NULL, &st, &err), 0);
     assert_int_equal(st.nblocks, 1);
     assert_true(hq_journal_has_block(&st, &mine));
     assert_false(hq_journal_has_block(&st, &theirs));
