@@ -11,9 +11,18 @@
 #include <string.h>
 #include <sys/file.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #define PREFIX "histeq_dist-mpi."
+/* A directory is made under NEW_PREFIX and renamed to PREFIX once locked, and a sweeper renames
+ * one it found free to GONE_PREFIX before emptying it: a kill -9 in either moment leaves a name
+ * that says what it is. */
+#define NEW_PREFIX "histeq_dist-mpi-new."
+#define GONE_PREFIX "histeq_dist-mpi-gone."
+/* A NEW_PREFIX directory older than this is one whose maker died before renaming it (which takes
+ * it microseconds). */
+#define NEW_STALE_S 60
 #define LOCK_NAME "owner.lock"
 /* Open MPI's tree under the directory is ompi.HOST.UID/jf.0/1/0: a few levels. */
 #define DEPTH 8
@@ -75,9 +84,9 @@ void hq_session_dir_remove(void)
     rmdir(made);
 }
 
-/* PREFIX HOST.: a TMPDIR that several nodes share may hold other nodes' directories, whose locks
+/* kind HOST.: a TMPDIR that several nodes share may hold other nodes' directories, whose locks
  * a file system with node-local locks (Lustre's localflock) would show free here. */
-static void host_prefix(char *buf, size_t n)
+static void host_prefix(const char *kind, char *buf, size_t n)
 {
     char host[256] = "";
     if (gethostname(host, sizeof host - 1) != 0 || !host[0])
@@ -85,33 +94,57 @@ static void host_prefix(char *buf, size_t n)
     for (char *c = host; *c; c++)
         if (*c == '/')
             *c = '_';
-    snprintf(buf, n, PREFIX "%s.", host);
+    snprintf(buf, n, "%s%s.", kind, host);
 }
 
-/* Removes every directory of tmp named prefix* (host_prefix's), owned by this user, whose
- * owner.lock no live process holds. */
-static void sweep(const char *tmp, const char *prefix)
+/* dfd's entry name (a directory open as sub) emptied and removed. */
+static void remove_tree(int dfd, const char *name, int sub)
 {
-    const size_t plen = strlen(prefix);
+    empty_dir(sub, DEPTH);
+    unlinkat(dfd, name, AT_REMOVEDIR);
+}
+
+/* Removes what dead singletons of this user and host left in tmp: PREFIX directories whose
+ * owner.lock no live process holds (renamed to GONE_PREFIX first, so that a sweeper killed while
+ * emptying one leaves a name the next sweeper removes whatever it holds), GONE_PREFIX ones, and
+ * NEW_PREFIX ones older than NEW_STALE_S. A PREFIX directory without the lock file is not one of
+ * ours to judge: left alone. */
+static void sweep(const char *tmp)
+{
+    char live[300], gone[300], fresh[300];
+    host_prefix(PREFIX, live, sizeof live);
+    host_prefix(GONE_PREFIX, gone, sizeof gone);
+    host_prefix(NEW_PREFIX, fresh, sizeof fresh);
     DIR *d = opendir(tmp);
     if (!d)
         return;
     const int dfd = dirfd(d);
     const uid_t me = getuid();
+    const time_t now = time(NULL);
     for (struct dirent *e; (e = readdir(d));) {
+        const int is_live = !strncmp(e->d_name, live, strlen(live));
+        const int is_gone = !strncmp(e->d_name, gone, strlen(gone));
+        const int is_new = !strncmp(e->d_name, fresh, strlen(fresh));
         struct stat st;
-        if (strncmp(e->d_name, prefix, plen) != 0 ||
-            fstatat(dfd, e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != me)
+        if ((!is_live && !is_gone && !is_new) || fstatat(dfd, e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 ||
+            !S_ISDIR(st.st_mode) || st.st_uid != me || (is_new && now - st.st_mtime < NEW_STALE_S))
             continue;
         const int sub = openat(dfd, e->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
         if (sub < 0)
             continue;
+        if (!is_live) {
+            remove_tree(dfd, e->d_name, sub);
+            close(sub);
+            continue;
+        }
         /* The lock is released when its owner ends, however it ends: if this process gets it, no
-         * process uses the directory. No lock file: not one of ours to judge, left alone. */
+         * process uses the directory. */
         const int lk = openat(sub, LOCK_NAME, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
         if (lk >= 0 && flock(lk, LOCK_EX | LOCK_NB) == 0) {
-            empty_dir(sub, DEPTH);
-            unlinkat(dfd, e->d_name, AT_REMOVEDIR);
+            char to[NAME_MAX + 1];
+            if (snprintf(to, sizeof to, "%s%s", gone, e->d_name + strlen(live)) < (int)sizeof to &&
+                renameat(dfd, e->d_name, dfd, to) == 0)
+                remove_tree(dfd, to, sub);
         }
         if (lk >= 0)
             close(lk);
@@ -122,27 +155,46 @@ static void sweep(const char *tmp, const char *prefix)
 
 int hq_session_dir_make(const char *tmp, char *out, size_t n)
 {
-    char prefix[300];
-    host_prefix(prefix, sizeof prefix);
-    sweep(tmp, prefix);
-    if (snprintf(made, sizeof made, "%s/%sXXXXXX", tmp, prefix) >= (int)sizeof made || !mkdtemp(made))
+    char live[300], fresh[300], staged[PATH_MAX];
+    host_prefix(PREFIX, live, sizeof live);
+    host_prefix(NEW_PREFIX, fresh, sizeof fresh);
+    sweep(tmp);
+    if (snprintf(staged, sizeof staged, "%s/%sXXXXXX", tmp, fresh) >= (int)sizeof staged || !mkdtemp(staged))
         return -1;
-    if (strlen(made) >= n) {
-        rmdir(made);
+    /* The same random tail under the name a sweeper looks for. */
+    const char *tail = staged + strlen(staged) - 6;
+    if (snprintf(made, sizeof made, "%s/%s%s", tmp, live, tail) >= (int)sizeof made || strlen(made) >= n) {
+        rmdir(staged);
         return -1;
     }
     /* Locked before it has the name a sweeper looks for, so that no sweeper ever finds it free
      * while this process lives. Kept open (and so locked) until the process ends; without a lock
      * the directory is still this process's, just never swept. */
-    char tmp_lock[PATH_MAX + 32], lock[PATH_MAX + 32];
-    snprintf(tmp_lock, sizeof tmp_lock, "%s/" LOCK_NAME ".new", made);
-    snprintf(lock, sizeof lock, "%s/" LOCK_NAME, made);
-    const int fd = open(tmp_lock, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-    if (fd >= 0 && (flock(fd, LOCK_EX | LOCK_NB) != 0 || rename(tmp_lock, lock) != 0)) {
-        unlink(tmp_lock);
+    char lock[PATH_MAX + 32];
+    snprintf(lock, sizeof lock, "%s/" LOCK_NAME, staged);
+    const int fd = open(lock, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    if (fd >= 0 && flock(fd, LOCK_EX | LOCK_NB) != 0) {
+        unlink(lock);
         close(fd);
     } else {
         lock_fd = fd;
+    }
+    /* Never over a directory of that name (rename would replace an empty one); a file system
+     * without RENAME_NOREPLACE gets rename, where that would take the same six random letters. */
+    int moved = renameat2(AT_FDCWD, staged, AT_FDCWD, made, RENAME_NOREPLACE);
+    if (moved != 0 && (errno == EINVAL || errno == ENOSYS))
+        moved = rename(staged, made);
+    if (moved != 0) {
+        const int dfd = open(staged, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (dfd >= 0) {
+            empty_dir(dfd, DEPTH);
+            close(dfd);
+        }
+        rmdir(staged);
+        if (lock_fd >= 0)
+            close(lock_fd);
+        lock_fd = -1;
+        return -1;
     }
     strcpy(out, made);
     have_made = 1;

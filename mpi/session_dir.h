@@ -4,9 +4,11 @@
  * says why). It holds owner.lock in it locked (flock) for as long as it lives, and removes the
  * directory at the end, or from a handler of a fatal signal (hq_session_dir_remove is
  * async-signal-safe). What a kill -9 leaves is removed by the next singleton of the same user on
- * the same host in the same TMPDIR: a directory whose lock it can take has no owner left. A
- * directory without the lock file, or of another host, is never touched. Linux only (getdents64,
- * flock). */
+ * the same host in the same TMPDIR: a directory whose lock it can take has no owner left. It is
+ * made as histeq_dist-mpi-new.HOST.XXXXXX and renamed once locked, and a sweeper renames what it
+ * removes to histeq_dist-mpi-gone.HOST.XXXXXX first, so that a kill in either moment leaves a name
+ * the next sweeper removes (a -new one after a minute). A histeq_dist-mpi. directory without the
+ * lock file, or of another host, is never touched. Linux only (getdents64, flock). */
 #ifndef HQ_SESSION_DIR_H
 #define HQ_SESSION_DIR_H
 
