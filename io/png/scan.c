@@ -257,6 +257,12 @@ static int check_unique_names(const char *list, char **entries, size_t n, hq_err
     for (size_t i = 1; i < n && !rc; i++)
         if (strcmp(names[i - 1], names[i]) == 0)
             rc = hq_fail(err, HQ_EINPUT, "%s: two inputs named %s", list, names[i]);
+    /* A list names files of any name: this one would be overwritten by the output directory's
+     * completion mark, and, killed, leave a directory that looks finished. */
+    for (size_t i = 0; i < n && !rc; i++)
+        if (!strcmp(names[i], HQ_PNG_DIR_MARK))
+            rc = hq_fail(err, HQ_EINPUT, "%s: an input named %s, the name of the output directory's completion "
+                         "mark: rename it", list, names[i]);
     free(names);
     return rc;
 }

@@ -45,7 +45,7 @@ SKIP = [
     (r"^\[\d{4}-\d\d-\d\dT", "sample output, not a command"),
     (r"^build/bench/cpu_bench +# everything", "the full benchmark, minutes of both cores; the --only gray8 line runs the same binary"),
     (r"^build/bench/cpu_bench --threads 1,2", "a benchmark, minutes of both cores; the --only gray8 line runs the same binary"),
-    (r"^(HQ_PNG_FAST=0 )?build/png_bench 5", "a benchmark: about 3 minutes of both cores here; its build line runs"),
+    (r"^(HQ_PNG_FAST=0 )?build/bench/png_bench 5", "a benchmark: about 3 minutes of both cores here; its build line runs"),
     (r"^bash bench/(device_run|device_full|profile_weak)\.sh", GPU),
     (r"\bnvcc\b|build/dma_paths|^WAYS=", GPU),
     (r"^bash bench/(e2e_hdf5|scaling|vm_memory|clahe_e2e)\.sh \[", PLACEHOLDERS + " (and its default device is the GPU or 32 GiB of /dev/shm)"),

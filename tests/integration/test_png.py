@@ -7,7 +7,7 @@ from PIL import Image
 
 import pngio
 import reference as ref
-from helpers import assert_array_equal, equalize, file_hash, read_png, run_ok, tree_hash
+from helpers import assert_array_equal, equalize, file_hash, read_png, run, run_ok, tree_hash
 
 
 def palette_image(h, w, seed, n=40, alpha=False):
@@ -172,6 +172,20 @@ def test_png_list_file(tmp):
     assert sorted(os.listdir(out)) == ["a.png", "c.png", "histeq_dist.complete"]
     for n in ("a", "c"):
         assert_array_equal(read_png(out / f"{n}.png").samples[:, :, 0], ref.equalize_one(imgs[n], 8), n)
+
+
+def test_png_list_entry_named_like_the_completion_mark(tmp):
+    """A list names files by any name: a PNG called histeq_dist.complete was overwritten by the
+    output directory's completion mark, exit 0 (and, killed, left a directory that looked
+    finished). Refused up front with one line, exit 4; nothing is written."""
+    d = tmp / "lst"
+    os.makedirs(d)
+    pngio.write(d / "histeq_dist.complete", ref.low_contrast(20, 30, 30, 70, np.uint8, 60), 8, pngio.GRAY)
+    pngio.write(d / "b.png", ref.low_contrast(20, 30, 30, 70, np.uint8, 61), 8, pngio.GRAY)
+    (d / "list.txt").write_text("histeq_dist.complete\nb.png\n")
+    r = run(["--input", d / "list.txt", "--output", tmp / "out"])
+    assert r.rc == 4 and len(r.err_lines) == 1 and "histeq_dist.complete" in r.err_lines[0], str(r)
+    assert not (tmp / "out").exists() or not os.listdir(tmp / "out")
 
 
 def trns_payload(key, channels):
