@@ -57,8 +57,28 @@ int hq_output_name(const char *path, hq_outname_kind kind, const char *suffix, c
 int hq_default_output(const hq_inventory *inv, const char *suffix, char **out, hq_err *err)
 {
     const char *root = inv->root ? inv->root : "";
-    if (inv->format != HQ_FMT_PNG || !inv->root_is_dir)
-        return hq_output_name(root, HQ_OUTNAME_FILE, suffix, out, err);
+    if (inv->format != HQ_FMT_PNG || !inv->root_is_dir) {
+        int rc = hq_output_name(root, HQ_OUTNAME_FILE, suffix, out, err);
+        hq_err scratch;
+        if (rc || !hq_outname_check_kind(inv, *out, &scratch))
+            return rc;
+        /* An input named for the other format (a PNG called photo.h5): the name keeps its stem and
+         * takes its format's extension, which hq_outname_check_kind asks of a given -o. */
+        char *dot = strrchr(*out, '.');
+        const char *ext = inv->format == HQ_FMT_HDF5 ? ".h5" : ".png";
+        const size_t stem = dot && !strchr(dot, '/') ? (size_t)(dot - *out) : strlen(*out);
+        char *s = malloc(stem + strlen(ext) + 1);
+        if (!s) {
+            free(*out);
+            *out = NULL;
+            return hq_fail(err, HQ_EMEM, "%s: out of memory", root);
+        }
+        memcpy(s, *out, stem);
+        strcpy(s + stem, ext);
+        free(*out);
+        *out = s;
+        return 0;
+    }
     struct stat st;
     if (stat(root, &st) != 0 || !S_ISDIR(st.st_mode))
         return hq_output_name(root, HQ_OUTNAME_LIST, suffix, out, err);

@@ -81,3 +81,19 @@ def test_png_file_directory_and_list(tmp):
     r = run_ok(["--input", "list.txt"], 2, cwd=tmp)
     assert notes(r) == ["histeq_dist: note: no --output given: writing list_eq"], str(r)
     assert sorted(n for n in os.listdir(tmp / "list_eq") if n.endswith(".png")) == ["p0.png", "p2.png"]
+
+
+def test_input_named_for_the_other_format_gets_its_own_extension(tmp):
+    """Without -o, a PNG named photo.h5 got photo_eq.h5, which the program then refused as a PNG
+    output named .h5 (exit 2), and an HDF5 file named stack.png likewise: a usage error for a
+    command that gave no output name at all."""
+    im = ref.low_contrast(20, 30, 30, 70, np.uint8, 70)
+    pngio.write(tmp / "photo.h5", im, 8, pngio.GRAY)
+    with h5py.File(tmp / "stack.png", "w") as f:
+        f["s"] = np.stack([im, im[::-1]])
+    run_ok(["-i", tmp / "photo.h5", "-q"])
+    run_ok(["-i", tmp / "stack.png", "-q"])
+    assert (tmp / "photo_eq.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    with h5py.File(tmp / "stack_eq.h5", "r") as f:
+        assert f["s"].shape == (2, 20, 30)
+    assert not (tmp / "photo_eq.h5").exists() and not (tmp / "stack_eq.png").exists()
