@@ -155,6 +155,7 @@ static int decide(const hq_options *o, const hq_inventory *inv, hq_resume *res, 
                          "finish it, or --force to start over", o->output, o->output);
     } else if (journal && partial) {
         res->action = HQ_RESUME_CONTINUE;
+        res->replace_finished = finished && (!made_by || !strcmp(made_by, res->id) || !strcmp(made_by, legacy));
         rc = hq_journal_load(o->output, res->id, legacy, &res->st, err);
         if (!rc)
             drop_missing(hq_io_ops_for(inv->format), inv, o->output, &res->st);
@@ -281,10 +282,11 @@ int hq_resume_decide(const hq_options *o, const hq_comm *c, const hq_inventory *
         rc = decide(o, inv, res, err);
     if ((rc = hq_comm_agree(c, rc, err)))
         return rc;
-    int act = (int)res->action;
-    MPI_Bcast(&act, 1, MPI_INT, 0, c->world);
+    int act[2] = {(int)res->action, res->replace_finished};
+    MPI_Bcast(act, 2, MPI_INT, 0, c->world);
     MPI_Bcast(res->id, (int)sizeof res->id, MPI_CHAR, 0, c->world);
-    res->action = (hq_resume_action)act;
+    res->action = (hq_resume_action)act[0];
+    res->replace_finished = act[1];
     if (res->action != HQ_RESUME_CONTINUE)
         return 0;
     unsigned char *buf = NULL;

@@ -38,6 +38,9 @@ typedef struct hq_resume {
     hq_resume_action action;
     hq_journal_state st;
     char id[HQ_JOURNAL_ID_MAX];
+    int replace_finished; /* continuing a journal while OUT holds a finished output of this same run
+                             (an interrupted --force over it): the resumed run may replace it, as
+                             the interrupted one was let to; never anything else at OUT */
     int lock_fd; /* rank 0: the run lock (-1: none) */
 } hq_resume;
 

@@ -64,7 +64,7 @@ static int open_output(run *r, uint64_t *done_pixels, uint64_t *done_bytes, hq_e
                                   .no_luts = o->no_luts};
     /* Per pixel, not per colour: CLAHE's tiles, and a --mask that leaves some pixels of a colour as
      * they were (--mask-apply inside). */
-    hq_out_opts oo = {o->output, o->force, o->png_level, o->verbose, r->res.action == HQ_RESUME_CONTINUE,
+    hq_out_opts oo = {o->output, o->force || r->res.replace_finished, o->png_level, o->verbose, r->res.action == HQ_RESUME_CONTINUE,
                       run_is_clahe(r) || (o->mask && o->mask_inside), &settings, o->quiet};
     const double t0 = hq_now();
     int rc = r->io_ops->create_output(r->io, &oo, r->c->world, err);

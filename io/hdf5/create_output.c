@@ -53,9 +53,7 @@ static int check_output_path(const hq_io *io, const hq_out_opts *o, hq_err *err)
             return hq_fail(err, HQ_EUSAGE, "%s: output is the input", out);
         if (S_ISDIR(st.st_mode))
             return hq_fail(err, HQ_EUSAGE, "%s: output is a directory", out);
-        /* Continuing a journal: its run was let replace OUT (--force, or OUT came since), and a
-         * --resume that refused would leave the journaled work stranded for ever. */
-        if (!o->force && !o->resume)
+        if (!o->force)
             return hq_fail(err, HQ_EUSAGE, "%s: output exists (use --force to replace)", out);
     }
     if (stat(io->part_path, &st) == 0) {

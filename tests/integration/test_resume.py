@@ -346,6 +346,19 @@ def test_interrupted_force_over_a_finished_output_resumes(tmp, np_):
     assert not os.path.exists(str(out) + ".part") and not os.path.exists(str(out) + ".journal")
     assert complete_attr(out) == 1
     assert_same_output(out, whole)
+    # Only a finished output of this same run may be replaced so: a file the user put at OUT after
+    # a kill of a run without --force (a note, a copy of the input) stays, and the resume is
+    # refused as any run over an existing output is.
+    for k, put in enumerate([lambda p: p.write_text("precious\n"), lambda p: shutil.copyfile(inp, p)]):
+        out = tmp / f"later{k}.h5"
+        r = run(["--input", inp, "--output", out, "--block", "100K", "-q"], np_,
+                env=dict(FLUSH_NOW, HQ_FAULT_KILL="0:3"))
+        assert r.rc != 0 and not out.exists() and os.path.isdir(str(out) + ".journal"), str(r)
+        put(out)
+        before = out.read_bytes()
+        r = run(["--input", inp, "--output", out, "--resume", "--block", "100K"], np_, env=FLUSH_NOW)
+        assert r.rc == 2 and "output exists" in r.err, str(r)
+        assert out.read_bytes() == before
 
 
 def test_resumed_counts_are_this_runs(tmp):
