@@ -72,8 +72,7 @@ typedef struct carry_walk {
     uint64_t bytes;
     addr_path *known;               /* open addressing by address: a file can hold 10^5 images */
     size_t n, cap;
-    uint64_t copied, refs, unfiltered; /* datasets copied; left out for their references, or for a
-                                          filter this HDF5 lacks that copying them would run */
+    hdf5_carry_counts counts;       /* what was copied and left out */
     int rc;
     hq_err *err;
 } carry_walk;
@@ -243,7 +242,8 @@ static void dataset_facts(hid_t in, const char *path, dset_facts *f)
     H5Eclear2(H5E_DEFAULT);
 }
 
-/* Rows of d from `row` on, at most `rows` of them, read in d's own type and written into o. */
+/* Rows of d from `row` on, at most `rows` of them, read in d's own type and written into o: 0, -1
+ * (out of memory, or the write failed), -2 (the read failed). */
 static int copy_rows(hid_t d, hid_t o, hid_t t, hid_t s, int ndims, hsize_t row, hsize_t rows)
 {
     hsize_t dims[H5S_MAX_RANK], start[H5S_MAX_RANK] = {0};
@@ -262,7 +262,7 @@ static int copy_rows(hid_t d, hid_t o, hid_t t, hid_t s, int ndims, hsize_t row,
     void *buf = calloc(n > 0 ? (size_t)n : 1, H5Tget_size(t));
     const hid_t mspace = ndims > 0 ? ms : H5S_ALL, fspace = ndims > 0 ? s : H5S_ALL;
     const int read = buf && H5Dread(d, t, mspace, fspace, H5P_DEFAULT, buf) >= 0;
-    int rc = read && H5Dwrite(o, t, mspace, fspace, H5P_DEFAULT, buf) >= 0 ? 0 : -1;
+    int rc = !read ? (buf ? -2 : -1) : H5Dwrite(o, t, mspace, fspace, H5P_DEFAULT, buf) >= 0 ? 0 : -1;
     if (read && H5Tdetect_class(t, H5T_VLEN) + H5Tis_variable_str(t) > 0)
         H5Dvlen_reclaim(t, ndims > 0 ? ms : s, H5P_DEFAULT, buf);
     free(buf);
@@ -270,16 +270,39 @@ static int copy_rows(hid_t d, hid_t o, hid_t t, hid_t s, int ndims, hsize_t row,
     return rc;
 }
 
-/* A dataset's values into a new contiguous dataset at the same path, 64 MiB of rows at a time.
- * HDF5 reads a relative external file name from the working directory; failing that, it is
- * looked for beside the input file, where the file's maker most likely put it. */
+/* The output dataset for copy_values: the input's type and shape, fixed at its size (contiguous
+ * storage takes no unlimited dimension), and its fill value where the input sets one. */
+static hid_t create_like(carry_walk *w, const char *path, hid_t d, hid_t mt, hid_t s)
+{
+    hid_t sp = H5Scopy(s), dcpl = H5Pcreate(H5P_DATASET_CREATE), in_dcpl = H5Dget_create_plist(d);
+    hsize_t dims[H5S_MAX_RANK];
+    const int ndims = sp >= 0 ? H5Sget_simple_extent_ndims(sp) : -1;
+    if (ndims > 0 && (H5Sget_simple_extent_dims(sp, dims, NULL) < 0 || H5Sset_extent_simple(sp, ndims, dims, dims) < 0))
+        hdf5_close_id(&sp, H5Sclose);
+    H5D_fill_value_t fv = H5D_FILL_VALUE_UNDEFINED;
+    void *fill = calloc(1, H5Tget_size(mt));
+    if (in_dcpl >= 0 && dcpl >= 0 && fill && H5Pfill_value_defined(in_dcpl, &fv) >= 0 &&
+        fv == H5D_FILL_VALUE_USER_DEFINED && !holds_vlen(mt) && H5Pget_fill_value(in_dcpl, mt, fill) >= 0)
+        H5Pset_fill_value(dcpl, mt, fill);
+    free(fill);
+    hid_t o = sp >= 0 && dcpl >= 0 ? H5Dcreate2(w->out, path, mt, sp, H5P_DEFAULT, dcpl, H5P_DEFAULT)
+                                    : H5I_INVALID_HID;
+    hdf5_close_id(&in_dcpl, H5Pclose);
+    hdf5_close_id(&dcpl, H5Pclose);
+    hdf5_close_id(&sp, H5Sclose);
+    return o;
+}
+
+/* A dataset's values into a new contiguous dataset at the same path, 64 MiB of rows at a time:
+ * 0 copied, 1 left out (its values cannot be read: a raw file missing), -1 failed. HDF5 reads a
+ * relative external file name from the working directory; failing that, it is looked for beside
+ * the input file, where the file's maker most likely put it. */
 static int copy_values(carry_walk *w, const char *path)
 {
     hid_t d = H5Dopen2(w->in, path, H5P_DEFAULT);
     hid_t t = d >= 0 ? H5Dget_type(d) : H5I_INVALID_HID, s = d >= 0 ? H5Dget_space(d) : H5I_INVALID_HID;
     hid_t mt = t >= 0 ? H5Tcopy(t) : H5I_INVALID_HID; /* transient, should the input name its type */
-    hid_t o = mt >= 0 && s >= 0 ? H5Dcreate2(w->out, path, mt, s, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT)
-                               : H5I_INVALID_HID;
+    hid_t o = mt >= 0 && s >= 0 ? create_like(w, path, d, mt, s) : H5I_INVALID_HID;
     int rc = o >= 0 ? 0 : -1;
     const int ndims = s >= 0 ? H5Sget_simple_extent_ndims(s) : -1;
     const int empty = s >= 0 && H5Sget_simple_extent_type(s) == H5S_NULL;
@@ -316,6 +339,13 @@ static int copy_values(carry_walk *w, const char *path)
     hdf5_close_id(&s, H5Sclose);
     hdf5_close_id(&t, H5Tclose);
     hdf5_close_id(&d, H5Dclose);
+    if (rc == -2) { /* the input's own problem, as a dangling link is: the rest goes on */
+        H5Eclear2(H5E_DEFAULT);
+        if (H5Ldelete(w->out, path, H5P_DEFAULT) < 0)
+            return fail(w, path, "taking back a copy it could not fill");
+        w->counts.unreadable++;
+        return 1;
+    }
     return rc ? fail(w, path, "its values, which lie in other files") : 0;
 }
 
@@ -329,11 +359,11 @@ static int copy_dataset(carry_walk *w, const char *path)
         return 1;
     }
     if (f.refs) {
-        w->refs++;
+        w->counts.refs++;
         return 1;
     }
     if (f.missing) {
-        w->unfiltered++;
+        w->counts.unfiltered++;
         return 1;
     }
     /* The scan's trial copies what H5Ocopy decodes whatever its size: a damaged chunk there would
@@ -348,10 +378,11 @@ static int copy_dataset(carry_walk *w, const char *path)
                  ? 0
                  : fail(w, path, "the data");
     hdf5_close_id(&ocpy, H5Pclose);
+    if (rc)
+        return rc; /* 1: left out */
+    rc = copy_attrs(w, path);
     if (!rc)
-        rc = copy_attrs(w, path);
-    if (!rc)
-        w->copied++;
+        w->counts.copied++;
     return rc;
 }
 
@@ -431,9 +462,9 @@ static int walk(carry_walk *w, const hq_inventory *inv)
     return w->rc;
 }
 
-int hdf5_carry(hq_io *io, uint64_t *copied, uint64_t *refs, uint64_t *unfiltered, hq_err *err)
+int hdf5_carry(hq_io *io, hdf5_carry_counts *n, hq_err *err)
 {
-    *copied = *refs = *unfiltered = 0;
+    memset(n, 0, sizeof *n);
     if (io->inv.one_dataset)
         return 0;
     hid_t in = H5Fopen(io->inv.root, H5F_ACC_RDONLY, H5P_DEFAULT);
@@ -441,9 +472,7 @@ int hdf5_carry(hq_io *io, uint64_t *copied, uint64_t *refs, uint64_t *unfiltered
     carry_walk w = {.in = in, .out = out, .in_name = io->inv.root, .out_name = io->out_path,
                     .mirror_own = hdf5_collides_with_own_group(io), .err_code = HQ_EIO, .err = err};
     int rc = in >= 0 && out >= 0 ? walk(&w, &io->inv) : fail(&w, "/", "opening the files");
-    *copied = w.copied;
-    *refs = w.refs;
-    *unfiltered = w.unfiltered;
+    *n = w.counts;
     hdf5_close_id(&in, H5Fclose);
     if (out >= 0 && H5Fclose(out) < 0 && !rc)
         rc = fail(&w, "/", "closing the output");

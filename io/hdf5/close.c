@@ -81,10 +81,10 @@ static int finish_output(hq_io *io, int keep, hq_err *err)
     if (io->rank == 0) {
         /* The chunks szip could not shrink are written again and the other datasets copied into
          * the blocks reserved past the end (reserve.c), which are given back after. */
-        uint64_t carried = 0, refs = 0, unfiltered = 0;
-        if (keep && ((rc = hdf5_fix_szip_masks(io, err)) != 0 ||
-                     (rc = hdf5_carry(io, &carried, &refs, &unfiltered, err)) != 0))
+        hdf5_carry_counts cn = {0, 0, 0, 0};
+        if (keep && ((rc = hdf5_fix_szip_masks(io, err)) != 0 || (rc = hdf5_carry(io, &cn, err)) != 0))
             keep = 0;
+        const uint64_t carried = cn.copied, refs = cn.refs, unfiltered = cn.unfiltered, unreadable = cn.unreadable;
         if (keep)
             hdf5_release_reserve(io);
         if (keep && (rc = verify_output(io, err)) != 0)
@@ -93,15 +93,19 @@ static int finish_output(hq_io *io, int keep, hq_err *err)
             rc = hq_fail(err, HQ_EIO, "%s: cannot rename %s to it (%s)", io->out_path, io->part_path, strerror(errno));
             keep = 0;
         }
-        if (keep && (carried || refs || unfiltered) && !io->quiet) {
-            char tail[256] = "";
+        if (keep && (carried || refs || unfiltered || unreadable) && !io->quiet) {
+            char tail[512] = "";
             int n = 0;
             if (refs)
                 n = snprintf(tail, sizeof tail, "; %llu left out, as %s references into the input",
                              (unsigned long long)refs, refs == 1 ? "it holds" : "they hold");
             if (unfiltered && n >= 0 && (size_t)n < sizeof tail)
-                snprintf(tail + n, sizeof tail - (size_t)n, "; %llu of variable-length data left out, as copying %s "
-                         "needs a filter this HDF5 lacks", (unsigned long long)unfiltered, unfiltered == 1 ? "it" : "them");
+                n += snprintf(tail + n, sizeof tail - (size_t)n, "; %llu of variable-length data left out, as copying "
+                              "%s needs a filter this HDF5 lacks", (unsigned long long)unfiltered,
+                              unfiltered == 1 ? "it" : "them");
+            if (unreadable && n >= 0 && (size_t)n < sizeof tail)
+                snprintf(tail + n, sizeof tail - (size_t)n, "; %llu left out, as %s values lie in external files that "
+                         "cannot be read", (unsigned long long)unreadable, unreadable == 1 ? "its" : "their");
             fprintf(stderr, "histeq_dist: note: %s: %llu dataset%s of the input that the run does not equalize "
                     "(strings, tables, 1-D arrays, scalars, the mask) copied as %s%s\n", io->out_path,
                     (unsigned long long)carried, carried == 1 ? "" : "s", carried == 1 ? "it is" : "they are", tail);

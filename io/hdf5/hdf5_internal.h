@@ -331,7 +331,13 @@ int hdf5_fix_szip_masks(hq_io *io, hq_err *err);
 /* carry.c: what could be an image (the scan's rule); the rest of a whole-file input copied into
  * OUT.part by rank 0 once every rank has closed it, and tried beforehand in the scan's child. */
 int hdf5_image_kind(hid_t d);
-int hdf5_carry(hq_io *io, uint64_t *copied, uint64_t *refs, uint64_t *unfiltered, hq_err *err);
+typedef struct hdf5_carry_counts {
+    uint64_t copied;     /* datasets copied */
+    uint64_t refs;       /* left out: they hold references into the input */
+    uint64_t unfiltered; /* left out: variable-length data behind a filter this HDF5 lacks */
+    uint64_t unreadable; /* left out: values in external raw files that cannot be read */
+} hdf5_carry_counts;
+int hdf5_carry(hq_io *io, hdf5_carry_counts *n, hq_err *err);
 int hdf5_carry_check(hid_t in, const hq_inventory *inv, hq_err *err);
 uint64_t hdf5_carry_bytes(hq_io *io);
 
