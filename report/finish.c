@@ -215,7 +215,7 @@ static int32_t level0_of(const hq_item *it, uint32_t bits)
 }
 
 /* Rank 0: one sampled image's section, from its reduced data. */
-static int write_sample(hq_report *r, FILE *f, const sample *s, const packed *p, hq_err *err)
+static int write_sample(hq_report *r, FILE *f, const sample *s, const packed *p, int resumed, hq_err *err)
 {
     const hq_item *it = &r->cfg.inv->items[s->item];
     const hq_mode m = rep_mode_of(r, s->item);
@@ -239,9 +239,13 @@ static int write_sample(hq_report *r, FILE *f, const sample *s, const packed *p,
     unsigned char *png[2] = {NULL, NULL};
     int rc = 0;
     /* An image that an interrupted run finished: its LUT (and histogram) came back from the
-     * journal, its thumbnails did not (its pixels are not read again). */
-    const int resumed = (!d[1] || !d[2]) && p->ll && d[0];
-    if (resumed) {
+     * journal where that run sampled it for a report of its own, its thumbnails did not (its
+     * pixels are not read again). */
+    const int journaled = (!d[1] || !d[2]) && p->ll && d[0];
+    if (resumed && !journaled && (!d[1] || !d[2])) {
+        sec.note = "finished by the interrupted run that this one resumed, which kept no report data of it";
+        sec.nhist = 0;
+    } else if (journaled) {
         sec.note = "finished by the interrupted run that this one resumed: no thumbnails";
         if (rep_is_clahe(r)) {
             clahe_section(r, s, &m, lut, labels, pick, &pc);
@@ -386,7 +390,7 @@ int hq_report_finish(hq_report *r, const hq_report_end *e, hq_err *err)
         pack_sample(r, &r->samples[k], &p);
         MPI_Reduce(p.buf, p.sum, (int)p.n, MPI_UINT64_T, MPI_SUM, 0, c->world);
         if (c->rank == 0 && !rc)
-            rc = write_sample(r, f, &r->samples[k], &p, err);
+            rc = write_sample(r, f, &r->samples[k], &p, e->resumed && e->resumed[r->samples[k].image], err);
     }
     if (c->rank == 0)
         rc = end_page(r, f, part, rc, err);

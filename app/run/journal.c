@@ -159,14 +159,15 @@ int run_apply_journal(run *r, uint64_t *done_pixels, uint64_t *done_bytes, hq_er
     return replay_images(r, err);
 }
 
-uint64_t run_images_resumed(const run *r)
+unsigned char *run_resumed_images(const run *r, uint64_t *count)
 {
+    *count = 0;
     if (r->res.action != HQ_RESUME_CONTINUE || !r->plan.nimages)
-        return 0;
+        return NULL;
     /* 1: some block of the image; 2: some block the journal does not claim. */
     unsigned char *seen = calloc(r->plan.nimages, 1);
     if (!seen)
-        return 0; /* the counts then stay the plan's, as before */
+        return NULL; /* the counts then stay the plan's, as before */
     for (uint64_t j = 0; j < r->plan.nblocks; j++) {
         const hq_block *b = &r->plan.blocks[j];
         const unsigned char mark = hq_journal_has_block(&r->res.st, b) ? 1 : 2;
@@ -175,11 +176,11 @@ uint64_t run_images_resumed(const run *r)
             *m = *m > mark ? *m : mark;
         }
     }
-    uint64_t n = 0;
-    for (uint64_t i = 0; i < r->plan.nimages; i++)
-        n += seen[i] == 1;
-    free(seen);
-    return n;
+    for (uint64_t i = 0; i < r->plan.nimages; i++) {
+        seen[i] = seen[i] == 1;
+        *count += seen[i];
+    }
+    return seen;
 }
 
 /* What the output and the report record of an image finished in one go, for a resume to have. */

@@ -240,14 +240,17 @@ int run_report_end(run *r, double t_start, hq_err *err)
     MPI_Allreduce(MPI_IN_PLACE, &skipped, 1, MPI_UINT64_T, MPI_SUM, c->world);
     /* Inputs skipped while read are PNGs, an image each; those found bad by the scan hold the
      * slices the plan gave them (a PNG's 1, an HDF5 dataset's 0). */
-    uint64_t images = r->plan.nimages - skipped - run_images_resumed(r);
+    uint64_t resumed = 0;
+    unsigned char *done_before = run_resumed_images(r, &resumed);
+    uint64_t images = r->plan.nimages - skipped - resumed;
     for (size_t i = 0; i < r->inv.n; i++) {
         skipped += r->inv.items[i].bad;
         images -= r->inv.items[i].bad ? r->inv.items[i].slices : 0;
     }
     hq_report_end end = {r->eng, r->t, PHASE_NAMES, PH_N, r->pixels_done, r->bytes_done, r->skipped, skipped,
-                         images, hq_now() - t_start};
+                         images, done_before, hq_now() - t_start};
     int rc = hq_comm_agree(c, hq_report_finish(r->rep, &end, err), err);
+    free(done_before);
     if (!rc) {
         rc = hq_comm_agree(c, report_summary(r, hq_now() - t_start, images, skipped, err), err);
         if (rc) { /* as for --report: the run exits non-zero, but what it wrote stands */

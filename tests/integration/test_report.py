@@ -737,3 +737,14 @@ def test_report_after_resume_shows_what_the_interrupted_run_finished(tmp, method
         assert got["name"] == want["name"] and (got["note"] is None or "interrupted run" in got["note"]), got
         assert got["hists"] == want["hists"], got["name"]
         assert (got.get("clahe") or {}).get("tile_luts") == (want.get("clahe") or {}).get("tile_luts"), got["name"]
+    # Killed without --report: the journal keeps nothing for the page, which says so (it said
+    # "skipped", with none skipped).
+    r = run(base + ["-o", tmp / "out2"], env={"HQ_FAULT_KILL": "0:4", "HQ_JOURNAL_FLUSH_S": "0"})
+    assert r.rc != 0 and (tmp / "out2.journal").is_dir(), str(r)
+    run_ok(base + ["-o", tmp / "out2", "--report", tmp / "rep2", "--resume"])
+    p2 = parse_report(tmp / "rep2")
+    notes = [s["note"] for s in p2.sections]
+    assert not p2.summary["skipped"] and not any(n and "skipped" in n for n in notes), notes
+    kept_none = [s for s in p2.sections if s["note"] and "kept no report data" in s["note"]]
+    assert 1 <= len(kept_none) < 8 and all(not s["hists"] for s in kept_none), notes
+    assert p2.summary["images"] == 8 - len(kept_none)
