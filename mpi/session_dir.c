@@ -97,6 +97,14 @@ static void host_prefix(const char *kind, char *buf, size_t n)
     snprintf(buf, n, "%s%s.", kind, host);
 }
 
+/* Whether name is prefix followed by mkdtemp's six letters and nothing else: the prefix ends in
+ * "HOST.", and another node's host "HOST.domain" must not match. */
+static int ours(const char *name, const char *prefix)
+{
+    const size_t n = strlen(prefix);
+    return !strncmp(name, prefix, n) && strlen(name + n) == 6 && !strchr(name + n, '.');
+}
+
 /* dfd's entry name (a directory open as sub) emptied and removed. */
 static void remove_tree(int dfd, const char *name, int sub)
 {
@@ -122,9 +130,7 @@ static void sweep(const char *tmp)
     const uid_t me = getuid();
     const time_t now = time(NULL);
     for (struct dirent *e; (e = readdir(d));) {
-        const int is_live = !strncmp(e->d_name, live, strlen(live));
-        const int is_gone = !strncmp(e->d_name, gone, strlen(gone));
-        const int is_new = !strncmp(e->d_name, fresh, strlen(fresh));
+        const int is_live = ours(e->d_name, live), is_gone = ours(e->d_name, gone), is_new = ours(e->d_name, fresh);
         struct stat st;
         if ((!is_live && !is_gone && !is_new) || fstatat(dfd, e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 ||
             !S_ISDIR(st.st_mode) || st.st_uid != me || (is_new && now - st.st_mtime < NEW_STALE_S))
@@ -133,7 +139,13 @@ static void sweep(const char *tmp)
         if (sub < 0)
             continue;
         if (!is_live) {
-            remove_tree(dfd, e->d_name, sub);
+            /* A -new one's maker holds its lock from just after making it: a maker stopped (or a
+             * file server's clock apart) for a minute keeps it. */
+            const int lk = is_new ? openat(sub, LOCK_NAME, O_RDONLY | O_NOFOLLOW | O_CLOEXEC) : -1;
+            if (lk < 0 || flock(lk, LOCK_EX | LOCK_NB) == 0)
+                remove_tree(dfd, e->d_name, sub);
+            if (lk >= 0)
+                close(lk);
             close(sub);
             continue;
         }

@@ -6,6 +6,7 @@ Open MPI session directory) is removed by the next run, never a live run's.
 
 The runs are stopped mid-way by the HQ_FAULT_STALL=RANK:N test hook (the rank stops, alive, after
 its N-th written block) and then signalled for real."""
+import fcntl
 import glob
 import os
 import signal
@@ -175,8 +176,19 @@ def test_leftovers_of_a_kill_while_a_directory_was_made_or_swept_go_too(tmp):
     os.utime(stale, (old, old))
     other = work / "histeq_dist-mpi-gone.some-other-node.Mn78Op"  # another node's: never ours
     other.mkdir()
+    # Node "HOST.lab" of a shared TMPDIR: its free-looking lock is not this node's to judge.
+    dotted = work / f"histeq_dist-mpi.{host}.lab.Qr90St"
+    dotted.mkdir()
+    (dotted / "owner.lock").write_text("")
+    # A -new one a minute old whose maker still holds the lock (stopped, or the server's clock).
+    held = work / f"histeq_dist-mpi-new.{host}.Uv12Wx"
+    held.mkdir()
+    lock = open(held / "owner.lock", "w")
+    fcntl.flock(lock, fcntl.LOCK_EX)
+    os.utime(held, (old, old))
     run_ok(["-i", inp, "-o", tmp / "c.h5", "-q"], env={"TMPDIR": str(work)})
-    assert sorted(os.listdir(work)) == sorted([young.name, other.name])
+    lock.close()
+    assert sorted(os.listdir(work)) == sorted([young.name, other.name, dotted.name, held.name])
 
 
 def test_sigterm_to_mpirun_one_line_and_resume(tmp):
