@@ -215,7 +215,9 @@ static int32_t level0_of(const hq_item *it, uint32_t bits)
 }
 
 /* Rank 0: one sampled image's section, from its reduced data. */
-static int write_sample(hq_report *r, FILE *f, const sample *s, const packed *p, int resumed, hq_err *err)
+/* state: 0 not resuming; resuming, 1 an image this run equalized, 2 one the interrupted run
+ * finished, 3 one both did a part of (its thumbnails would show this run's part alone). */
+static int write_sample(hq_report *r, FILE *f, const sample *s, const packed *p, int state, hq_err *err)
 {
     const hq_item *it = &r->cfg.inv->items[s->item];
     const hq_mode m = rep_mode_of(r, s->item);
@@ -238,21 +240,29 @@ static int write_sample(hq_report *r, FILE *f, const sample *s, const packed *p,
     hq_tile_pos pick[HQ_TILE_VIEW_MAX];
     unsigned char *png[2] = {NULL, NULL};
     int rc = 0;
-    /* An image that an interrupted run finished: its LUT (and histogram) came back from the
-     * journal where that run sampled it for a report of its own, its thumbnails did not (its
-     * pixels are not read again). */
-    const int journaled = (!d[1] || !d[2]) && p->ll && d[0];
-    if (resumed && !journaled && (!d[1] || !d[2])) {
-        sec.note = "finished by the interrupted run that this one resumed, which kept no report data of it";
-        sec.nhist = 0;
-    } else if (journaled) {
-        sec.note = "finished by the interrupted run that this one resumed: no thumbnails";
-        if (rep_is_clahe(r)) {
+    /* state 2: an image the interrupted run finished, whose pixels this run never reads; its LUT
+     * (and histogram) came back from the journal where that run sampled it for a report of its
+     * own. State 3, and 1 without thumbnails: this run equalized the image, or the part of it the
+     * interrupted run had not, its histogram perhaps from that run (pass 1 not done again).
+     * Only a scanned-out item or a PNG that failed to decode (a PNG is one block, never part
+     * done) is "skipped". */
+    const int thumbs = d[1] && d[2], data = p->ll && d[0];
+    const int by_this_run = (state == 1 && !thumbs && !it->bad && r->cfg.inv->format != HQ_FMT_PNG) || state == 3;
+    if (state == 2 || by_this_run) {
+        sec.note = state == 2 ? (data ? "finished by the interrupted run that this one resumed: no thumbnails"
+                                      : "finished by the interrupted run that this one resumed, which kept no "
+                                        "report data of it")
+                              : "equalized by this run, which resumed an interrupted one: part of the image, or "
+                                "its histogram, came from that run, so no thumbnails";
+        if (!data)
+            sec.nhist = 0;
+        else if (rep_is_clahe(r)) {
             clahe_section(r, s, &m, lut, labels, pick, &pc);
             pc.grid = 0; /* no thumbnail to draw it on */
             sec.clahe = &pc;
         }
-    } else if (!d[1] || !d[2] || (p->ll && !d[0])) {
+        sec.png[0] = sec.png[1] = NULL;
+    } else if (!thumbs || (p->ll && !d[0])) {
         sec.note = "no pixels: this image was skipped (see Skipped inputs)";
         sec.nhist = 0;
     } else {
@@ -390,7 +400,7 @@ int hq_report_finish(hq_report *r, const hq_report_end *e, hq_err *err)
         pack_sample(r, &r->samples[k], &p);
         MPI_Reduce(p.buf, p.sum, (int)p.n, MPI_UINT64_T, MPI_SUM, 0, c->world);
         if (c->rank == 0 && !rc)
-            rc = write_sample(r, f, &r->samples[k], &p, e->resumed && e->resumed[r->samples[k].image], err);
+            rc = write_sample(r, f, &r->samples[k], &p, e->resumed ? 1 + e->resumed[r->samples[k].image] : 0, err);
     }
     if (c->rank == 0)
         rc = end_page(r, f, part, rc, err);

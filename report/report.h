@@ -95,8 +95,9 @@ typedef struct hq_report_end {
     const char *skipped;            /* inputs this rank skipped while decoding, one per line, or NULL */
     uint64_t nskipped;              /* all skipped inputs, every rank (the same on every rank) */
     uint64_t images;                /* images equalized: the plan's less the skipped inputs' */
-    const unsigned char *resumed;   /* per image of the plan, 1 where the interrupted run that this
-                                       one resumed finished it (NULL: none); rank 0 reads it */
+    const unsigned char *resumed;   /* per image of the plan, what the interrupted run that this
+                                       one resumed did of it: 1 all, 2 a part, 0 none (NULL: not
+                                       resuming); rank 0 reads it */
     double wall_s;
 } hq_report_end;
 

@@ -164,21 +164,19 @@ unsigned char *run_resumed_images(const run *r, uint64_t *count)
     *count = 0;
     if (r->res.action != HQ_RESUME_CONTINUE || !r->plan.nimages)
         return NULL;
-    /* 1: some block of the image; 2: some block the journal does not claim. */
+    /* Bit 0: some block of the image the journal claims; bit 1: some block it does not. */
     unsigned char *seen = calloc(r->plan.nimages, 1);
     if (!seen)
         return NULL; /* the counts then stay the plan's, as before */
     for (uint64_t j = 0; j < r->plan.nblocks; j++) {
         const hq_block *b = &r->plan.blocks[j];
         const unsigned char mark = hq_journal_has_block(&r->res.st, b) ? 1 : 2;
-        for (uint64_t s = b->s0; s < b->s1; s++) {
-            unsigned char *m = &seen[r->plan.item_image0[b->item] + s];
-            *m = *m > mark ? *m : mark;
-        }
+        for (uint64_t s = b->s0; s < b->s1; s++)
+            seen[r->plan.item_image0[b->item] + s] |= mark;
     }
     for (uint64_t i = 0; i < r->plan.nimages; i++) {
-        seen[i] = seen[i] == 1;
-        *count += seen[i];
+        seen[i] = seen[i] == 1 ? 1 : seen[i] == 3 ? 2 : 0;
+        *count += seen[i] == 1;
     }
     return seen;
 }

@@ -199,9 +199,10 @@ int run_flush_round(run *r, uint64_t item, const hq_block *written, int rc, hq_e
 void run_parse_fault_hooks(run *r);
 int run_open_journal(run *r, hq_err *err); /* collective, agreed */
 int run_apply_journal(run *r, uint64_t *done_pixels, uint64_t *done_bytes, hq_err *err);
-/* The images an interrupted run finished, every block of them claimed by the journal: a byte an
- * image of the plan, 1 for those (malloc'd; NULL unless resuming, or out of memory), and their
- * number in *count. The resumed run's counts leave them out, as its pixels and bytes do. */
+/* What the interrupted run did of each image of the plan, a byte each: 1 finished (every block
+ * claimed by the journal), 2 a part, 0 none (malloc'd; NULL unless resuming, or out of memory);
+ * the finished ones' number in *count. The resumed run's counts leave them out, as its pixels and
+ * bytes do. */
 unsigned char *run_resumed_images(const run *r, uint64_t *count);
 int run_journal_image(run *r, uint64_t image, const uint64_t *hist, const uint16_t *lut, size_t n, hq_err *err);
 int run_journal_histograms(run *r, hq_err *err);

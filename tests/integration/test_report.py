@@ -748,3 +748,23 @@ def test_report_after_resume_shows_what_the_interrupted_run_finished(tmp, method
     kept_none = [s for s in p2.sections if s["note"] and "kept no report data" in s["note"]]
     assert 1 <= len(kept_none) < 8 and all(not s["hists"] for s in kept_none), notes
     assert p2.summary["images"] == 8 - len(kept_none)
+
+
+@pytest.mark.parametrize("scope", ["image", "dataset", "global"])
+def test_report_after_resume_of_images_cut_in_blocks(tmp, scope):
+    """Images of four blocks each, the kill in the middle of one: the page called this run's own
+    images "finished by the interrupted run" (their histograms came from the journal, so no
+    thumbnails were made) or, under --scope global, "skipped", with none skipped. Only the images
+    whose every block the interrupted run wrote are its; the summary counts the others."""
+    inp = h5_write(tmp / "in.h5", s=np.random.default_rng(80).integers(0, 200, (8, 128, 128), dtype=np.uint8))
+    base = ["-i", inp, "-o", tmp / "out.h5", "--device", DEVICES[0], "--block", "4K", "--scope", scope, "-q"]
+    r = run(base, env={"HQ_FAULT_KILL": "0:6", "HQ_JOURNAL_FLUSH_S": "0"})
+    assert r.rc != 0 and (tmp / "out.h5.journal").is_dir(), str(r)
+    run_ok(base + ["--resume", "--report", tmp / "rep", "--report-sample", "8"])
+    p = parse_report(tmp / "rep")
+    notes = [s["note"] or "" for s in p.sections if s["kind"] != "global"]
+    assert len(notes) == 8 and not any("skipped" in n for n in notes), notes
+    before = [n for n in notes if n.startswith("finished by the interrupted run")]
+    assert before == notes[:1], notes  # 6 blocks of 4: slice 0 whole, slice 1 in part
+    assert all(n.startswith("equalized by this run") for n in notes[1:2]), notes
+    assert p.summary["images"] == 7 and not p.summary["skipped"]
