@@ -156,7 +156,15 @@ static int decide(const hq_options *o, const hq_inventory *inv, hq_resume *res, 
     } else if (journal && partial) {
         res->action = HQ_RESUME_CONTINUE;
         res->replace_finished = finished && (!made_by || !strcmp(made_by, res->id) || !strcmp(made_by, legacy));
-        rc = hq_journal_load(o->output, res->id, legacy, &res->st, err);
+        struct stat st;
+        /* Said here, with what to do, rather than as create's bare "output exists": the advice
+         * to use --force alone would throw the journaled work away. */
+        if (inv->format == HQ_FMT_HDF5 && !res->replace_finished && !o->force && stat(o->output, &st) == 0)
+            rc = hq_fail(err, HQ_EUSAGE, "%s: exists and is not this run's finished output; the interrupted run's "
+                         "journal stays: --resume --force finishes that run over it, --force alone starts over",
+                         o->output);
+        if (!rc)
+            rc = hq_journal_load(o->output, res->id, legacy, &res->st, err);
         if (!rc)
             drop_missing(hq_io_ops_for(inv->format), inv, o->output, &res->st);
     } else if (finished && made_by && strcmp(made_by, res->id) != 0 && strcmp(made_by, legacy) != 0) {

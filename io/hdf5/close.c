@@ -7,7 +7,9 @@
  *    OUT.part reads back before renaming it to OUT; otherwise OUT.part is removed. Every rank
  *    has closed (and so flushed) before anyone renames or removes the file. The io is freed.
  *  - OUT.part is unfinished, OUT finished (output_state); sync_path is OUT.part. */
+#define _GNU_SOURCE /* renameat2 */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -75,6 +77,22 @@ static int verify_output(hq_io *io, hq_err *err)
 }
 
 /* Rank 0 gives OUT.part its final name (replacing OUT atomically under --force) or removes it. */
+
+/* OUT.part renamed to OUT. Without --force never over a file: OUT was checked absent at create,
+ * and one made there since (by a user, another tool) is not the run's to replace. A file system
+ * without RENAME_NOREPLACE gets a link, which fails on an existing name the same way. */
+static int move_into_place(const hq_io *io)
+{
+    if (io->replace)
+        return rename(io->part_path, io->out_path);
+    if (renameat2(AT_FDCWD, io->part_path, AT_FDCWD, io->out_path, RENAME_NOREPLACE) == 0)
+        return 0;
+    if (errno != EINVAL && errno != ENOSYS)
+        return -1;
+    if (link(io->part_path, io->out_path) != 0)
+        return -1;
+    return unlink(io->part_path);
+}
 static int finish_output(hq_io *io, int keep, hq_err *err)
 {
     int rc = 0;
@@ -89,8 +107,11 @@ static int finish_output(hq_io *io, int keep, hq_err *err)
             hdf5_release_reserve(io);
         if (keep && (rc = verify_output(io, err)) != 0)
             keep = 0;
-        if (keep && rename(io->part_path, io->out_path) != 0) {
-            rc = hq_fail(err, HQ_EIO, "%s: cannot rename %s to it (%s)", io->out_path, io->part_path, strerror(errno));
+        if (keep && move_into_place(io) != 0) {
+            rc = errno == EEXIST ? hq_fail(err, HQ_EUSAGE, "%s: a file appeared there while the run went; it is left "
+                                           "as it is (use --force to replace it)", io->out_path)
+                                 : hq_fail(err, HQ_EIO, "%s: cannot rename %s to it (%s)", io->out_path, io->part_path,
+                                           strerror(errno));
             keep = 0;
         }
         if (keep && (carried || refs || unfiltered || unreadable) && !io->quiet) {

@@ -272,6 +272,7 @@ int hdf5_create_output(hq_io *io, const hq_out_opts *o, MPI_Comm comm, hq_err *e
     if (o && o->verbose)
         io->verbose = 1;
     io->quiet = o && o->quiet;
+    io->replace = o && o->force;
     /* The input's own /histeq_dist (not ours: ours is left out of the scan) is mirrored there, and
      * the run's record (LUTs, global histogram) cannot share the name: said, not silently missed. */
     if (o && !o->quiet && io->rank == 0 && hdf5_collides_with_own_group(io))
@@ -280,6 +281,10 @@ int hdf5_create_output(hq_io *io, const hq_out_opts *o, MPI_Comm comm, hq_err *e
     int rc = hdf5_agree(io->comm, name_output(io, o, err), err);
     if (!rc) {
         int mine = io->rank == 0 ? check_output_path(io, o, err) : 0;
+        /* What the check let stand at OUT (a link to nothing) the rename may replace. */
+        struct stat st;
+        if (io->rank == 0 && !mine && lstat(o->path, &st) == 0)
+            io->replace = 1;
         rc = hdf5_share_from_root(io->comm, mine, err);
     }
     if (!rc) {

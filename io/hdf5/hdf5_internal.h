@@ -106,6 +106,9 @@ struct hq_io {
     char *out_path, *part_path;
     int part_ours; /* OUT.part passed the checks (it is not the input): ours to create and remove */
     int quiet;     /* -q: no notes from create and close */
+    int replace;   /* OUT may be replaced at close (--force, or a link to nothing the check let
+                      stand): otherwise the rename never goes over a file that appeared at OUT
+                      while the run went */
     uint64_t reserved; /* rank 0: bytes of OUT.part reserved with fallocate */
     int no_fallocate;  /* rank 0: the filesystem cannot reserve */
     struct hdf5_bg_reserve *bg; /* the reservation going on in the background (reserve_bg.c) */

@@ -657,6 +657,34 @@ def test_input_rewritten_or_cut_while_read_is_not_committed(tmp):
     assert not (tmp / "out.h5").exists()
 
 
+@pytest.mark.skipif(not shutil.which("gdb"), reason="needs gdb to stop the run between two blocks")
+def test_a_file_made_at_the_output_during_the_run_is_not_replaced(tmp):
+    """OUT was checked absent at the start; a file someone made there while the run went was
+    replaced by the final rename, exit 0, without --force. Now it stays, and the run says so in
+    one line (exit 2); with --force it is replaced, as asked."""
+    inp = tmp / "in.h5"
+    with h5py.File(inp, "w") as f:
+        f["v"] = np.random.default_rng(7).integers(0, 200, (4, 64, 64), dtype=np.uint8)
+    for force in ([], ["--force"]):
+        out = tmp / f"out{len(force)}.h5"
+        # Stopped at close, before the rename: the metadata copy comes right before it.
+        g = subprocess.run(["gdb", "-q", "-batch", "-ex", "set breakpoint pending on", "-ex", "break hdf5_carry",
+                            "-ex", "run", "-ex", f"shell echo precious > {out}", "-ex", "delete", "-ex", "continue",
+                            "--args", BIN, "--input", str(inp), "--output", str(out), "--device", "cpu"] + force,
+                           capture_output=True, text=True, timeout=120, env=run_env({}))
+        assert "Breakpoint 1, hdf5_carry" in g.stdout, g.stdout + g.stderr
+        lines = [l for l in g.stderr.splitlines() if l.startswith("histeq_dist:") and "note:" not in l]
+        if force:
+            assert "exited normally" in g.stdout and "appeared" not in g.stderr, g.stdout + g.stderr
+            with h5py.File(out, "r") as f:
+                assert f["v"].shape == (4, 64, 64)
+        else:
+            assert len(lines) == 1 and "appeared there while the run went" in lines[0], g.stdout + g.stderr
+            assert "exited with code 02" in g.stdout, g.stdout
+            assert out.read_text() == "precious\n"
+        assert not os.path.exists(str(out) + ".part")
+
+
 @pytest.mark.parametrize("np_", [None, 2])
 def test_output_named_for_the_other_format_is_refused(tmp, np_):
     """HDF5 input to 'x.png' wrote an HDF5 file named .png, one PNG to 'x.h5' a PNG named .h5,

@@ -357,8 +357,13 @@ def test_interrupted_force_over_a_finished_output_resumes(tmp, np_):
         put(out)
         before = out.read_bytes()
         r = run(["--input", inp, "--output", out, "--resume", "--block", "100K"], np_, env=FLUSH_NOW)
-        assert r.rc == 2 and "output exists" in r.err, str(r)
+        lines = r.err_lines if np_ is None else r.hq_lines
+        assert r.rc == 2 and len(lines) == 1 and "is not this run's finished output" in lines[0], str(r)
         assert out.read_bytes() == before
+        # The journal and .part stay for a --resume --force, which finishes the run over OUT.
+        assert os.path.isdir(str(out) + ".journal") and os.path.exists(str(out) + ".part")
+        run_ok(["--input", inp, "--output", out, "--resume", "--force", "--block", "100K", "-q"], np_, env=FLUSH_NOW)
+        assert_same_output(out, whole)
 
 
 def test_resumed_counts_are_this_runs(tmp):
