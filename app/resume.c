@@ -163,9 +163,16 @@ static int decide(const hq_options *o, const hq_inventory *inv, hq_resume *res, 
             rc = hq_fail(err, HQ_EUSAGE, "%s: exists and is not this run's finished output; the interrupted run's "
                          "journal stays: --resume --force finishes that run over it, --force alone starts over",
                          o->output);
-        if (!rc)
+        /* A directory put at OUT since the kill: its files are not the claimed ones. */
+        const int replaced = !rc && hq_journal_output_replaced(o->output);
+        if (replaced && !o->force)
+            rc = hq_fail(err, HQ_EUSAGE, "%s: not the directory the interrupted run wrote (it was replaced since); "
+                         "--force starts over in it", o->output);
+        if (replaced && !rc)
+            res->action = HQ_RESUME_FRESH; /* its claims are of the directory that went */
+        if (!rc && !replaced)
             rc = hq_journal_load(o->output, res->id, legacy, &res->st, err);
-        if (!rc)
+        if (!rc && !replaced)
             drop_missing(hq_io_ops_for(inv->format), inv, o->output, &res->st);
     } else if (finished && made_by && strcmp(made_by, res->id) != 0 && strcmp(made_by, legacy) != 0) {
         /* Finished by another run: a batch script that always passes --resume must not take it for

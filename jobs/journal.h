@@ -114,8 +114,14 @@ const hq_journal_hist *hq_journal_find_hist(const hq_journal_state *st, uint64_t
 const hq_journal_lut *hq_journal_find_lut(const hq_journal_state *st, uint64_t image);
 void hq_journal_state_free(hq_journal_state *st);
 
-/* Rank 0: a fresh OUT.journal/ holding only `id` (an old one is removed first). */
+/* Rank 0: a fresh OUT.journal/ holding `id`, and `output` where OUT is a directory already (an
+ * old journal is removed first). */
 int hq_journal_create(const char *out, const char *id, hq_err *err);
+
+/* Rank 0: whether OUT is a directory other than the one the journal was made beside (it records
+ * an output directory's device and inode; a journal without that record, or an HDF5 output's,
+ * answers 0). A resume would take the files of a directory put there since for its own. */
+int hq_journal_output_replaced(const char *out);
 
 /* Makes the output's writes so far durable before records that claim them: called by a flush
  * (from whichever thread notes the record that triggers it). */

@@ -98,10 +98,11 @@ void hq_journal_make_id(const hq_inventory *inv, const char *options, uint64_t a
     free(real);
 }
 
-/* The names a journal holds: its id, the id being written, the rank logs. */
+/* The names a journal holds: its id, the id being written, the output directory's identity, the
+ * rank logs. */
 static int journal_name(const char *name)
 {
-    return !strcmp(name, "id") || !strcmp(name, "id.tmp") || journal_is_log(name);
+    return !strcmp(name, "id") || !strcmp(name, "id.tmp") || !strcmp(name, "output") || journal_is_log(name);
 }
 
 int hq_journal_foreign(const char *out, hq_err *err)
@@ -244,6 +245,23 @@ int hq_journal_create(const char *out, const char *id, hq_err *err)
             close(fd);
         journal_remove_tree(dir); /* half a journal resumes nothing */
     }
+    /* An output directory (made before the journal) by device and inode: a resume into another
+     * directory put at that name since would take its files for the claimed ones. Best effort:
+     * without it a resume is as it was. */
+    struct stat st;
+    char *op = !rc ? journal_join(dir, "output") : NULL;
+    if (op && stat(out, &st) == 0 && S_ISDIR(st.st_mode)) {
+        char ident[64];
+        const int n = snprintf(ident, sizeof ident, "%llu %llu\n", (unsigned long long)st.st_dev,
+                               (unsigned long long)st.st_ino);
+        const int ofd = open(op, O_WRONLY | O_CREAT | O_TRUNC, 0666);
+        if (ofd >= 0) {
+            if (hq_write_all(ofd, ident, (size_t)n) || fdatasync(ofd))
+                unlink(op);
+            close(ofd);
+        }
+    }
+    free(op);
 done:
     free(idp);
     free(fin);
@@ -341,4 +359,25 @@ void hq_journal_unlock(const char *out, int fd)
     hq_doomed_drop(lock_slot);
     lock_slot = -1;
     close(fd);
+}
+
+int hq_journal_output_replaced(const char *out)
+{
+    char *dir = hq_journal_dir(out);
+    char *op = dir ? journal_join(dir, "output") : NULL;
+    unsigned char *text = NULL;
+    size_t len = 0;
+    int replaced = 0;
+    if (op && journal_read_file(op, &text, &len) == 0) {
+        unsigned long long dev = 0, ino = 0;
+        struct stat st;
+        char buf[64];
+        snprintf(buf, sizeof buf, "%.*s", (int)(len < sizeof buf - 1 ? len : sizeof buf - 1), (const char *)text);
+        if (sscanf(buf, "%llu %llu", &dev, &ino) == 2 && stat(out, &st) == 0)
+            replaced = (unsigned long long)st.st_dev != dev || (unsigned long long)st.st_ino != ino;
+    }
+    free(text);
+    free(op);
+    free(dir);
+    return replaced;
 }

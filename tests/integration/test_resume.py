@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 
 import reference as ref
-from helpers import BIN, assert_same_output, command, read_png, run, run_env, run_ok
+from helpers import BIN, assert_same_output, command, read_png, run, run_env, run_ok, tree_hash
 import pngio
 
 FLUSH_NOW = {"HQ_JOURNAL_FLUSH_S": "0"}
@@ -144,6 +144,30 @@ def test_png_directory_kill_and_resume(tmp, np_, kill):
     assert_same_output(str(want), str(out))
     assert (out / "histeq_dist.complete").exists()
     assert not os.path.exists(str(out) + ".journal")
+
+
+def test_png_directory_replaced_after_the_kill_is_not_resumed_into(tmp):
+    """A killed run's output directory moved away and another put at its name, holding a file of
+    the user's named like an output: --resume wrote into it, replacing that file, and would take
+    a valid PNG there for a claimed output, then mark the directory complete. The journal records
+    the directory it was made beside: exit 2, nothing touched; --force starts over in it."""
+    inp = tmp / "in"
+    make_pngs(inp)
+    want, out = tmp / "want", tmp / "out"
+    run_ok(["--input", inp, "--output", want, "-q"])
+    r = run(["--input", inp, "--output", out, "-q"], None, env=dict(FLUSH_NOW, HQ_FAULT_KILL="0:4"))
+    assert r.rc != 0 and os.path.isdir(str(out) + ".journal"), str(r)
+    os.rename(out, tmp / "moved")
+    out.mkdir()
+    (out / "notes.txt").write_text("mine\n")
+    shutil.copyfile(inp / "im01.png", out / "im01.png")  # a valid PNG where a claimed output was
+    before = tree_hash(str(out))
+    r = run(["--input", inp, "--output", out, "--resume"])
+    assert r.rc == 2 and len(r.err_lines) == 1 and "not the directory the interrupted run wrote" in r.err_lines[0], str(r)
+    assert tree_hash(str(out)) == before
+    run_ok(["--input", inp, "--output", out, "--resume", "--force", "-q"])
+    assert_same_output(str(want), str(out))
+    assert (out / "notes.txt").read_text() == "mine\n" and not os.path.exists(str(out) + ".journal")
 
 
 @pytest.mark.parametrize("damage", ["removed", "emptied", "cut"])
