@@ -84,10 +84,14 @@ void hq_journal_make_id(const hq_inventory *inv, const char *options, uint64_t a
                                   it->bad, (uint64_t)st.st_size, (uint64_t)st.st_mtim.tv_sec,
                                   (uint64_t)st.st_mtim.tv_nsec, (uint64_t)st.st_ino, (uint64_t)st.st_ctim.tv_sec,
                                   (uint64_t)st.st_ctim.tv_nsec, (uint64_t)st.st_dev};
-        /* Canonical: the file by its device and inode, not by the words that named it. */
+        /* Canonical: the file by its device and inode, an HDF5 dataset by its address in the
+         * file, not by the words that named them (in.h5://s is in.h5:/s). */
         if (!canonical)
             h = journal_fnv(h, it->src, strlen(it->src) + 1);
-        h = journal_fnv(h, it->name, strlen(it->name) + 1);
+        if (canonical && it->object)
+            h = journal_fnv(h, &it->object, sizeof it->object);
+        else
+            h = journal_fnv(h, it->name, strlen(it->name) + 1);
         h = journal_fnv(h, facts, sizeof facts - (canonical ? 0 : sizeof facts[0]));
     }
     char *real = canonical ? realpath(inv->root, NULL) : NULL;

@@ -433,6 +433,13 @@ def test_resume_takes_the_same_input_under_another_spelling(tmp):
         assert_same_output(out, tmp / "whole.h5")
         r = run(["-i", spelling, "-o", out, "--mask", mask, "--resume"], cwd=cwd)
         assert r.rc == 0 and "complete already" in r.err, str(r)
+    # One dataset, its path spelled otherwise.
+    out = tmp / "one.h5"
+    r = run(["-i", f"{tmp}/in.h5:/s", "-o", out] + common, env=dict(FLUSH_NOW, HQ_FAULT_KILL="0:8"))
+    assert r.rc != 0 and os.path.isdir(str(out) + ".journal"), str(r)
+    run_ok(["-i", f"{tmp}/in.h5://s", "-o", out, "--resume"] + common, env=FLUSH_NOW)
+    r = run(["-i", "in.h5:/./s", "-o", out, "--resume"], cwd=tmp)
+    assert r.rc == 0 and "complete already" in r.err, str(r)
     # A PNG directory from another working directory.
     make_pngs(tmp / "pngs")
     r = run(["-i", "pngs", "-o", tmp / "pout", "--io-threads", "1", "-q"], cwd=tmp, env=dict(FLUSH_NOW, HQ_FAULT_KILL="0:3"))
