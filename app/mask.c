@@ -71,9 +71,6 @@ static size_t find_mask_name(const hq_mask *m, const char *name)
     return lo < m->minv.n && strcmp(m->by_name[lo].name, name) == 0 ? (size_t)m->by_name[lo].k : m->minv.n;
 }
 
-/* Which mask item masks input item i, and how; the same answer on every rank (both inventories
- * are the same everywhere). */
-
 /* "H x W", or "N x H x W" for a stack of N > 1 slices, as the user shaped it. */
 static void dims_text(char *buf, size_t len, const hq_item *it)
 {
@@ -83,6 +80,9 @@ static void dims_text(char *buf, size_t len, const hq_item *it)
     else
         snprintf(buf, len, "%llu x %llu", (unsigned long long)it->height, (unsigned long long)it->width);
 }
+
+/* Which mask item masks input item i, and how; the same answer on every rank (both inventories
+ * are the same everywhere). */
 static int match_item(hq_mask *m, size_t i, hq_err *err)
 {
     const hq_item *it = &m->inv->items[i];

@@ -197,11 +197,7 @@ int hq_session_dir_make(const char *tmp, char *out, size_t n)
     if (moved != 0 && (errno == EINVAL || errno == ENOSYS))
         moved = rename(staged, made);
     if (moved != 0) {
-        const int dfd = open(staged, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-        if (dfd >= 0) {
-            empty_dir(dfd, DEPTH);
-            close(dfd);
-        }
+        unlink(lock); /* all the staged directory holds yet */
         rmdir(staged);
         if (lock_fd >= 0)
             close(lock_fd);

@@ -214,9 +214,9 @@ static int32_t level0_of(const hq_item *it, uint32_t bits)
     return it->sample == HQ_SAMPLE_INT ? -(int32_t)(1u << (bits - 1)) : 0;
 }
 
-/* Rank 0: one sampled image's section, from its reduced data. */
-/* state: 0 not resuming; resuming, 1 an image this run equalized, 2 one the interrupted run
- * finished, 3 one both did a part of (its thumbnails would show this run's part alone). */
+/* Rank 0: one sampled image's section, from its reduced data. state: 0 not resuming; resuming, 1
+ * an image this run equalized, 2 one the interrupted run finished, 3 one both did a part of (its
+ * thumbnails would show this run's part alone). */
 static int write_sample(hq_report *r, FILE *f, const sample *s, const packed *p, int state, hq_err *err)
 {
     const hq_item *it = &r->cfg.inv->items[s->item];
@@ -261,7 +261,6 @@ static int write_sample(hq_report *r, FILE *f, const sample *s, const packed *p,
             pc.grid = 0; /* no thumbnail to draw it on */
             sec.clahe = &pc;
         }
-        sec.png[0] = sec.png[1] = NULL;
     } else if (!thumbs || (p->ll && !d[0])) {
         sec.note = "no pixels: this image was skipped (see Skipped inputs)";
         sec.nhist = 0;

@@ -76,8 +76,6 @@ static int verify_output(hq_io *io, hq_err *err)
     return 0;
 }
 
-/* Rank 0 gives OUT.part its final name (replacing OUT atomically under --force) or removes it. */
-
 /* OUT.part renamed to OUT. Without --force never over a file: OUT was checked absent at create,
  * and one made there since (by a user, another tool) is not the run's to replace. A file system
  * without RENAME_NOREPLACE gets a link, which fails on an existing name the same way. */
@@ -93,6 +91,8 @@ static int move_into_place(const hq_io *io)
         return -1;
     return unlink(io->part_path);
 }
+
+/* Rank 0 gives OUT.part its final name (replacing OUT atomically under --force) or removes it. */
 static int finish_output(hq_io *io, int keep, hq_err *err)
 {
     int rc = 0;
