@@ -167,39 +167,6 @@ static int copy_attrs(carry_walk *w, const char *path)
     return rc;
 }
 
-/* Whether type t holds variable-length data anywhere: a vlen sequence, or a variable-length string
- * at the top, in a compound's member or an array's elements (H5Tdetect_class does not see a
- * variable-length string inside an array). */
-static int holds_vlen(hid_t t)
-{
-    switch (H5Tget_class(t)) {
-    case H5T_VLEN:
-        return 1;
-    case H5T_STRING:
-        return H5Tis_variable_str(t) > 0;
-    case H5T_ARRAY: {
-        const hid_t b = H5Tget_super(t);
-        const int yes = b >= 0 && holds_vlen(b);
-        if (b >= 0)
-            H5Tclose(b);
-        return yes;
-    }
-    case H5T_COMPOUND: {
-        const int n = H5Tget_nmembers(t);
-        int yes = 0;
-        for (int k = 0; k < n && !yes; k++) {
-            const hid_t m = H5Tget_member_type(t, (unsigned)k);
-            yes = m >= 0 && holds_vlen(m);
-            if (m >= 0)
-                H5Tclose(m);
-        }
-        return yes;
-    }
-    default:
-        return 0;
-    }
-}
-
 /* What copy_dataset decides by, read through one open of the dataset. */
 typedef struct dset_facts {
     hsize_t storage;
@@ -220,7 +187,7 @@ static void dataset_facts(hid_t in, const char *path, dset_facts *f)
     hid_t dcpl = d >= 0 ? H5Dget_create_plist(d) : H5I_INVALID_HID;
     f->storage = d >= 0 ? H5Dget_storage_size(d) : 0;
     f->refs = t >= 0 && H5Tdetect_class(t, H5T_REFERENCE) > 0;
-    f->vlen = t >= 0 && holds_vlen(t);
+    f->vlen = t >= 0 && hdf5_holds_vlen(t);
     f->by_value = dcpl >= 0 && (H5Pget_external_count(dcpl) > 0 || H5Pget_layout(dcpl) == H5D_VIRTUAL);
     if (f->by_value) { /* their storage in this file is none: the values' size counts */
         hid_t s = H5Dget_space(d);
@@ -263,7 +230,7 @@ static int copy_rows(hid_t d, hid_t o, hid_t t, hid_t s, int ndims, hsize_t row,
     const hid_t mspace = ndims > 0 ? ms : H5S_ALL, fspace = ndims > 0 ? s : H5S_ALL;
     const int read = buf && H5Dread(d, t, mspace, fspace, H5P_DEFAULT, buf) >= 0;
     int rc = !read ? (buf ? -2 : -1) : H5Dwrite(o, t, mspace, fspace, H5P_DEFAULT, buf) >= 0 ? 0 : -1;
-    if (read && H5Tdetect_class(t, H5T_VLEN) + H5Tis_variable_str(t) > 0)
+    if (read && hdf5_holds_vlen(t))
         H5Dvlen_reclaim(t, ndims > 0 ? ms : s, H5P_DEFAULT, buf);
     free(buf);
     hdf5_close_id(&ms, H5Sclose);
@@ -282,7 +249,7 @@ static hid_t create_like(carry_walk *w, const char *path, hid_t d, hid_t mt, hid
     H5D_fill_value_t fv = H5D_FILL_VALUE_UNDEFINED;
     void *fill = calloc(1, H5Tget_size(mt));
     if (in_dcpl >= 0 && dcpl >= 0 && fill && H5Pfill_value_defined(in_dcpl, &fv) >= 0 &&
-        fv == H5D_FILL_VALUE_USER_DEFINED && !holds_vlen(mt) && H5Pget_fill_value(in_dcpl, mt, fill) >= 0)
+        fv == H5D_FILL_VALUE_USER_DEFINED && !hdf5_holds_vlen(mt) && H5Pget_fill_value(in_dcpl, mt, fill) >= 0)
         H5Pset_fill_value(dcpl, mt, fill);
     free(fill);
     hid_t o = sp >= 0 && dcpl >= 0 ? H5Dcreate2(w->out, path, mt, sp, H5P_DEFAULT, dcpl, H5P_DEFAULT)

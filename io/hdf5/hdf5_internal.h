@@ -240,6 +240,10 @@ int hdf5_write_block(hq_io *io, uint64_t item, const hq_block *b, int collective
 
 /* output_layout.c */
 int hdf5_output_dcpl(hid_t in, int frank, const char *out, const char *name, hid_t *dcpl_out, hq_err *err);
+/* Whether type t holds variable-length data anywhere: a vlen sequence, or a variable-length
+ * string at the top, in a compound's member or an array's elements (what H5Dvlen_reclaim must
+ * give back after a read; H5Tdetect_class does not see a string inside an array). */
+int hdf5_holds_vlen(hid_t t);
 /* Copies one attribute to data's attr_ctx.dst; with dst = H5I_INVALID_HID only reads it, as the copy
  * would (hdf5_check_metadata). */
 herr_t hdf5_attr_cb(hid_t obj, const char *aname, const H5A_info_t *info, void *data);

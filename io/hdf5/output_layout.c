@@ -95,6 +95,39 @@ static int attr_copyable(hid_t t, hid_t s)
     return n >= 0 && elem > 0 && (uint64_t)n * elem <= ATTR_COPY_MAX;
 }
 
+/* Whether type t holds variable-length data anywhere: a vlen sequence, or a variable-length string
+ * at the top, in a compound's member or an array's elements (H5Tdetect_class does not see a
+ * variable-length string inside an array). */
+int hdf5_holds_vlen(hid_t t)
+{
+    switch (H5Tget_class(t)) {
+    case H5T_VLEN:
+        return 1;
+    case H5T_STRING:
+        return H5Tis_variable_str(t) > 0;
+    case H5T_ARRAY: {
+        const hid_t b = H5Tget_super(t);
+        const int yes = b >= 0 && hdf5_holds_vlen(b);
+        if (b >= 0)
+            H5Tclose(b);
+        return yes;
+    }
+    case H5T_COMPOUND: {
+        const int n = H5Tget_nmembers(t);
+        int yes = 0;
+        for (int k = 0; k < n && !yes; k++) {
+            const hid_t m = H5Tget_member_type(t, (unsigned)k);
+            yes = m >= 0 && hdf5_holds_vlen(m);
+            if (m >= 0)
+                H5Tclose(m);
+        }
+        return yes;
+    }
+    default:
+        return 0;
+    }
+}
+
 /* Read and written in the attribute's own type: its bytes go across as they are (a 128-bit
  * integer or float read through a native type came out as another value). Variable-length data
  * is read into memory by HDF5 and given back after. */
@@ -112,7 +145,7 @@ static int copy_attr(hid_t src_obj, const char *aname, attr_ctx *c)
     }
     if (!attr_copyable(t, s))
         goto out;
-    const int vlen = H5Tdetect_class(t, H5T_VLEN) > 0 || H5Tis_variable_str(t) > 0;
+    const int vlen = hdf5_holds_vlen(t);
     const int empty = H5Sget_simple_extent_type(s) == H5S_NULL;
     mt = H5Tcopy(t); /* a transient copy, should the input use a named datatype */
     const hssize_t n = empty ? 0 : H5Sget_simple_extent_npoints(s);
