@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 
 #include "../core/samepath.h"
+#include "../io/io.h"
 
 const char *hq_output_suffix(const char *method_name)
 {
@@ -108,6 +109,14 @@ int hq_item_file_in(const char *path, const char *dir, const hq_inventory *inv)
         if (strlen(inv->items[i].name) == bn && !memcmp(inv->items[i].name, base, bn))
             return 1;
     return 0;
+}
+
+int hq_output_file_in(const char *path, const char *dir, const hq_inventory *inv)
+{
+    unsigned long bn;
+    const char *base = hq_base_of(path, &bn);
+    const int mark = bn == strlen(HQ_PNG_DIR_MARK) && !memcmp(base, HQ_PNG_DIR_MARK, bn) && hq_in_dir(path, dir);
+    return mark || hq_item_file_in(path, dir, inv);
 }
 
 /* Whether name ends with one of exts (no case), after its last '/'. */

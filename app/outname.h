@@ -39,5 +39,8 @@ int hq_in_dir(const char *path, const char *dir);
 /* Whether path is NAME directly in directory dir for the name of one of the items: a file that a
  * PNG collection's output (or mask) directory dir holds or will hold. */
 int hq_item_file_in(const char *path, const char *dir, const hq_inventory *inv);
+/* Whether path is a file PNG output directory dir holds or will hold: an item's image, or the
+ * completion mark (io.h's HQ_PNG_DIR_MARK). */
+int hq_output_file_in(const char *path, const char *dir, const hq_inventory *inv);
 
 #endif

@@ -106,13 +106,8 @@ static int guard(const char *path, const hq_options *o, const hq_inventory *inv,
         return hq_fail(err, HQ_EUSAGE, "%s: --summary FILE cannot be the output", path);
     if (hq_same_path(path, inv->root))
         return hq_fail(err, HQ_EUSAGE, "%s: --summary FILE cannot be the input", path);
-    if (inv->format == HQ_FMT_PNG && inv->root_is_dir) {
-        unsigned long bn;
-        const char *base = hq_base_of(path, &bn);
-        const int mark = bn == strlen(HQ_PNG_DIR_MARK) && !memcmp(base, HQ_PNG_DIR_MARK, bn) && hq_in_dir(path, o->output);
-        if (mark || hq_item_file_in(path, o->output, inv))
-            return hq_fail(err, HQ_EUSAGE, "%s: --summary FILE cannot be one of the output's files", path);
-    }
+    if (inv->format == HQ_FMT_PNG && inv->root_is_dir && hq_output_file_in(path, o->output, inv))
+        return hq_fail(err, HQ_EUSAGE, "%s: --summary FILE cannot be one of the output's files", path);
     if (o->report && (hq_same_path(path, o->report) || hq_in_dir(path, o->report)))
         return hq_fail(err, HQ_EUSAGE, "%s: --summary FILE cannot be the --report directory or a file in it", path);
     const char *specs[HQ_SIDE_N];

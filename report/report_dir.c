@@ -12,7 +12,6 @@
 
 #include "../app/outname.h"
 #include "../core/samepath.h"
-#include "../io/io.h"
 #include "report_internal.h"
 
 char *rep_join(const char *dir, const char *name)
@@ -82,27 +81,18 @@ static const char *in_output_file(const hq_report *r, const char *dir)
     const char *out = r->cfg.o->output;
     const hq_inventory *inv = r->cfg.inv;
     const int png_dir = inv->format == HQ_FMT_PNG && inv->root_is_dir;
-    char *p = strdup(dir);
-    const char *why = NULL;
-    for (size_t n = p ? strlen(p) : 0; p && !why && n > 0;) {
-        unsigned long bn;
-        const char *base = hq_base_of(p, &bn);
+    char p[4096], up[4096];
+    if (snprintf(p, sizeof p, "%s", dir) >= (int)sizeof p)
+        return NULL; /* longer than any path the run could make */
+    for (;;) { /* DIR, then each directory above it, up to "/" or "." */
         if (!png_dir && hq_same_path(p, out))
-            why = "lie inside the output file";
-        else if (png_dir && (hq_item_file_in(p, out, inv) ||
-                             (bn == strlen(HQ_PNG_DIR_MARK) && !memcmp(base, HQ_PNG_DIR_MARK, bn) && hq_in_dir(p, out))))
-            why = "be one of the output's files, or lie inside one";
-        while (n > 0 && p[n - 1] == '/') /* up one level */
-            p[--n] = '\0';
-        while (n > 0 && p[n - 1] != '/')
-            p[--n] = '\0';
-        while (n > 1 && p[n - 1] == '/')
-            p[--n] = '\0';
-        if (n == 1 && p[0] == '/')
-            break;
+            return "lie inside the output file";
+        if (png_dir && hq_output_file_in(p, out, inv))
+            return "be one of the output's files, or lie inside one";
+        if (hq_dir_of(p, up, sizeof up) || !strcmp(up, p))
+            return NULL;
+        strcpy(p, up);
     }
-    free(p);
-    return why;
 }
 
 /* DIR must not be the input or the output, nor lie in a file of the output, and must take a file:
