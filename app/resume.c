@@ -62,7 +62,7 @@ static char *canonical_spec(const char *spec)
 }
 
 /* The options that shape the output; a resume under other ones would mix two results. canonical:
- * the --mask and --reference files by their real paths (hq_journal_make_id's canonical id). */
+ * the --mask and --reference files by their real paths (hq_journal_make_ids' canonical id). */
 static void options_text(const hq_options *o, hq_format format, int canonical, char *buf, size_t len)
 {
     int n = snprintf(buf, len, "scope=%s method=%s color=%s bits=%u png-level=%d on-error=%s", hq_scope_name(o->scope),
@@ -130,14 +130,13 @@ static int decide(const hq_options *o, const hq_inventory *inv, hq_resume *res, 
     const char *side[HQ_SIDE_N];
     hq_side_specs(o, side);
     const uint64_t also = (side[0] ? spec_fingerprint(side[0]) : 0) * 3 + (side[1] ? spec_fingerprint(side[1]) : 0);
-    hq_journal_make_id(inv, opts, also, 1, res->id, sizeof res->id);
-    /* As versions before the canonical id marked journals and outputs: still this run's. */
+    /* The legacy id: as versions before the canonical one marked journals and outputs. */
     char *legacy = malloc(HQ_JOURNAL_ID_MAX);
     if (!legacy) {
         free(made_by);
         return hq_fail(err, HQ_EMEM, "%s: out of memory", o->output);
     }
-    hq_journal_make_id(inv, legacy_opts, also, 0, legacy, HQ_JOURNAL_ID_MAX);
+    hq_journal_make_ids(inv, opts, legacy_opts, also, res->id, legacy, sizeof res->id);
     int journal = hq_journal_exists(o->output);
     const int in_use = journal && hq_journal_in_use(o->output);
     if (journal && !in_use && !hq_journal_has_id(o->output)) {

@@ -85,12 +85,13 @@ void hq_journal_unlock(const char *out, int fd);
 
 /* The id text of a run: options that shape the output and a fingerprint of the input (every
  * item's file, size and modification time, shape and type; `also`: the caller's fingerprint of
- * further input files, 0 for none). canonical = 1: the input by its real path and its files by
- * device and inode, so that ./in.h5 and /abs/in.h5 are one input; 0: the words as given, as
- * journals and outputs made before were marked (a resume accepts either). Rank 0; len:
- * HQ_JOURNAL_ID_MAX. */
-void hq_journal_make_id(const hq_inventory *inv, const char *options, uint64_t also, int canonical, char *buf,
-                        size_t len);
+ * further input files, 0 for none). Into id, the canonical one: the input by its real path, its
+ * files by device and inode and its HDF5 datasets by address, so that ./in.h5 and /abs/in.h5 are
+ * one input; into legacy, the one of earlier versions, made of legacy_options and the words as
+ * given, as journals and outputs made before were marked (a resume accepts either). One stat of
+ * each file for both. Rank 0; len: HQ_JOURNAL_ID_MAX each. */
+void hq_journal_make_ids(const hq_inventory *inv, const char *options, const char *legacy_options, uint64_t also,
+                         char *id, char *legacy, size_t len);
 
 /* A mark of one file's identity as an input's is taken (size, modification and change times,
  * inode, device) and of its name, for callers that fold further files into make_id's `also`, or

@@ -67,12 +67,14 @@ uint64_t hq_journal_file_mark(const char *path, const char *name)
     return journal_fnv(journal_fnv(FNV0, name, strlen(name) + 1), facts, sizeof facts);
 }
 
-void hq_journal_make_id(const hq_inventory *inv, const char *options, uint64_t also, int canonical, char *buf,
-                        size_t len)
+void hq_journal_make_ids(const hq_inventory *inv, const char *options, const char *legacy_options, uint64_t also,
+                         char *id, char *legacy, size_t len)
 {
-    uint64_t h = FNV0;
-    if (also) /* only then, so that the ids of runs without such files stay what they were */
+    uint64_t h = FNV0, hl = FNV0; /* canonical, legacy */
+    if (also) { /* only then, so that the ids of runs without such files stay what they were */
         h = journal_fnv(h, &also, sizeof also);
+        hl = journal_fnv(hl, &also, sizeof also);
+    }
     for (size_t i = 0; i < inv->n; i++) {
         const hq_item *it = &inv->items[i];
         struct stat st;
@@ -86,19 +88,20 @@ void hq_journal_make_id(const hq_inventory *inv, const char *options, uint64_t a
                                   (uint64_t)st.st_ctim.tv_nsec, (uint64_t)st.st_dev};
         /* Canonical: the file by its device and inode, an HDF5 dataset by its address in the
          * file, not by the words that named them (in.h5://s is in.h5:/s). */
-        if (!canonical)
-            h = journal_fnv(h, it->src, strlen(it->src) + 1);
-        if (canonical && it->object)
-            h = journal_fnv(h, &it->object, sizeof it->object);
-        else
-            h = journal_fnv(h, it->name, strlen(it->name) + 1);
-        h = journal_fnv(h, facts, sizeof facts - (canonical ? 0 : sizeof facts[0]));
+        h = it->object ? journal_fnv(h, &it->object, sizeof it->object) : journal_fnv(h, it->name, strlen(it->name) + 1);
+        h = journal_fnv(h, facts, sizeof facts);
+        /* Legacy: the words as given, and the facts without the device. */
+        hl = journal_fnv(hl, it->src, strlen(it->src) + 1);
+        hl = journal_fnv(hl, it->name, strlen(it->name) + 1);
+        hl = journal_fnv(hl, facts, sizeof facts - sizeof facts[0]);
     }
-    char *real = canonical ? realpath(inv->root, NULL) : NULL;
+    char *real = realpath(inv->root, NULL);
     const char *root = real ? real : inv->root;
     /* "in/" and "in" are one input, as they are one output (name_len). */
-    snprintf(buf, len, ID_LINE "options %s\ninput %.*s items %zu fingerprint %016llx\n", options,
+    snprintf(id, len, ID_LINE "options %s\ninput %.*s items %zu fingerprint %016llx\n", options,
              (int)name_len(root), root, inv->n, (unsigned long long)h);
+    snprintf(legacy, len, ID_LINE "options %s\ninput %.*s items %zu fingerprint %016llx\n", legacy_options,
+             (int)name_len(inv->root), inv->root, inv->n, (unsigned long long)hl);
     free(real);
 }
 
