@@ -26,10 +26,18 @@ static void equalize(const uint64_t *hist, uint32_t bins, uint16_t *lut)
         identity(lut, bins);
         return;
     }
-    uint64_t c0 = hist[h0], span = n - c0, c = 0;
-    for (uint32_t v = 0; v < bins; v++) {
-        c += hist[v];
-        lut[v] = v < h0 ? 0 : hq_lut_equalize_entry(c, c0, span, bins);
+    uint64_t c0 = hist[h0], span = n - c0, c = c0;
+    uint16_t e = 0; /* the entry of c(h0) = c0 */
+    for (uint32_t v = 0; v <= h0; v++)
+        lut[v] = 0;
+    /* An empty bin keeps the cumulative count, so its entry is the one before: most of a wide
+     * histogram (65,536 bins of a small float image) needs no division. */
+    for (uint32_t v = h0 + 1; v < bins; v++) {
+        if (hist[v]) {
+            c += hist[v];
+            e = hq_lut_equalize_entry(c, c0, span, bins);
+        }
+        lut[v] = e;
     }
 }
 

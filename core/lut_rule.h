@@ -8,9 +8,14 @@
 
 #include "pixel.h" /* HQ_HD */
 
-/* round_half_up(num / den), num >= 0, den > 0: floor((2 num + den) / (2 den)). */
+/* round_half_up(num / den), num >= 0, den > 0: floor((2 num + den) / (2 den)). Counts below 2^62
+ * (every histogram short of 4.6e18 pixels) divide in 64 bits: the same quotient, without the
+ * 128-bit division's library call, which 65,536-bin LUTs of small float images spent most of
+ * their time in. */
 HQ_HD uint16_t hq_ratio_round(unsigned __int128 num, unsigned __int128 den)
 {
+    if ((num | den) >> 62 == 0)
+        return (uint16_t)((2 * (uint64_t)num + (uint64_t)den) / (2 * (uint64_t)den));
     return (uint16_t)((2 * num + den) / (2 * den));
 }
 

@@ -121,12 +121,22 @@ static int fused_batch(run *r, const hq_block *b, const hq_mode *m, const hq_blo
     dv.fbin = d->fbin ? d->fbin + lo : NULL;
     rv.fbin = dr->fbin ? dr->fbin + lo : NULL;
     rv.out = dr->out ? (char *)dr->out + lo * seg_bytes : NULL;
-    uint64_t *hist = calloc(n * hl, sizeof *hist);
-    uint16_t *lut = malloc(n * hl * sizeof *lut);
+    const size_t need = n * hl * (sizeof(uint64_t) + sizeof(uint16_t));
+    if (r->fused_bytes < need) {
+        free(r->fused_tables);
+        r->fused_bytes = 0;
+        if (!(r->fused_tables = malloc(need)))
+            return hq_fail(err, HQ_EMEM, "%s: out of memory for %llu histograms", r->inv.items[b->item].src,
+                           (unsigned long long)n);
+        r->fused_bytes = need;
+    }
+    uint64_t *hist = r->fused_tables;
+    uint16_t *lut = (uint16_t *)(hist + n * hl);
+    memset(hist, 0, n * hl * sizeof *hist);
     uint64_t **hp = malloc(n * sizeof *hp);
     const uint16_t **lp = malloc(n * sizeof *lp);
     int rc = HQ_EMEM;
-    if (!hist || !lut || !hp || !lp) {
+    if (!hp || !lp) {
         hq_fail(err, rc, "%s: out of memory for %llu histograms", r->inv.items[b->item].src, (unsigned long long)n);
         goto done;
     }
@@ -178,8 +188,6 @@ static int fused_batch(run *r, const hq_block *b, const hq_mode *m, const hq_blo
     }
     r->t[PH_REMAP] += hq_now() - t0;
 done:
-    free(hist);
-    free(lut);
     free(hp);
     free(lp);
     return rc;

@@ -132,6 +132,7 @@ static void free_run(run *r)
     free(r->groups);
     free(r->fbin);
     free(r->fmine);
+    free(r->fused_tables);
     free(r->mine);
     free(r->shared);
     free(r->item_shared);
@@ -177,6 +178,8 @@ int hq_run(const hq_options *given, const hq_comm *c, hq_err *err)
         opts.output = r.default_output;
     if (!rc)
         rc = hq_outname_check_kind(&r.inv, opts.output, err);
+    if (!rc)
+        rc = hq_outname_check_length(opts.output, err);
     if (rc) {
         pthread_mutex_destroy(&r.mu);
         pthread_mutex_destroy(&r.tick_mu);

@@ -144,6 +144,11 @@ typedef struct run {
                              which pass 0 leaves to pass 1 (they are in memory there anyway) */
     hq_frange *facc;      /* pass 0 only: each group's extremes so far */
     uint64_t *finf;       /* pass 0 only: infinite samples met per item */
+    /* compute.c: a fused batch's histograms and LUTs, kept from batch to batch (at most
+     * FUSED_TABLES_MAX): fresh pages each time cost a page fault a 4 KiB touched, most of the run
+     * for small float images and their 65,536-bin tables. */
+    void *fused_tables;
+    size_t fused_bytes;
 } run;
 
 /* How a pass streams this rank's own blocks (stream.c). */

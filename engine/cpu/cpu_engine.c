@@ -20,6 +20,7 @@
 #include "float_path.h"
 #include "histogram.h"
 #include "remap.h"
+#include "work.h"
 
 typedef struct cpu_impl {
     int threads;
@@ -70,13 +71,15 @@ static void cpu_block_free(hq_engine *e, void *p)
 static int cpu_clahe_histogram(hq_engine *e, const hq_clahe_piece *p, const hq_mode *m, const hq_clahe_geom *g,
                                uint64_t *hist, hq_err *err)
 {
-    return hq_cpu_clahe_histogram(((cpu_impl *)e->impl)->threads, p, m, g, hist, err);
+    const uint64_t samples = p->rows * p->cols * m->channels;
+    return hq_cpu_clahe_histogram(block_threads(samples, ((cpu_impl *)e->impl)->threads), p, m, g, hist, err);
 }
 
 static int cpu_clahe_remap(hq_engine *e, hq_clahe_piece *p, const hq_mode *m, const hq_clahe_geom *g,
                            const uint16_t *lut, hq_err *err)
 {
-    return hq_cpu_clahe_remap(((cpu_impl *)e->impl)->threads, p, m, g, lut, err);
+    const uint64_t samples = p->rows * p->cols * m->channels;
+    return hq_cpu_clahe_remap(block_threads(samples, ((cpu_impl *)e->impl)->threads), p, m, g, lut, err);
 }
 
 static int cpu_minmax(hq_engine *e, const hq_block_data *b, const hq_mode *m, hq_frange *mm, hq_err *err)

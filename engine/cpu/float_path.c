@@ -9,6 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "work.h"
+
 /* Pixels per OpenMP piece: small enough to balance, big enough to amortize the private state. */
 #define PIECE ((uint64_t)1 << 16)
 
@@ -64,6 +66,13 @@ int hq_cpu_float_minmax(int threads, const hq_block_data *b, const hq_mode *m, h
     int rc = mode_ok(m, err);
     if (rc)
         return rc;
+    if (b->seg_pixels < SMALL_SEGMENT) { /* small images: one a thread, whole */
+        threads = block_threads(b->nseg * b->seg_pixels, threads);
+#pragma omp parallel for schedule(dynamic, 4) num_threads(threads)
+        for (int64_t s = 0; s < (int64_t)b->nseg; s++)
+            minmax_range(b->data, m->sample_bytes, b->mask, (uint64_t)s * b->seg_pixels, b->seg_pixels, &mm[s]);
+        return 0;
+    }
     for (uint64_t s = 0; s < b->nseg; s++) {
         const uint64_t base = s * b->seg_pixels, n = b->seg_pixels;
         const int64_t npieces = (int64_t)((n + PIECE - 1) / PIECE);
@@ -113,10 +122,19 @@ int hq_cpu_float_histogram(int threads, const hq_block_data *b, const hq_mode *m
     if (!b->fbin)
         return hq_fail(err, HQ_EINPUT, "cpu engine: float block without its binning");
     const uint32_t bins = m->fbins;
-    uint64_t *priv = calloc((size_t)threads * bins, sizeof *priv);
+    uint64_t inf = 0;
+    uint64_t *priv = NULL;
+    if (b->seg_pixels < SMALL_SEGMENT) { /* small images: one a thread, counted straight into its histogram */
+        threads = block_threads(b->nseg * b->seg_pixels, threads);
+#pragma omp parallel for schedule(dynamic, 4) num_threads(threads) reduction(+ : inf)
+        for (int64_t s = 0; s < (int64_t)b->nseg; s++)
+            inf += hist_range(b->data, m->sample_bytes, b->mask, (uint64_t)s * b->seg_pixels, b->seg_pixels,
+                              &b->fbin[s], hist[s]);
+        goto done;
+    }
+    priv = calloc((size_t)threads * bins, sizeof *priv);
     if (!priv)
         return hq_fail(err, HQ_EMEM, "cpu engine: out of memory for %d private histograms", threads);
-    uint64_t inf = 0;
     for (uint64_t s = 0; s < b->nseg; s++) {
         const uint64_t base = s * b->seg_pixels, n = b->seg_pixels;
         const int64_t npieces = (int64_t)((n + PIECE - 1) / PIECE);
@@ -140,11 +158,36 @@ int hq_cpu_float_histogram(int threads, const hq_block_data *b, const hq_mode *m
             }
         }
     }
+done:
     free(priv);
     if (inf)
         return hq_fail(err, HQ_EINPUT, "%llu infinite sample%s (+inf or -inf)", (unsigned long long)inf,
                        inf == 1 ? "" : "s");
     return 0;
+}
+
+/* Pixels [i0, i1) of segment s through lut l; mask byte 0 or NaN: left exactly as it is. */
+static void remap_part(hq_block_data *b, const hq_mode *m, uint64_t s, uint64_t i0, uint64_t i1, const uint16_t *l)
+{
+    const uint64_t base = s * b->seg_pixels;
+    const hq_fbin *p = &b->fbin[s];
+    const uint8_t *mk = b->mask ? b->mask + base : NULL;
+    const uint32_t bins = m->fbins;
+    if (m->sample_bytes == 4) {
+        float *d = (float *)b->data + base;
+        for (uint64_t i = i0; i < i1; i++) {
+            const double x = d[i];
+            if (hq_fsample_of(x) != HQ_FS_NAN && (!mk || mk[i]))
+                d[i] = hq_fout32(l[hq_fbin_of(x, p)], bins);
+        }
+    } else {
+        double *d = (double *)b->data + base;
+        for (uint64_t i = i0; i < i1; i++) {
+            const double x = d[i];
+            if (hq_fsample_of(x) != HQ_FS_NAN && (!mk || mk[i]))
+                d[i] = hq_fout(l[hq_fbin_of(x, p)], bins);
+        }
+    }
 }
 
 int hq_cpu_float_remap(int threads, hq_block_data *b, const hq_mode *m, const uint16_t *const *lut, hq_err *err)
@@ -154,28 +197,20 @@ int hq_cpu_float_remap(int threads, hq_block_data *b, const hq_mode *m, const ui
         return rc;
     if (!b->fbin)
         return hq_fail(err, HQ_EINPUT, "cpu engine: float block without its binning");
-    const uint32_t bins = m->fbins;
+    const uint64_t n = b->seg_pixels;
+    if (n < SMALL_SEGMENT) { /* small images: one a thread, whole */
+        threads = block_threads(b->nseg * n, threads);
+#pragma omp parallel for schedule(dynamic, 4) num_threads(threads)
+        for (int64_t s = 0; s < (int64_t)b->nseg; s++)
+            remap_part(b, m, (uint64_t)s, 0, n, lut[s]);
+        return 0;
+    }
+    const int64_t npieces = (int64_t)((n + PIECE - 1) / PIECE);
     for (uint64_t s = 0; s < b->nseg; s++) {
-        const uint64_t base = s * b->seg_pixels, n = b->seg_pixels;
-        const hq_fbin *p = &b->fbin[s];
-        const uint16_t *l = lut[s];
-        const uint8_t *mk = b->mask ? b->mask + base : NULL; /* 0: left exactly as it is */
-        if (m->sample_bytes == 4) {
-            float *d = (float *)b->data + base;
 #pragma omp parallel for schedule(static) num_threads(threads)
-            for (int64_t i = 0; i < (int64_t)n; i++) {
-                const double x = d[i];
-                if (hq_fsample_of(x) != HQ_FS_NAN && (!mk || mk[i]))
-                    d[i] = hq_fout32(l[hq_fbin_of(x, p)], bins);
-            }
-        } else {
-            double *d = (double *)b->data + base;
-#pragma omp parallel for schedule(static) num_threads(threads)
-            for (int64_t i = 0; i < (int64_t)n; i++) {
-                const double x = d[i];
-                if (hq_fsample_of(x) != HQ_FS_NAN && (!mk || mk[i]))
-                    d[i] = hq_fout(l[hq_fbin_of(x, p)], bins);
-            }
+        for (int64_t k = 0; k < npieces; k++) {
+            const uint64_t lo = (uint64_t)k * PIECE;
+            remap_part(b, m, s, lo, n - lo < PIECE ? n : lo + PIECE, lut[s]);
         }
     }
     return 0;

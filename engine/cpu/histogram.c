@@ -291,6 +291,7 @@ static void hist_range(const hq_mode *m, const void *base, const uint8_t *mask, 
 /* Many small images: one segment per iteration, each written by exactly one thread. */
 static void histogram_small_segments(int threads, const hq_block_data *b, const hq_mode *m, uint64_t *const *hist)
 {
+    threads = block_threads(b->nseg * b->seg_pixels * m->channels, threads);
 #pragma omp parallel for schedule(dynamic, 4) num_threads(threads)
     for (int64_t s = 0; s < (int64_t)b->nseg; s++) {
         sub_hist sub;

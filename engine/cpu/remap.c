@@ -457,6 +457,7 @@ int hq_cpu_remap(int threads, hq_block_data *b, const hq_mode *m, const uint16_t
     (void)err; /* integer remaps allocate nothing that can fail: a table left out falls back to a loop */
     const int vbmi = vbmi_usable(); /* once a block, not once a segment (a getenv each) */
     if (b->seg_pixels < SMALL_SEGMENT) {
+        threads = block_threads(b->nseg * b->seg_pixels * m->channels, threads);
 #pragma omp parallel for schedule(dynamic, 4) num_threads(threads)
         for (int64_t s = 0; s < (int64_t)b->nseg; s++) {
             remap_tables t;

@@ -15,6 +15,17 @@
  * spread over threads instead (collections of small slices). */
 #define SMALL_SEGMENT (1u << 18)
 
+/* A block (or CLAHE piece) of fewer samples than this runs on the calling thread alone: waking
+ * the team (its threads sleep between blocks under OMP_WAIT_POLICY=passive) costs more than such
+ * a block's work, and a file of thousands of small datasets, one block each, paid it at every
+ * block (20,000 images of 64 x 64: 0.5 s of work took 5 s on 2 threads). */
+#define PARALLEL_MIN_SAMPLES ((uint64_t)1 << 18)
+
+static inline int block_threads(uint64_t samples, int threads)
+{
+    return samples < PARALLEL_MIN_SAMPLES ? 1 : threads;
+}
+
 /* A big segment is handed to the threads in pieces of about 1/16 of a thread's share, at least
  * MIN_PIECE pixels: a thread slowed down by another process on its core then holds the others
  * back by one piece at most, not by its whole static share. */
