@@ -8,6 +8,7 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "../core/samepath.h"
 #include "../io/io.h"
@@ -141,5 +142,24 @@ int hq_outname_check_kind(const hq_inventory *inv, const char *out, hq_err *err)
         return hq_fail(err, HQ_EUSAGE, "%s: HDF5 input is written as an HDF5 file: name the output .h5", out);
     if (inv->format == HQ_FMT_PNG && !inv->root_is_dir && inv->n == 1 && ends_with_any(out, HDF5_EXT))
         return hq_fail(err, HQ_EUSAGE, "%s: a PNG input is written as a PNG file: name the output .png", out);
+    return 0;
+}
+
+int hq_outname_check_length(const char *out, hq_err *err)
+{
+    if (!out)
+        return 0;
+    unsigned long n;
+    hq_base_of(out, &n);
+    char dir[PATH_MAX];
+    long max = hq_dir_of(out, dir, sizeof dir) ? -1 : pathconf(dir, _PC_NAME_MAX);
+    if (max <= 0 || max > NAME_MAX)
+        max = NAME_MAX; /* unknown, or a file system that allows more than the C library's names */
+    const long room = max - (long)strlen(".journal");
+    if ((long)n > room)
+        return hq_fail(err, HQ_EUSAGE,
+                       "%s: output name too long: %lu bytes, and the run keeps its journal beside it under the "
+                       "name and \".journal\": give --output a name of at most %ld bytes",
+                       out, n, room);
     return 0;
 }

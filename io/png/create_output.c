@@ -89,8 +89,8 @@ static int cmp_name(const void *a, const void *b)
     return strcmp(*(const char *const *)a, *(const char *const *)b);
 }
 
-/* Leftovers of a killed run's writes, in directory dir: `.NAME.part-PID` (png_temp_path) for each
- * NAME of names[0..n), sorted (cmp_name). dead_only: only those whose process is gone from this
+/* Leftovers of a killed run's writes, in directory dir: `.STEM.part-PID` (png_temp_path) for each
+ * STEM of names[0..n) (png_temp_stem of each output name), sorted (cmp_name). dead_only: only those whose process is gone from this
  * host (a single output file has no journal to say that no other run is writing it); otherwise
  * every one (the output directory's journal lock keeps other runs away). A file that cannot be
  * removed stays: it is hidden, and a finished run never names it. */
@@ -134,17 +134,32 @@ static void remove_stale_temps(const char *dir, const char *const *names, size_t
 static int sweep_output_dir(const hq_inventory *inv, const char *out, hq_err *err)
 {
     const char **v = malloc((inv->n + 2) * sizeof *v);
-    if (!v)
-        return hq_fail(err, HQ_EMEM, "%s: out of memory", out);
+    char **longs = calloc(inv->n + 1, sizeof *longs); /* the stems that are not the names */
+    int rc = 0;
+    if (!v || !longs) {
+        rc = hq_fail(err, HQ_EMEM, "%s: out of memory", out);
+        goto done;
+    }
     size_t n = 0;
-    for (size_t i = 0; i < inv->n; i++)
-        v[n++] = inv->items[i].name;
+    for (size_t i = 0; i < inv->n; i++) {
+        char stem[PNG_STEM_MAX + 1];
+        png_temp_stem(inv->items[i].name, stem);
+        if (strcmp(stem, inv->items[i].name) && !(longs[i] = strdup(stem))) {
+            rc = hq_fail(err, HQ_EMEM, "%s: out of memory", out);
+            goto done;
+        }
+        v[n++] = longs[i] ? longs[i] : inv->items[i].name;
+    }
     v[n++] = COMPLETE_NAME;
     v[n++] = PROBE_NAME;
     qsort(v, n, sizeof *v, cmp_name);
     remove_stale_temps(out, v, n, 0);
+done:
+    for (size_t i = 0; longs && i < inv->n; i++)
+        free(longs[i]);
+    free(longs);
     free(v);
-    return 0;
+    return rc;
 }
 
 /* With --force an existing output directory is written into: no output may land on an input. */
@@ -223,7 +238,9 @@ static int prepare_output_file(const hq_inventory *inv, const hq_out_opts *o, hq
     char *dir = png_dir_name(out);
     if (!dir)
         return hq_fail(err, HQ_EMEM, "%s: out of memory", out);
-    const char *base = png_base_name(out);
+    char stem[PNG_STEM_MAX + 1];
+    png_temp_stem(png_base_name(out), stem);
+    const char *base = stem;
     remove_stale_temps(dir, &base, 1, 1);
     int rc = check_writable(dir, out, out, err);
     free(dir);

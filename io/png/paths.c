@@ -4,6 +4,7 @@
 #define _GNU_SOURCE /* strndup */
 #include <errno.h>
 #include <fcntl.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -56,21 +57,31 @@ int png_same_file(const struct stat *a, const struct stat *b)
     return a->st_dev == b->st_dev && a->st_ino == b->st_ino;
 }
 
-/* "DIR/.NAME.part-PID": the temporary name an output takes until it is complete. */
+void png_temp_stem(const char *name, char stem[PNG_STEM_MAX + 1])
+{
+    const size_t n = strlen(name);
+    if (n <= PNG_STEM_MAX) {
+        memcpy(stem, name, n + 1);
+        return;
+    }
+    uint64_t h = 0xcbf29ce484222325ull; /* FNV-1a of the whole name */
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ (unsigned char)name[i]) * 0x100000001b3ull;
+    const size_t keep = PNG_STEM_MAX - 17; /* "~" and 16 hex digits */
+    memcpy(stem, name, keep);
+    snprintf(stem + keep, 18, "~%016llx", (unsigned long long)h);
+}
+
+/* "DIR/.STEM.part-PID": the temporary name an output takes until it is complete. */
 char *png_temp_path(const char *final)
 {
     char *dir = png_dir_name(final);
     if (!dir)
         return NULL;
-    const char *name = png_base_name(final);
-    size_t n = strlen(name) + 48;
-    char *tmpname = malloc(n);
-    char *p = NULL;
-    if (tmpname) {
-        snprintf(tmpname, n, ".%s.part-%ld", name, (long)getpid());
-        p = png_join_path(dir, tmpname);
-    }
-    free(tmpname);
+    char stem[PNG_STEM_MAX + 1], tmpname[PNG_STEM_MAX + 48];
+    png_temp_stem(png_base_name(final), stem);
+    snprintf(tmpname, sizeof tmpname, ".%s.part-%ld", stem, (long)getpid());
+    char *p = png_join_path(dir, tmpname);
     free(dir);
     return p;
 }

@@ -100,6 +100,11 @@ FILE *png_open_file(const char *path, hq_err *err);
 char *png_dir_name(const char *path);
 int png_has_suffix(const char *name);
 int png_same_file(const struct stat *a, const struct stat *b);
+/* The temporary name's stem (png_temp_path: `.STEM.part-PID`): NAME itself, or, for a name so
+ * long (a legal 240 bytes, say) that the temporary name would pass NAME_MAX (255), its first bytes
+ * and a hash of the whole name, so that every output still has a temporary name of its own. */
+#define PNG_STEM_MAX (255 - 17) /* 255 - "." - ".part-" - 10 digits of a PID */
+void png_temp_stem(const char *name, char stem[PNG_STEM_MAX + 1]);
 char *png_temp_path(const char *final);
 
 /* scan.c */

@@ -10,7 +10,7 @@ import numpy as np
 
 import pngio
 import reference as ref
-from helpers import assert_same_output, run, run_ok
+from helpers import assert_array_equal, assert_same_output, run, run_ok
 
 E_USAGE = 2
 
@@ -97,3 +97,42 @@ def test_input_named_for_the_other_format_gets_its_own_extension(tmp):
     with h5py.File(tmp / "stack_eq.h5", "r") as f:
         assert f["s"].shape == (2, 20, 30)
     assert not (tmp / "photo_eq.h5").exists() and not (tmp / "stack_eq.png").exists()
+
+
+def test_long_legal_names(tmp):
+    """A legal name near the 255-byte limit failed the run at its end (exit 1, all work lost):
+    a PNG's temporary `.NAME.part-PID`, OUT.journal and --summary's PATH.part-PID passed the limit,
+    and Open MPI's shared-file-pointer file named after OUT.part printed an error line. Now an
+    input's long name works (its temporary name takes a stem and a hash), and an output or
+    summary name without room for what the run makes beside it is refused up front (exit 2)."""
+    src = tmp / "in"
+    src.mkdir()
+    long_png = "L" * 240 + ".png"
+    ims = {"ok.png": ref.low_contrast(20, 30, 30, 70, np.uint8, 71), long_png: ref.low_contrast(20, 30, 40, 90, np.uint8, 72)}
+    for n, im in ims.items():
+        pngio.write(src / n, im, 8, pngio.GRAY)
+    r = run_ok(["-i", src, "-o", tmp / "out", "-q"], 2)
+    assert r.err.strip() == "", str(r)
+    for n, im in ims.items():
+        assert_array_equal(pngio.read(tmp / "out" / n).samples.reshape(im.shape).astype(np.uint8), ref.equalize_one(im, 8), n)
+    assert sorted(os.listdir(tmp / "out")) == sorted(list(ims) + ["histeq_dist.complete"])
+    # An HDF5 output of 247 bytes (+ ".journal": 255) works, one rank and two, without any other line.
+    with h5py.File(tmp / "s.h5", "w") as f:
+        f["x"] = ims["ok.png"]
+    for np_ in (None, 2):
+        out = tmp / ("H" * 244 + ".h5")
+        r = run_ok(["-i", tmp / "s.h5", "-o", out, "-q"], np_)
+        assert r.err.strip() == "", str(r)
+        with h5py.File(out, "r") as f:
+            assert_array_equal(f["x"][()], ref.equalize_one(ims["ok.png"], 8))
+        os.remove(out)
+    # 248 bytes: refused before anything is made, for each kind of output.
+    for args, out in ((["-i", tmp / "s.h5"], "H" * 245 + ".h5"), (["-i", src / "ok.png"], "P" * 244 + ".png"),
+                      (["-i", src], "D" * 248)):
+        r = run(args + ["-o", tmp / out])
+        assert r.rc == E_USAGE and len(r.hq_lines) == 1 and "name too long" in r.hq_lines[0], str(r)
+        assert "at most 247 bytes" in r.hq_lines[0], str(r)
+        assert not any(n.startswith(out[:10]) or n.startswith("." + out[:10]) for n in os.listdir(tmp)), os.listdir(tmp)
+    r = run(["-i", tmp / "s.h5", "-o", tmp / "o.h5", "--summary", tmp / ("S" * 250 + ".json")])
+    assert r.rc == E_USAGE and len(r.hq_lines) == 1 and "--summary FILE name too long" in r.hq_lines[0], str(r)
+    assert not (tmp / "o.h5").exists()
