@@ -131,6 +131,12 @@ static int finish_output(hq_io *io, int keep, hq_err *err)
                     "(strings, tables, 1-D arrays, scalars, the mask) copied as %s%s\n", io->out_path,
                     (unsigned long long)carried, carried == 1 ? "" : "s", carried == 1 ? "it is" : "they are", tail);
         }
+        uint64_t arefs = 0, abig = 0;
+        hdf5_attrs_left_out(&arefs, &abig);
+        if (keep && (arefs || abig) && !io->quiet)
+            fprintf(stderr, "histeq_dist: note: %s: %llu attribute%s of the input left out: %llu over 32 KiB, "
+                    "%llu holding references into the input\n", io->out_path, (unsigned long long)(arefs + abig),
+                    arefs + abig == 1 ? "" : "s", (unsigned long long)abig, (unsigned long long)arefs);
         if (!keep)
             unlink(io->part_path);
     }

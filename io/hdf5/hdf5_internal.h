@@ -39,6 +39,9 @@
 #define OWN_VERSION_ATTR "histeq_dist_version"
 #define OWN_COMPLETE_ATTR "histeq_dist_complete" /* written last: a file without it is unfinished */
 #define OWN_RUN_ID_ATTR "histeq_dist_run_id"     /* hq_run_meta.run_id: what --resume compares */
+/* On the root of an output that kept the input's own /histeq_dist (hdf5_collides_with_own_group):
+ * that group is the user's data, which a run over this output must keep too, not our record. */
+#define OWN_FOREIGN_ATTR "histeq_dist_group_foreign"
 #define MAX_RANK 4
 #define CHANNELS_MAX 4
 #define MiB ((hsize_t)1 << 20)
@@ -250,6 +253,9 @@ herr_t hdf5_attr_cb(hid_t obj, const char *aname, const H5A_info_t *info, void *
 /* Every attribute of src onto dst through cb (NULL: hdf5_attr_cb; a filter may stand in front of it);
  * 0, or the failure in err under out:name (an attribute that cannot be copied, or the list). */
 int hdf5_copy_attrs(hid_t src, hid_t dst, const char *out, const char *name, H5A_operator2_t cb, hq_err *err);
+/* How many attributes this process's copies left out: holding references into the input (or of
+ * an odd dataspace), and over 32 KiB (the output's object headers hold no more). */
+void hdf5_attrs_left_out(uint64_t *refs, uint64_t *big);
 /* io.h's check_metadata: every attribute create_output copies, read once, and what carry.c will
  * copy, copied into memory (output_layout.c). */
 int hdf5_check_metadata(const hq_inventory *inv, hq_err *err);

@@ -231,7 +231,8 @@ int hdf5_record_meta(hq_io *io, const hq_run_meta *m, hq_err *err)
              (!m->clahe || write_f64_attr(root, "clip_limit", m->clahe->clip) == 0) &&
              (!m->clahe || m->clahe->tile || hdf5_u64_pair_attr(root, "clahe_grid", m->clahe->grid_y, m->clahe->grid_x) == 0) &&
              (!m->clahe || !m->clahe->tile || hdf5_u64_pair_attr(root, "clahe_tile", m->clahe->tile, m->clahe->tile) == 0) &&
-             write_float_attrs(root, m) == 0;
+             write_float_attrs(root, m) == 0 &&
+             (!hdf5_collides_with_own_group(io) || write_u32_attr(root, OWN_FOREIGN_ATTR, 1) == 0);
     char det[512] = "";
     if (!ok)
         hdf5_detail(det, sizeof det);

@@ -6,7 +6,8 @@
  *    carrying its reason. In a whole file, one that could not be an image at all (not a number,
  *    or fewer than two dimensions: carry.c's hdf5_image_kind) is not an item: the output carries
  *    it unchanged. In a file this tool wrote (root attribute histeq_dist_version), everything
- *    under /histeq_dist is our record, not an image: left out (hdf5_under_own_group).
+ *    under /histeq_dist is our record, not an image: left out (hdf5_under_own_group), unless
+ *    that output kept the input's own /histeq_dist (OWN_FOREIGN_ATTR).
  *  - Compressed datasets get item.collective = 1; chunked ones their chunk shape. */
 #include <errno.h>
 #include <stdio.h>
@@ -118,7 +119,9 @@ static int cmp_item_path(const void *pa, const void *pb)
 
 static int scan_all(scan_ctx *c)
 {
-    c->skip_own = H5Aexists(c->file_id, OWN_VERSION_ATTR) > 0;
+    /* Our output, unless it kept someone else's /histeq_dist (OWN_FOREIGN_ATTR): that stays data
+     * through any number of runs, or a second run would drop the user's datasets there. */
+    c->skip_own = H5Aexists(c->file_id, OWN_VERSION_ATTR) > 0 && H5Aexists(c->file_id, OWN_FOREIGN_ATTR) <= 0;
     /* Someone else's file with a link of our group's name: whatever it names (an image's group, a
      * hard link to one, a soft link), the output keeps it, and the run's record goes without. */
     c->inv->own_name_taken = !c->skip_own && H5Lexists(c->file_id, OWN_GROUP + 1, H5P_DEFAULT) > 0;

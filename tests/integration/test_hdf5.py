@@ -429,6 +429,14 @@ def test_input_with_its_own_histeq_dist_group_says_no_record(tmp, np_):
         assert "lut" not in f["histeq_dist"]
     r = run(["-i", inp, "-o", tmp / "q.h5", "--device", "cpu", "-q"], np_)
     assert r.rc == 0 and "of its own" not in r.err, str(r)
+    # Equalized again: the output's /histeq_dist is still the user's (it was taken for our record
+    # and dropped, the user's dataset replaced by our LUTs, exit 0 and no word).
+    r = run(["-i", out, "-o", tmp / "again.h5", "--device", "cpu"], np_)
+    assert r.rc == 0 and any("of its own" in l for l in r.err.splitlines()), str(r)
+    with h5py.File(tmp / "again.h5", "r") as f:
+        once = ref.equalize_one(notes, 8)
+        assert_array_equal(f["histeq_dist/notes"][()], ref.equalize_one(once, 8), "notes, twice")
+        assert "lut" not in f["histeq_dist"]
 
 
 def test_signed_type_with_fewer_bits_is_unsupported_not_corrupt(tmp):
@@ -630,3 +638,26 @@ def test_szip_after_deflate_is_refused_not_a_hang(tmp):
     assert res.rc == 3, str(res)
     with h5py.File(tmp / "out.h5", "r") as f:
         assert "b" not in f and np.array_equal(f["a"][()], ref.equalize_one(a, 8))
+
+
+def test_attributes_left_out_are_counted(tmp):
+    """An attribute over 32 KiB (a calibration table, say) or one holding references into the input
+    is not copied; that used to happen without a word. Rank 0 now counts them in one note."""
+    from helpers import run
+    img = ref.low_contrast(8, 8, 10, 90, np.uint8, seed=15)
+    inp = tmp / "in.h5"
+    with h5py.File(inp, "w", libver="latest") as f:
+        d = f.create_dataset("img", data=img)
+        d.attrs["calib"] = np.arange(9000, dtype=np.int32)  # 36,000 bytes
+        d.attrs["small"] = 1
+        f.attrs["where"] = np.array([d.ref], dtype=h5py.ref_dtype)
+    for np_ in (None, 2):
+        out = tmp / f"out{np_}.h5"
+        r = run(["-i", inp, "-o", out], np_)
+        said = [l for l in r.err.splitlines() if "attribute" in l]
+        assert r.rc == 0 and said == [f"histeq_dist: note: {out}: 2 attributes of the input left out: 1 over 32 KiB, "
+                                      "1 holding references into the input"], str(r)
+        with h5py.File(out, "r") as f:
+            assert list(f["img"].attrs) == ["small"] and "where" not in f.attrs
+    r = run(["-i", inp, "-o", tmp / "q.h5", "-q"])
+    assert r.rc == 0 and r.err.strip() == "", str(r)
