@@ -226,11 +226,12 @@ static int reopen_datasets(hq_io *io, hq_err *err)
     return 0;
 }
 
-/* The output datasets of the good items whose input is compressed (or not). */
+/* The output datasets of the good items whose input is compressed (or not): the scan's
+ * item.collective, which is hdf5_input_compressed of each good item. */
 static int create_datasets(hq_io *io, int compressed, hq_err *err)
 {
     for (size_t i = 0; i < io->inv.n; i++) {
-        if (io->inv.items[i].bad || hdf5_input_compressed(io->in_dset[i]) != compressed)
+        if (io->inv.items[i].bad || (int)io->inv.items[i].collective != compressed)
             continue;
         int rc = create_item_output(io, i, err);
         if (rc)

@@ -139,13 +139,14 @@ static int alloc_table(hq_io *io, hq_err *err)
     return 0;
 }
 
-/* Where item i's LUTs lie, from its dataset d: absolute, as pwrite needs them. */
-static int note_place(hq_io *io, uint64_t i, hid_t d, const hsize_t *dims, int rank)
+/* Where item i's LUTs lie, from its dataset d: absolute (base: the output's hdf5_base_addr), as
+ * pwrite needs them. */
+static int note_place(hq_io *io, uint64_t base, uint64_t i, hid_t d, const hsize_t *dims, int rank)
 {
     const haddr_t a = H5Dget_offset(d);
     if (a == HADDR_UNDEF)
         return -1;
-    io->lut_addr[i] = hdf5_base_addr(d) + a;
+    io->lut_addr[i] = base + a;
     io->lut_bytes[i] = slice_bytes(dims, rank);
     return 0;
 }
@@ -162,6 +163,7 @@ int hdf5_luts_create(hq_io *io, const hq_run_meta *m, hq_err *err)
     if (!wanted(io, m))
         return 0;
     int rc = alloc_table(io, err);
+    const uint64_t base = hdf5_base_addr(io->out_file);
     hid_t lcpl = H5Pcreate(H5P_LINK_CREATE), dcpl = H5Pcreate(H5P_DATASET_CREATE);
     const int ok = lcpl >= 0 && dcpl >= 0 && H5Pset_create_intermediate_group(lcpl, 1) >= 0 &&
                    H5Pset_layout(dcpl, H5D_CONTIGUOUS) >= 0 && H5Pset_alloc_time(dcpl, H5D_ALLOC_TIME_EARLY) >= 0 &&
@@ -180,7 +182,7 @@ int hdf5_luts_create(hq_io *io, const hq_run_meta *m, hq_err *err)
         hid_t d = path && s >= 0 ? H5Dcreate2(io->out_file, path, H5T_STD_U16LE, s, lcpl, dcpl, H5P_DEFAULT)
                                  : H5I_INVALID_HID;
         const int made = d >= 0 && (!m->clahe || write_clahe_attrs(d, io, m, i) == 0) &&
-                         note_place(io, i, d, dims, rank) == 0;
+                         note_place(io, base, i, d, dims, rank) == 0;
         char det[512] = "";
         if (!made)
             hdf5_detail(det, sizeof det);
@@ -205,6 +207,7 @@ int hdf5_luts_reopen(hq_io *io, const hq_run_meta *m, hq_err *err)
     if (!wanted(io, m))
         return 0;
     int rc = alloc_table(io, err);
+    const uint64_t base = hdf5_base_addr(io->out_file);
     for (size_t i = 0; !rc && i < io->inv.n; i++) {
         const hq_item *it = &io->inv.items[i];
         if (it->bad)
@@ -215,7 +218,7 @@ int hdf5_luts_reopen(hq_io *io, const hq_run_meta *m, hq_err *err)
         hid_t d = path ? H5Dopen2(io->out_file, path, H5P_DEFAULT) : H5I_INVALID_HID;
         hid_t s = d >= 0 ? H5Dget_space(d) : H5I_INVALID_HID;
         const int ok = s >= 0 && H5Sget_simple_extent_dims(s, have, NULL) == rank &&
-                       memcmp(want, have, (size_t)rank * sizeof *want) == 0 && note_place(io, i, d, want, rank) == 0;
+                       memcmp(want, have, (size_t)rank * sizeof *want) == 0 && note_place(io, base, i, d, want, rank) == 0;
         if (s >= 0)
             H5Sclose(s);
         if (d >= 0)
