@@ -57,6 +57,10 @@ if [ "$what" = all ] || [ "$what" = test ]; then
     log "test-gpu, every case on cpu and gpu, per file (rc $r, $(( $(date +%s) - t0 )) s):"
     cat "$OUT/test_gpu.log" | tee -a "$OUT/full_summary.txt"
     grep -hE "^(FAILED|ERROR)" "$OUT"/test_gpu_*.log | head -10
+    # A failing file's own account (its log may not come back: the files a call returns are few).
+    for f in "$OUT"/test_gpu_*.log; do
+        tail -1 "$f" | grep -qE "failed|error" && { echo "---- $(basename "$f")"; grep -E "^(E  |FAILED|ERROR|_____)" "$f" | head -40; }
+    done | tee -a "$OUT/full_summary.txt"
     # One real run under memcheck: a stack whose row bands and slices exercise both block kinds.
     mpicc -O2 -o build/make_stack bench/make_stack.c -lhdf5 && build/make_stack /tmp/hq_small.h5 0.02 300 257 > /dev/null
     t0=$(date +%s)

@@ -6,14 +6,19 @@
 #        reading and writing it slice by slice;
 #   gzip the same stack with shuffle + gzip level 1, beside h5py and `h5repack -f SHUF -f GZIP=1`;
 #   png  a collection of gray PNGs (bench/make_pngs.c), beside a one-process-per-core OpenCV pool
-#        doing cv2.imread -> cv2.equalizeHist -> cv2.imwrite.
+#        doing cv2.imread -> cv2.equalizeHist -> cv2.imwrite;
+#   many one HDF5 file of many small 8-bit images, a dataset each in groups of 1000 (--many N of
+#        --many-side S pixels square), beside a script that reads each with h5py, equalizes it with
+#        cv2.equalizeHist and writes it into a new file (HDF5 allows one writer to a file).
 # Every repetition runs every command once, in turn, so load from elsewhere falls on all alike.
 # Prints the median and min wall time of each, and the median's ratio to cp (and to OpenCV).
 #
 #   bash bench/e2e.sh [--size GIB] [--gzip-size GIB] [--pngs N] [--png-side S] [--runs R]
-#                     [--warmup W] [--dir DIR] [--cases raw,gzip,png] [--ranks "1 2"]
+#                     [--warmup W] [--dir DIR] [--cases raw,gzip,png,many] [--ranks "1 2"]
+#                     [--many N] [--many-side S]
 #                     [--bin PATH] [--compare PATH] [--out FILE]
-# Defaults: --size 1 --gzip-size 1 --pngs 64 --png-side 2048 --runs 3 --warmup 1
+# Defaults: --size 1 --gzip-size 1 --pngs 64 --png-side 2048 --runs 3 --warmup 1 --many 20000
+# --many-side 64 (many is left out unless named in --cases)
 # --dir /dev/shm/hq_e2e (give a disk path to measure a disk); ranks: 1, G and the cores, less
 # repeats. --compare adds the same histeq_dist rows for another binary (e.g. a build of main),
 # labelled "before". Data is made once per size and kept in DIR (runs at the same time may share
@@ -26,13 +31,13 @@
 set -euo pipefail
 
 size=1; gzip_size=""; pngs=64; png_side=2048; runs=3; warmup=1; dir=/dev/shm/hq_e2e; cases=raw,gzip,png
-ranks=""; bin=${HQ_BIN:-build/histeq_dist}; compare=""; out=""
+ranks=""; bin=${HQ_BIN:-build/histeq_dist}; compare=""; out=""; many=20000; many_side=64
 while [ $# -gt 0 ]; do
   case "$1" in
     --size) size=$2 ;; --gzip-size) gzip_size=$2 ;; --pngs) pngs=$2 ;; --png-side) png_side=$2 ;;
     --runs) runs=$2 ;; --warmup) warmup=$2 ;; --dir) dir=$2 ;; --cases) cases=$2 ;; --ranks) ranks=$2 ;;
-    --bin) bin=$2 ;; --compare) compare=$2 ;; --out) out=$2 ;;
-    -h|--help) sed -n '2,24p' "$0"; exit 0 ;;
+    --bin) bin=$2 ;; --compare) compare=$2 ;; --out) out=$2 ;; --many) many=$2 ;; --many-side) many_side=$2 ;;
+    -h|--help) sed -n '2,30p' "$0"; exit 0 ;;
     *) echo "e2e.sh: unknown argument $1 (see --help)" >&2; exit 2 ;;
   esac
   shift 2
@@ -65,7 +70,7 @@ has_py() { "$py" -c "import $1" >/dev/null 2>&1; }
 
 # ---- what ran, where ----
 echo "# bench/e2e.sh $(date -u +%Y-%m-%dT%H:%M:%SZ)"
-echo "# command: bash bench/e2e.sh --size $size --gzip-size $gzip_size --pngs $pngs --png-side $png_side --runs $runs --warmup $warmup --dir $dir --cases $cases --ranks \"$ranks\"${compare:+ --compare $compare}"
+echo "# command: bash bench/e2e.sh --size $size --gzip-size $gzip_size --pngs $pngs --png-side $png_side --runs $runs --warmup $warmup --dir $dir --cases $cases --ranks \"$ranks\"${compare:+ --compare $compare} --many $many --many-side $many_side"
 echo "# host: $(hostname), $cores CPUs ($(awk -F': ' '/model name/ {print $2; exit}' /proc/cpuinfo)), $(awk '/MemTotal/ {printf "%.0f GiB", $2 / 1048576}' /proc/meminfo), GPUs: $gpus"
 nvidia-smi -L 2>/dev/null | sed 's/^/#   /' || true
 mkdir -p "$dir"
@@ -109,6 +114,19 @@ with h5py.File(sys.argv[1], "r") as fi, h5py.File(sys.argv[2], "w") as fo:
         o[i] = d[i]' "$dir/raw_${gzip_size}g.h5" "$gz.tmp$$"
   fi && mv "$gz.tmp$$" "$gz"
 fi
+manyh5=$dir/many_${many}x${many_side}.h5
+if [[ $cases == *many* ]] && [ ! -f "$manyh5" ]; then
+  "$py" -c 'import sys, h5py, numpy as np
+n, side = int(sys.argv[2]), int(sys.argv[3])
+rng = np.random.default_rng(7)
+y, x = np.mgrid[0:side, 0:side]
+with h5py.File(sys.argv[1], "w") as f:
+    for i in range(n):
+        lo = int(rng.integers(20, 90))
+        img = lo + (x * 0.3 + y * 0.2 + rng.integers(0, 40, (side, side))) % 60
+        f.create_dataset(f"g{i // 1000:04d}/img{i % 1000:04d}", data=img.astype(np.uint8))' "$manyh5.tmp$$" "$many" "$many_side" &&
+    mv "$manyh5.tmp$$" "$manyh5"
+fi
 if [[ $cases == *png* ]] && [ ! -d "$pngdir" ]; then
   mkdir -p "$pngdir.tmp$$" && "$tools/make_pngs" "$pngdir.tmp$$" "$pngs" "$png_side"
   mv -T "$pngdir.tmp$$" "$pngdir" 2>/dev/null || rm -rf "$pngdir.tmp$$"
@@ -124,6 +142,17 @@ with h5py.File(src, "r") as fi, h5py.File(dst, "w") as fo:
     o = fo.create_dataset("stack", shape=d.shape, dtype=d.dtype, chunks=d.chunks, **kw)
     for i in range(d.shape[0]):
         o[i] = d[i]
+EOF
+cat > "$tools/h5py_opencv.py" <<'EOF'
+import sys
+import cv2
+import h5py
+src, dst = sys.argv[1], sys.argv[2]
+with h5py.File(src, "r") as fi, h5py.File(dst, "w") as fo:
+    def one(name, obj):
+        if isinstance(obj, h5py.Dataset):
+            fo.create_dataset(name, data=cv2.equalizeHist(obj[()]))
+    fi.visititems(one)
 EOF
 cat > "$tools/opencv_pool.py" <<'EOF'
 import os
@@ -192,6 +221,10 @@ for c in ${cases//,/ }; do
       row png "cp + sync" 1 "$b" "cp -r $pngdir OUT && find OUT -type f -exec sync {} +"
       has_py cv2 && row png "opencv pool" "$cores" "$b" "$py $tools/opencv_pool.py $pngdir OUT $cores"
       hq_rows png "$pngdir" "$b" ;;
+    many)
+      b=$(stat -c %s "$manyh5"); file_rows many "$manyh5"
+      has_py cv2 && row many "h5py + opencv" 1 "$b" "$py $tools/h5py_opencv.py $manyh5 OUT"
+      hq_rows many "$manyh5" "$b" ;;
     *) echo "e2e.sh: unknown case $c" >&2; exit 2 ;;
   esac
 done
@@ -229,7 +262,7 @@ declare -A CP CV
 for k in $(seq 0 $((n - 1))); do
   read -r med _ <<< "$(stat_of "$times/$k")"
   [ "${R_LABEL[$k]}" = cp ] && CP[${R_CASE[$k]}]=$med
-  [ "${R_LABEL[$k]}" = "opencv pool" ] && CV[${R_CASE[$k]}]=$med
+  { [ "${R_LABEL[$k]}" = "opencv pool" ] || [ "${R_LABEL[$k]}" = "h5py + opencv" ]; } && CV[${R_CASE[$k]}]=$med
 done
 for k in $(seq 0 $((n - 1))); do
   read -r med min <<< "$(stat_of "$times/$k")"

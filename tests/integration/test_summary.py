@@ -160,9 +160,10 @@ def test_progress_told_through_both_passes(tmp):
     import re
     inp = tmp / "in.h5"
     with h5py.File(inp, "w") as f:
-        # 16 Mpixel in 128-byte blocks: about 5 s on a 2-core VM (2048^2 took 1.1-1.3 s there, too
-        # short for two lines a second apart on a quiet machine)
-        f.create_dataset("d", data=np.random.default_rng(3).integers(0, 255, (4096, 4096), dtype=np.uint8))
+        # 32 Mpixel in 128-byte blocks: 12 s on a 2-core VM. 16 Mpixel took 5-10 s there, but
+        # under 2 s on a 16-core host once small blocks stopped waking every thread: too short for
+        # two lines a second apart.
+        f.create_dataset("d", data=np.random.default_rng(3).integers(0, 255, (8192, 4096), dtype=np.uint8))
     args = ["--input", inp, "--output", tmp / "out.h5", "--device", DEVICES[0], "--block", "128", "--force"]
     r = run_ok(args + ["--progress", "1"])
     pct = [float(m.group(1)) for m in re.finditer(r"histeq_dist: (\d+\.\d)% done", r.err)]
