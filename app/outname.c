@@ -145,7 +145,7 @@ int hq_outname_check_kind(const hq_inventory *inv, const char *out, hq_err *err)
     return 0;
 }
 
-int hq_outname_check_length(const char *out, hq_err *err)
+int hq_outname_check_length(const hq_inventory *inv, const char *out, hq_err *err)
 {
     if (!out)
         return 0;
@@ -155,11 +155,18 @@ int hq_outname_check_length(const char *out, hq_err *err)
     long max = hq_dir_of(out, dir, sizeof dir) ? -1 : pathconf(dir, _PC_NAME_MAX);
     if (max <= 0 || max > NAME_MAX)
         max = NAME_MAX; /* unknown, or a file system that allows more than the C library's names */
-    const long room = max - (long)strlen(".journal");
+    long room = max - (long)strlen(".journal");
+    const char *why = "the run keeps its journal beside it under the name and \".journal\"";
+    /* Open MPI's shared-file-pointer component "sm" names a file after OUT.part in the session
+     * directory (OUT.part_cid-N-PID.sm); where that name does not fit, it prints an error line and
+     * "individual" takes over, which leaves OUT.part.data.RANK files behind a killed run. */
+    const long mpiio = NAME_MAX - (long)strlen(".part") - (long)strlen("_cid-99999-9999999.sm");
+    if (inv && inv->format == HQ_FMT_HDF5 && mpiio < room) {
+        room = mpiio;
+        why = "MPI-IO names a file of its own after OUT.part";
+    }
     if ((long)n > room)
-        return hq_fail(err, HQ_EUSAGE,
-                       "%s: output name too long: %lu bytes, and the run keeps its journal beside it under the "
-                       "name and \".journal\": give --output a name of at most %ld bytes",
-                       out, n, room);
+        return hq_fail(err, HQ_EUSAGE, "%s: output name too long: %lu bytes, and %s: give --output a name of at most "
+                       "%ld bytes", out, n, why, room);
     return 0;
 }

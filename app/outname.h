@@ -34,10 +34,11 @@ int hq_default_output(const hq_inventory *inv, const char *suffix, char **out, h
  * after it. HQ_EUSAGE naming it; 0 otherwise (directories and other names). Same on every rank. */
 int hq_outname_check_kind(const hq_inventory *inv, const char *out, hq_err *err);
 
-/* An output whose name leaves no room for the names the run makes beside it (OUT.journal, the
- * longest): a legal name of 250 bytes failed the run at its first journal write. HQ_EUSAGE naming
- * it, with the longest name that works in its directory; 0 otherwise. Same on every rank. */
-int hq_outname_check_length(const char *out, hq_err *err);
+/* An output whose name leaves no room for the names made after it (OUT.journal beside it, and for
+ * HDF5 MPI-IO's file after OUT.part in its session directory): a legal name of 250 bytes failed the
+ * run at its first journal write. HQ_EUSAGE naming it, with the longest name that works; 0
+ * otherwise. Same on every rank. */
+int hq_outname_check_length(const hq_inventory *inv, const char *out, hq_err *err);
 
 /* Whether path lies directly in directory dir (the same directory, however spelled). */
 int hq_in_dir(const char *path, const char *dir);

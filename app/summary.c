@@ -3,7 +3,6 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -97,14 +96,6 @@ static int guard(const char *path, const hq_options *o, const hq_inventory *inv,
     const int exists = stat(path, &st) == 0;
     if (!path[0])
         return hq_fail(err, HQ_EUSAGE, "--summary: empty file name");
-    /* Written under PATH.part-PID first (temp_name): a name without room for that failed the run
-     * at its very end. */
-    unsigned long n;
-    hq_base_of(path, &n);
-    char tail[32];
-    const long room = NAME_MAX - snprintf(tail, sizeof tail, ".part-%ld", (long)getpid());
-    if ((long)n > room)
-        return hq_fail(err, HQ_EUSAGE, "%s: --summary FILE name too long: %lu bytes, at most %ld", path, n, room);
     if (exists && S_ISDIR(st.st_mode))
         return hq_fail(err, HQ_EUSAGE, "%s: --summary FILE is a directory", path);
     if (exists && S_ISSOCK(st.st_mode))

@@ -179,7 +179,7 @@ int hq_run(const hq_options *given, const hq_comm *c, hq_err *err)
     if (!rc)
         rc = hq_outname_check_kind(&r.inv, opts.output, err);
     if (!rc)
-        rc = hq_outname_check_length(opts.output, err);
+        rc = hq_outname_check_length(&r.inv, opts.output, err);
     if (rc) {
         pthread_mutex_destroy(&r.mu);
         pthread_mutex_destroy(&r.tick_mu);

@@ -90,7 +90,8 @@ static int cmp_name(const void *a, const void *b)
 }
 
 /* Leftovers of a killed run's writes, in directory dir: `.STEM.part-PID` (png_temp_path) for each
- * STEM of names[0..n) (png_temp_stem of each output name), sorted (cmp_name). dead_only: only those whose process is gone from this
+ * STEM of names[0..n), sorted (cmp_name): png_temp_stem of each output name, and the name itself
+ * where the stem differs (versions before the stems wrote `.NAME.part-PID` for any name that fit). dead_only: only those whose process is gone from this
  * host (a single output file has no journal to say that no other run is writing it); otherwise
  * every one (the output directory's journal lock keeps other runs away). A file that cannot be
  * removed stays: it is hidden, and a finished run never names it. */
@@ -133,7 +134,7 @@ static void remove_stale_temps(const char *dir, const char *const *names, size_t
  * killed run of it may have left under a temporary name. */
 static int sweep_output_dir(const hq_inventory *inv, const char *out, hq_err *err)
 {
-    const char **v = malloc((inv->n + 2) * sizeof *v);
+    const char **v = malloc((2 * inv->n + 2) * sizeof *v);
     char **longs = calloc(inv->n + 1, sizeof *longs); /* the stems that are not the names */
     int rc = 0;
     if (!v || !longs) {
@@ -149,6 +150,8 @@ static int sweep_output_dir(const hq_inventory *inv, const char *out, hq_err *er
             goto done;
         }
         v[n++] = longs[i] ? longs[i] : inv->items[i].name;
+        if (longs[i])
+            v[n++] = inv->items[i].name;
     }
     v[n++] = COMPLETE_NAME;
     v[n++] = PROBE_NAME;
@@ -240,8 +243,10 @@ static int prepare_output_file(const hq_inventory *inv, const hq_out_opts *o, hq
         return hq_fail(err, HQ_EMEM, "%s: out of memory", out);
     char stem[PNG_STEM_MAX + 1];
     png_temp_stem(png_base_name(out), stem);
-    const char *base = stem;
-    remove_stale_temps(dir, &base, 1, 1);
+    const char *names[2] = {stem, png_base_name(out)};
+    const size_t nn = strcmp(names[0], names[1]) ? 2 : 1;
+    qsort(names, nn, sizeof *names, cmp_name);
+    remove_stale_temps(dir, names, nn, 1);
     int rc = check_writable(dir, out, out, err);
     free(dir);
     return rc;

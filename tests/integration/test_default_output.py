@@ -101,10 +101,11 @@ def test_input_named_for_the_other_format_gets_its_own_extension(tmp):
 
 def test_long_legal_names(tmp):
     """A legal name near the 255-byte limit failed the run at its end (exit 1, all work lost):
-    a PNG's temporary `.NAME.part-PID`, OUT.journal and --summary's PATH.part-PID passed the limit,
-    and Open MPI's shared-file-pointer file named after OUT.part printed an error line. Now an
-    input's long name works (its temporary name takes a stem and a hash), and an output or
-    summary name without room for what the run makes beside it is refused up front (exit 2)."""
+    a PNG's temporary `.NAME.part-PID` and OUT.journal passed the limit, and Open MPI's
+    shared-file-pointer file named after OUT.part printed an error line (and its fallback left
+    OUT.part.data.RANK files behind a kill). Now an input's long name works (its temporary name
+    takes a stem and a hash), and an output name without room for what is named after it is
+    refused up front (exit 2): 247 bytes, 229 for HDF5."""
     src = tmp / "in"
     src.mkdir()
     long_png = "L" * 240 + ".png"
@@ -116,23 +117,28 @@ def test_long_legal_names(tmp):
     for n, im in ims.items():
         assert_array_equal(pngio.read(tmp / "out" / n).samples.reshape(im.shape).astype(np.uint8), ref.equalize_one(im, 8), n)
     assert sorted(os.listdir(tmp / "out")) == sorted(list(ims) + ["histeq_dist.complete"])
-    # An HDF5 output of 247 bytes (+ ".journal": 255) works, one rank and two, without any other line.
+    # The longest names that work: nothing but the output made, one rank and two, no other line.
     with h5py.File(tmp / "s.h5", "w") as f:
         f["x"] = ims["ok.png"]
     for np_ in (None, 2):
-        out = tmp / ("H" * 244 + ".h5")
+        out = tmp / ("H" * 226 + ".h5")
         r = run_ok(["-i", tmp / "s.h5", "-o", out, "-q"], np_)
         assert r.err.strip() == "", str(r)
         with h5py.File(out, "r") as f:
             assert_array_equal(f["x"][()], ref.equalize_one(ims["ok.png"], 8))
+        assert sorted(n for n in os.listdir(tmp) if n.startswith("H")) == [out.name], os.listdir(tmp)
         os.remove(out)
-    # 248 bytes: refused before anything is made, for each kind of output.
-    for args, out in ((["-i", tmp / "s.h5"], "H" * 245 + ".h5"), (["-i", src / "ok.png"], "P" * 244 + ".png"),
-                      (["-i", src], "D" * 248)):
+    out = tmp / ("P" * 243 + ".png")
+    run_ok(["-i", src / "ok.png", "-o", out, "-q"])
+    assert_array_equal(pngio.read(out).samples.reshape(20, 30).astype(np.uint8), ref.equalize_one(ims["ok.png"], 8))
+    # One byte more: refused before anything is made, for each kind of output.
+    for args, out, most in ((["-i", tmp / "s.h5"], "H" * 227 + ".h5", 229), (["-i", src / "ok.png"], "Q" * 244 + ".png", 247),
+                            (["-i", src], "D" * 248, 247)):
         r = run(args + ["-o", tmp / out])
         assert r.rc == E_USAGE and len(r.hq_lines) == 1 and "name too long" in r.hq_lines[0], str(r)
-        assert "at most 247 bytes" in r.hq_lines[0], str(r)
+        assert f"at most {most} bytes" in r.hq_lines[0], str(r)
         assert not any(n.startswith(out[:10]) or n.startswith("." + out[:10]) for n in os.listdir(tmp)), os.listdir(tmp)
+    # A --summary FILE whose temporary FILE.part-PID cannot be made: said before the run.
     r = run(["-i", tmp / "s.h5", "-o", tmp / "o.h5", "--summary", tmp / ("S" * 250 + ".json")])
-    assert r.rc == E_USAGE and len(r.hq_lines) == 1 and "--summary FILE name too long" in r.hq_lines[0], str(r)
+    assert r.rc != 0 and len(r.hq_lines) == 1 and "File name too long" in r.hq_lines[0], str(r)
     assert not (tmp / "o.h5").exists()
