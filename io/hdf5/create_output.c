@@ -226,6 +226,21 @@ static int reopen_datasets(hq_io *io, hq_err *err)
     return 0;
 }
 
+/* --resume: what the interrupted run's copies of the images' and groups' attributes left out,
+ * counted again for close.c's note (the copies themselves are in OUT.part already). */
+static int count_copied_attrs(hq_io *io, hq_err *err)
+{
+    hdf5_attrs_count_only(1);
+    int rc = 0;
+    for (size_t i = 0; i < io->inv.n && !rc; i++)
+        if (!io->inv.items[i].bad && io->out_dset[i] >= 0)
+            rc = hdf5_copy_attrs(io->in_dset[i], io->out_dset[i], io->out_path, io->inv.items[i].name, NULL, err);
+    if (!rc)
+        rc = hdf5_copy_group_attrs(io, err);
+    hdf5_attrs_count_only(0);
+    return rc;
+}
+
 /* The output datasets of the good items whose input is compressed (or not): the scan's
  * item.collective, which is hdf5_input_compressed of each good item. */
 static int create_datasets(hq_io *io, int compressed, hq_err *err)
@@ -298,6 +313,8 @@ int hdf5_create_output(hq_io *io, const hq_out_opts *o, MPI_Comm comm, hq_err *e
             rc = hdf5_agree(io->comm, hdf5_luts_reopen(io, o->settings, err), err);
         if (!rc)
             hdf5_direct_note_output(io);
+        if (!rc)
+            rc = hdf5_agree(io->comm, count_copied_attrs(io, err), err);
     } else {
         /* Metadata is collective: every rank creates every dataset, in the same order. The
          * uncompressed ones come first, then the images' LUTs (lut_store.c), so that their space

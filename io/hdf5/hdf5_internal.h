@@ -256,6 +256,9 @@ int hdf5_copy_attrs(hid_t src, hid_t dst, const char *out, const char *name, H5A
 /* How many attributes this process's copies left out: holding references into the input (or of
  * an odd dataspace), and over 32 KiB (the output's object headers hold no more). */
 void hdf5_attrs_left_out(uint64_t *refs, uint64_t *big);
+/* On: the copies above only count what they would leave out, and write nothing (--resume, whose
+ * OUT.part holds the interrupted run's copies, counts them again for the note). */
+void hdf5_attrs_count_only(int on);
 /* io.h's check_metadata: every attribute create_output copies, read once, and what carry.c will
  * copy, copied into memory (output_layout.c). */
 int hdf5_check_metadata(const hq_inventory *inv, hq_err *err);

@@ -99,11 +99,17 @@ static int attr_copyable(hid_t t, hid_t s)
 /* Attributes left out of this process's copies so far (the HDF5 thread's alone), for close.c's
  * note: a user's calibration table of 36 KB went missing without a word. */
 static uint64_t left_out[3];
+static int count_only; /* hdf5_attrs_count_only */
 
 void hdf5_attrs_left_out(uint64_t *refs, uint64_t *big)
 {
     *refs = left_out[ATTR_REFS];
     *big = left_out[ATTR_BIG];
+}
+
+void hdf5_attrs_count_only(int on)
+{
+    count_only = on;
 }
 
 /* Whether type t holds variable-length data anywhere: a vlen sequence, or a variable-length string
@@ -160,6 +166,8 @@ static int copy_attr(hid_t src_obj, const char *aname, attr_ctx *c)
             left_out[why]++;
         goto out;
     }
+    if (count_only)
+        goto out;
     const int vlen = hdf5_holds_vlen(t);
     const int empty = H5Sget_simple_extent_type(s) == H5S_NULL;
     mt = H5Tcopy(t); /* a transient copy, should the input use a named datatype */

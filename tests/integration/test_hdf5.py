@@ -654,10 +654,22 @@ def test_attributes_left_out_are_counted(tmp):
     for np_ in (None, 2):
         out = tmp / f"out{np_}.h5"
         r = run(["-i", inp, "-o", out], np_)
-        said = [l for l in r.err.splitlines() if "attribute" in l]
+        said = [l for l in r.err.splitlines() if "of the input left out" in l]
         assert r.rc == 0 and said == [f"histeq_dist: note: {out}: 2 attributes of the input left out: 1 over 32 KiB, "
                                       "1 holding references into the input"], str(r)
         with h5py.File(out, "r") as f:
             assert list(f["img"].attrs) == ["small"] and "where" not in f.attrs
     r = run(["-i", inp, "-o", tmp / "q.h5", "-q"])
     assert r.rc == 0 and r.err.strip() == "", str(r)
+    # Killed after its first write, then resumed: the copies made before the kill are counted too
+    # (the resumed run said "1 attribute", or nothing, as it counted only its own copies).
+    with h5py.File(inp, "a") as f:
+        f["img2"] = img
+        f["img2"].attrs["calib2"] = np.arange(9000, dtype=np.int32)
+    out = tmp / "killed.h5"
+    r = run(["-i", inp, "-o", out, "-q"], None, env={"HQ_JOURNAL_FLUSH_S": "0", "HQ_FAULT_KILL": "0:1"})
+    assert r.rc != 0 and not out.exists(), str(r)
+    r = run(["-i", inp, "-o", out, "--resume"])
+    said = [l for l in r.err.splitlines() if "of the input left out" in l]
+    assert r.rc == 0 and said == [f"histeq_dist: note: {out}: 3 attributes of the input left out: 2 over 32 KiB, "
+                                  "1 holding references into the input"], str(r)
