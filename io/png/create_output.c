@@ -91,10 +91,11 @@ static int cmp_name(const void *a, const void *b)
 
 /* Leftovers of a killed run's writes, in directory dir: `.STEM.part-PID` (png_temp_path) for each
  * STEM of names[0..n), sorted (cmp_name): png_temp_stem of each output name, and the name itself
- * where the stem differs (versions before the stems wrote `.NAME.part-PID` for any name that fit). dead_only: only those whose process is gone from this
- * host (a single output file has no journal to say that no other run is writing it); otherwise
- * every one (the output directory's journal lock keeps other runs away). A file that cannot be
- * removed stays: it is hidden, and a finished run never names it. */
+ * where the stem differs (versions before the stems wrote `.NAME.part-PID` for any name that fit).
+ * dead_only: only those whose process is gone from this host (a single output file has no journal
+ * to say that no other run is writing it); otherwise every one (the output directory's journal
+ * lock keeps other runs away). A file that cannot be removed stays: it is hidden, and a finished
+ * run never names it. */
 static void remove_stale_temps(const char *dir, const char *const *names, size_t n, int dead_only)
 {
     DIR *d = opendir(dir);
