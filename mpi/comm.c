@@ -2,9 +2,11 @@
 #include "session_dir.h"
 
 #include <limits.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 /* MPI counts are int: move big buffers in pieces of at most 2^27 elements. */
@@ -48,14 +50,67 @@ static void quick_start(void)
     setenv("OMPI_MCA_sharedfp", "^lockedfile", 0);
 }
 
+/* A rank whose launcher (mpirun, or its daemon) dies while the rank is inside MPI_Init waits for it
+ * for ever: Open MPI 4.1's PMIx_Init has no timeout. A kill -9 of a whole job in its first half
+ * second left such a rank asleep for good (found after the test suite, in PMIx_Init, its parent
+ * gone). Until MPI_Init returns, a watcher checks every 0.2 s that the launcher is still this
+ * process's parent, and ends the process when it is not. It makes no MPI call. */
+static struct {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int done;
+    pid_t launcher;
+} watch = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0};
+
+static void *watch_launcher(void *arg)
+{
+    (void)arg;
+    pthread_mutex_lock(&watch.mu);
+    while (!watch.done) {
+        if (getppid() != watch.launcher) {
+            static const char msg[] = "histeq_dist: the MPI launcher went away while this rank was starting\n";
+            if (write(STDERR_FILENO, msg, sizeof msg - 1) < 0) {
+                /* nothing more to say it with */
+            }
+            _exit(HQ_EIO);
+        }
+        struct timespec t;
+        clock_gettime(CLOCK_REALTIME, &t);
+        t.tv_nsec += 200000000L;
+        if (t.tv_nsec >= 1000000000L) {
+            t.tv_sec++;
+            t.tv_nsec -= 1000000000L;
+        }
+        pthread_cond_timedwait(&watch.cv, &watch.mu, &t);
+    }
+    pthread_mutex_unlock(&watch.mu);
+    return NULL;
+}
+
 int hq_comm_init(int *argc, char ***argv, hq_comm *c)
 {
     int provided;
     quick_start();
-    /* SERIALIZED: while the I/O threads of app/pipeline.c run, they alone call MPI, one at a time
-     * (MPI-IO through HDF5 on the single I/O thread of a format that is not concurrent; progress
+    const int launched = getenv("OMPI_COMM_WORLD_SIZE") || getenv("PMIX_RANK") || getenv("PMI_RANK");
+    pthread_t watcher;
+    watch.launcher = getppid();
+    const int watching = launched && watch.launcher > 1 && pthread_create(&watcher, NULL, watch_launcher, NULL) == 0;
+    /* Tests: a pause before MPI_Init, for a launcher killed while its ranks start. */
+    const char *pause = getenv("HQ_TEST_INIT_PAUSE_S");
+    if (pause)
+        sleep((unsigned)atoi(pause));
+    const int inited = MPI_Init_thread(argc, argv, MPI_THREAD_SERIALIZED, &provided);
+    if (watching) {
+        pthread_mutex_lock(&watch.mu);
+        watch.done = 1;
+        pthread_cond_signal(&watch.cv);
+        pthread_mutex_unlock(&watch.mu);
+        pthread_join(watcher, NULL);
+    }
+    /* SERIALIZED (above): while the I/O threads of app/pipeline.c run, they alone call MPI, one at a
+     * time (MPI-IO through HDF5 on the single I/O thread of a format that is not concurrent; progress
      * ticks behind a lock), and the main thread makes none; OpenMP workers never call MPI. */
-    if (MPI_Init_thread(argc, argv, MPI_THREAD_SERIALIZED, &provided) != MPI_SUCCESS)
+    if (inited != MPI_SUCCESS)
         return HQ_EIO;
     c->world = MPI_COMM_WORLD;
     MPI_Comm_rank(c->world, &c->rank);

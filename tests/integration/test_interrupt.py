@@ -282,3 +282,51 @@ def test_signal_during_png_encode_leaves_no_temporary(tmp, outdir):
     assert [n for n in os.listdir(where) if ".part-" in n] == []
     tail = f"the work done is kept ({out}.journal): run again with --resume to finish" if outdir else "it was not written"
     assert interrupted_lines(err) == [f"histeq_dist: {out}: interrupted by SIGTERM; {tail}"], err
+
+
+def test_ranks_whose_launcher_dies_while_they_start_end_too(tmp):
+    """A rank inside MPI_Init when its launcher dies waited for it for ever (Open MPI's PMIx_Init has
+    no timeout): a kill -9 of a whole job in its first half second left one asleep. Until MPI_Init
+    returns, a watcher ends the rank when its parent is no longer the launcher. Here the ranks pause
+    before MPI_Init (HQ_TEST_INIT_PAUSE_S) and mpirun is killed meanwhile: they are gone within a
+    second, not at the pause's end."""
+    inp = tmp / "in.h5"
+    with h5py.File(inp, "w") as f:
+        f["x"] = np.arange(64 * 64, dtype=np.uint8).reshape(64, 64)
+    out = tmp / "launcher_gone.h5"
+    e = run_env({"HQ_TEST_INIT_PAUSE_S": "20"})
+    p = subprocess.Popen(command(["--input", inp, "--output", out], 2), env=e, start_new_session=True,
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+    def ranks():
+        found = []
+        for d in os.listdir("/proc"):
+            try:
+                with open(f"/proc/{d}/cmdline", "rb") as fh:
+                    argv = fh.read().split(b"\0")
+            except OSError:
+                continue
+            if argv and argv[0] == os.fsencode(BIN) and os.fsencode(str(out)) in argv:
+                found.append(int(d))
+        return found
+
+    try:
+        deadline = time.monotonic() + 15
+        while len(ranks()) < 2 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert len(ranks()) == 2, "the two ranks did not start"
+        os.kill(p.pid, signal.SIGKILL)  # mpirun alone, as a batch system's kill of the launcher would
+        p.wait()
+        deadline = time.monotonic() + 3
+        while ranks() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        left = ranks()
+        assert not left, f"ranks {left} still alive 3 s after their launcher died (paused for 20 s)"
+    finally:
+        for pid in ranks():
+            os.kill(pid, signal.SIGKILL)
+        try:
+            os.killpg(p.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    assert not out.exists()
