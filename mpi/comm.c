@@ -95,10 +95,15 @@ int hq_comm_init(int *argc, char ***argv, hq_comm *c)
     pthread_t watcher;
     watch.launcher = getppid();
     const int watching = launched && watch.launcher > 1 && pthread_create(&watcher, NULL, watch_launcher, NULL) == 0;
-    /* Tests: a pause before MPI_Init, for a launcher killed while its ranks start. */
+    /* Tests: a pause before MPI_Init, for a launcher killed while its ranks start; said once the
+     * watcher runs, so that a test kills the launcher only then. */
     const char *pause = getenv("HQ_TEST_INIT_PAUSE_S");
-    if (pause)
+    if (pause) {
+        fprintf(stderr, "histeq_dist: test: %s before MPI_Init, %s s\n", watching ? "watching" : "not watching",
+                pause);
+        fflush(stderr);
         sleep((unsigned)atoi(pause));
+    }
     const int inited = MPI_Init_thread(argc, argv, MPI_THREAD_SERIALIZED, &provided);
     if (watching) {
         pthread_mutex_lock(&watch.mu);

@@ -296,7 +296,7 @@ def test_ranks_whose_launcher_dies_while_they_start_end_too(tmp):
     out = tmp / "launcher_gone.h5"
     e = run_env({"HQ_TEST_INIT_PAUSE_S": "20"})
     p = subprocess.Popen(command(["--input", inp, "--output", out], 2), env=e, start_new_session=True,
-                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
 
     def ranks():
         found = []
@@ -311,10 +311,19 @@ def test_ranks_whose_launcher_dies_while_they_start_end_too(tmp):
         return found
 
     try:
-        deadline = time.monotonic() + 15
-        while len(ranks()) < 2 and time.monotonic() < deadline:
-            time.sleep(0.1)
-        assert len(ranks()) == 2, "the two ranks did not start"
+        # Killed once both ranks say they pause with the watcher running (under AddressSanitizer a
+        # rank's process exists a good while before its main starts).
+        import select
+        said, buf, deadline = 0, b"", time.monotonic() + 30
+        while said < 2 and time.monotonic() < deadline:
+            if select.select([p.stderr], [], [], 0.2)[0]:
+                chunk = os.read(p.stderr.fileno(), 4096)
+                if not chunk:
+                    break
+                buf += chunk
+                said = buf.count(b"watching before MPI_Init")
+        assert said == 2 and b"not watching" not in buf, buf.decode(errors="replace")
+        assert len(ranks()) == 2, "the two ranks are not there"
         os.kill(p.pid, signal.SIGKILL)  # mpirun alone, as a batch system's kill of the launcher would
         p.wait()
         deadline = time.monotonic() + 3
