@@ -82,10 +82,11 @@ out:
     return rc;
 }
 
-/* Any type without references (they would point into the input), numbers, strings, compounds,
- * enums and arrays alike, of modest size, scalar, simple or empty; the decision depends only on
- * the input, so every rank makes the same one. */
 enum { ATTR_OK, ATTR_REFS, ATTR_BIG };
+
+/* Any type without references (they would point into the input), numbers, strings, compounds,
+ * enums and arrays alike, of modest size, scalar, simple or empty: ATTR_OK, or why not; the
+ * decision depends only on the input, so every rank makes the same one. */
 static int attr_copyable(hid_t t, hid_t s)
 {
     const H5S_class_t sc = H5Sget_simple_extent_type(s);
