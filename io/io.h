@@ -129,10 +129,11 @@ typedef struct hq_io_ops {
     const char *(*sync_path)(const hq_io *io);
     /* Rank 0, without MPI, in the scan's child process (hq_io_scan_isolated): reads from the
      * scanned input everything that create_output will later read of it besides the pixels
-     * (HDF5: the attributes it copies), so that a library fault on damaged metadata ends that
-     * child, not the run. Problems it meets cleanly are left to create_output to report, except
-     * what the output could not carry (HDF5: a dataset that is not an image and that HDF5 cannot
-     * copy), which fails here: HQ_EINPUT in err. NULL: nothing to read. */
+     * (HDF5: the attributes it copies; the images' own the scan reads, in the same child), so
+     * that a library fault on damaged metadata ends that child, not the run. Problems it meets
+     * cleanly are left to create_output to report, except what the output could not carry
+     * (HDF5: a dataset that is not an image and that HDF5 cannot copy), which fails here:
+     * HQ_EINPUT in err. NULL: nothing to read. */
     int (*check_metadata)(const hq_inventory *inv, hq_err *err);
     /* Collective. commit = 1: record meta, mark the output complete (HDF5: the root attribute
      * histeq_dist_complete, written last; PNG directory: the file histeq_dist.complete) and move

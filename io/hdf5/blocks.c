@@ -201,8 +201,10 @@ static int transfer(hq_io *io, uint64_t item, const hq_block *b, int collective,
     if (item >= io->inv.n)
         return hq_fail(err, HQ_EIO, "%s: item %llu out of range", file ? file : "HDF5", (unsigned long long)item);
     const hq_item *it = &io->inv.items[item];
-    hid_t d = writing ? (io->out_dset ? io->out_dset[item] : H5I_INVALID_HID) : io->in_dset[item];
-    if (d < 0)
+    /* The handle itself only where HDF5 moves the block: the direct path needs none, and opening
+     * each of 20,000 small datasets again cost more than moving their pixels. */
+    hid_t d = H5I_INVALID_HID;
+    if (!(io->flags[item] & (writing ? OUT_MADE : IN_OPENED)))
         return hq_fail(err, HQ_EIO, "%s:%s: not open for %s", file ? file : "HDF5 output", it->name,
                        writing ? "writing" : "reading");
     const char *verb = writing ? "write" : "read";
@@ -257,7 +259,7 @@ static int transfer(hq_io *io, uint64_t item, const hq_block *b, int collective,
                         : it->sample == HQ_SAMPLE_INT ? (it->sample_bytes == 2 ? H5T_NATIVE_INT16 : H5T_NATIVE_INT8)
                         : it->sample_bytes == 2        ? H5T_NATIVE_UINT16
                                                        : H5T_NATIVE_UINT8;
-    hid_t mspace = H5I_INVALID_HID, fspace = H5Dget_space(d);
+    hid_t mspace = H5I_INVALID_HID, fspace = H5I_INVALID_HID;
     herr_t st = -1;
     /* Compressed input is read independently even when the caller asks for a collective read (the
      * ranks still meet in the agreements around it): HDF5 1.10's collective read of filtered
@@ -282,7 +284,8 @@ static int transfer(hq_io *io, uint64_t item, const hq_block *b, int collective,
         st = -1; /* said above; an independent read (compressed input), so no rank waits for it */
     else if (writing && !rc && (rc = hdf5_reserve_wait(io, 0, UINT64_MAX, err)) != 0)
         st = -1; /* the background reservation met a full disk: nothing is written */
-    else if (fspace >= 0 && select_block(fspace, it, io->frank[item], b, &mspace) >= 0) {
+    else if ((d = writing ? hdf5_out_dset(io, item) : hdf5_in_dset(io, item)) >= 0 &&
+             (fspace = H5Dget_space(d)) >= 0 && select_block(fspace, it, io->frank[item], b, &mspace) >= 0) {
         const hid_t dxpl = coll_io ? io->dxpl_coll : io->dxpl_ind;
         void *p = b ? buf : &nothing;
         /* by_chunk: 1 leaves the whole block to HDF5, 0 moved it, -1 failed */

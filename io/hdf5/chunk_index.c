@@ -521,11 +521,14 @@ uint64_t hdf5_base_addr(hid_t obj)
 static const hdf5_chunk_table *input_table(hq_io *io, uint64_t item)
 {
     hdf5_direct *dir = io->dir ? &io->dir[item] : NULL;
-    if (!dir || io->in_fd < 0 || io->in_dset[item] < 0)
+    if (!dir || io->in_fd < 0 || !(io->flags[item] & IN_OPENED))
         return NULL;
     if (!dir->in_table_tried) {
+        const hid_t d = hdf5_in_dset(io, item);
+        if (d < 0)
+            return NULL;
         dir->in_table_tried = 1;
-        dir->in_table = hdf5_chunk_table_read(io->in_dset[item], io->in_fd);
+        dir->in_table = hdf5_chunk_table_read(d, io->in_fd);
         if (dir->in_table) {
             io->one_pass[0]++;
             io->one_pass_chunks[0] += dir->in_table->n;
@@ -540,7 +543,7 @@ herr_t hdf5_chunk_lookup(hq_io *io, uint64_t item, const hsize_t *coord, unsigne
     const hdf5_chunk_table *t = input_table(io, item);
     if (t && hdf5_chunk_table_get(t, coord, mask, addr, size) == 0)
         return 0;
-    return H5Dget_chunk_info_by_coord(io->in_dset[item], coord, mask, addr, size);
+    return H5Dget_chunk_info_by_coord(hdf5_in_dset(io, item), coord, mask, addr, size);
 }
 
 /* Whether a per-chunk lookup of the item's input would cost a walk of a large index: no table,

@@ -25,12 +25,10 @@ static int close_output_ids(hq_io *io, hq_err *err)
     hdf5_luts_forget(io);
     int rc = 0;
     char det[512];
-    for (size_t i = 0; io->out_dset && i < io->inv.n; i++) {
-        if (io->out_dset[i] >= 0 && H5Dclose(io->out_dset[i]) < 0 && !rc) {
-            hdf5_detail(det, sizeof det);
-            rc = hq_fail(err, HQ_EIO, "%s:%s: closing the dataset failed%s", io->out_path, io->inv.items[i].name, det);
-        }
-        io->out_dset[i] = H5I_INVALID_HID;
+    const char *failed = NULL;
+    if (hdf5_close_side(io, 1, &failed) < 0) {
+        hdf5_detail(det, sizeof det);
+        rc = hq_fail(err, HQ_EIO, "%s:%s: closing the dataset failed%s", io->out_path, failed, det);
     }
     if (io->out_file >= 0 && H5Fclose(io->out_file) < 0 && !rc) {
         hdf5_detail(det, sizeof det);
@@ -42,8 +40,7 @@ static int close_output_ids(hq_io *io, hq_err *err)
 
 static int close_input_ids(hq_io *io, hq_err *err)
 {
-    for (size_t i = 0; i < io->inv.n; i++)
-        hdf5_close_id(&io->in_dset[i], H5Dclose);
+    hdf5_close_side(io, 0, NULL);
     int rc = 0;
     if (io->in_file >= 0 && H5Fclose(io->in_file) < 0)
         rc = hq_fail(err, HQ_EIO, "%s: closing the input failed", io->inv.root);

@@ -99,11 +99,20 @@ static int create_output_file(hq_io *io, int reopen, hq_err *err)
     return 0;
 }
 
+/* With several ranks a compressed output is written collectively, its chunks allocated as it goes:
+ * its handle stays open on every rank until close (handles.c). */
+static int pinned_output(const hq_io *io, uint64_t i)
+{
+    return io->nranks > 1 && (io->flags[i] & OUT_FILTERED);
+}
+
 static int create_item_output(hq_io *io, uint64_t i, hq_err *err)
 {
     const hq_item *it = &io->inv.items[i];
     const char *out = io->out_path;
-    hid_t in = io->in_dset[i];
+    hid_t in = hdf5_in_dset(io, i);
+    if (in < 0)
+        return hq_fail(err, HQ_EIO, "%s:%s: cannot open the input dataset again", io->inv.root, it->name);
     hid_t dcpl = H5I_INVALID_HID, lcpl = H5I_INVALID_HID, t = H5I_INVALID_HID, s = H5I_INVALID_HID;
     int rc = hdf5_output_dcpl(in, io->frank[i], out, it->name, &dcpl, err);
     if (rc)
@@ -140,14 +149,17 @@ static int create_item_output(hq_io *io, uint64_t i, hq_err *err)
     }
     if (H5Pget_nfilters(dcpl) > 0)
         io->flags[i] |= OUT_FILTERED;
-    io->out_dset[i] = H5Dcreate2(io->out_file, it->name, t, s, lcpl, dcpl, H5P_DEFAULT);
-    if (io->out_dset[i] < 0) {
+    const hid_t o = H5Dcreate2(io->out_file, it->name, t, s, lcpl, dcpl, H5P_DEFAULT);
+    if (o < 0) {
         char det[512];
         hdf5_detail(det, sizeof det);
         rc = hq_fail(err, HQ_EIO, "%s:%s: cannot create the dataset%s", out, it->name, det);
         goto out;
     }
-    rc = hdf5_copy_attrs(in, io->out_dset[i], out, it->name, NULL, err);
+    hdf5_keep_out(io, i, o, pinned_output(io, i));
+    io->out_storage[i] = H5Dget_storage_size(o);
+    hdf5_direct_note_out_item(io, i, o);
+    rc = hdf5_copy_attrs(in, o, out, it->name, NULL, err);
 out:
     if (lcpl >= 0)
         H5Pclose(lcpl);
@@ -179,8 +191,7 @@ static void drop_output(hq_io *io)
     hdf5_luts_forget(io);
     if (io->out_file >= 0)
         hdf5_empty_output(io);
-    for (size_t i = 0; io->out_dset && i < io->inv.n; i++)
-        hdf5_close_id(&io->out_dset[i], H5Dclose);
+    hdf5_close_side(io, 1, NULL);
     hdf5_close_id(&io->out_file, H5Fclose);
     H5Eclear2(H5E_DEFAULT);
     MPI_Barrier(io->comm);
@@ -189,9 +200,11 @@ static void drop_output(hq_io *io)
     MPI_Barrier(io->comm);
     io->part_ours = 0;
     free(io->out_dset);
+    free(io->out_storage);
     free(io->out_path);
     free(io->part_path);
     io->out_dset = NULL;
+    io->out_storage = NULL;
     io->out_path = io->part_path = NULL;
 }
 
@@ -203,11 +216,12 @@ static int reopen_datasets(hq_io *io, hq_err *err)
         const hq_item *it = &io->inv.items[i];
         if (it->bad)
             continue;
-        io->out_dset[i] = H5Dopen2(io->out_file, it->name, H5P_DEFAULT);
+        const hid_t o = H5Dopen2(io->out_file, it->name, H5P_DEFAULT);
         hsize_t din[MAX_RANK], dout[MAX_RANK];
-        hid_t si = H5Dget_space(io->in_dset[i]);
-        hid_t so = io->out_dset[i] >= 0 ? H5Dget_space(io->out_dset[i]) : H5I_INVALID_HID;
-        hid_t dcpl = io->out_dset[i] >= 0 ? H5Dget_create_plist(io->out_dset[i]) : H5I_INVALID_HID;
+        const hid_t in = hdf5_in_dset(io, i);
+        hid_t si = in >= 0 ? H5Dget_space(in) : H5I_INVALID_HID;
+        hid_t so = o >= 0 ? H5Dget_space(o) : H5I_INVALID_HID;
+        hid_t dcpl = o >= 0 ? H5Dget_create_plist(o) : H5I_INVALID_HID;
         const int k = io->frank[i];
         int ok = si >= 0 && so >= 0 && dcpl >= 0 && H5Sget_simple_extent_dims(si, din, NULL) == k &&
                  H5Sget_simple_extent_dims(so, dout, NULL) == k && memcmp(din, dout, (size_t)k * sizeof *din) == 0;
@@ -219,6 +233,11 @@ static int reopen_datasets(hq_io *io, hq_err *err)
             H5Sclose(so);
         if (dcpl >= 0)
             H5Pclose(dcpl);
+        if (o >= 0) {
+            hdf5_keep_out(io, i, o, pinned_output(io, i));
+            io->out_storage[i] = H5Dget_storage_size(o);
+            hdf5_direct_note_out_item(io, i, o);
+        }
         if (!ok)
             return hq_fail(err, HQ_EUSAGE, "%s:%s: cannot resume: the interrupted output has no such dataset of "
                            "the input's shape (use --force without --resume to start over)", io->part_path, it->name);
@@ -233,8 +252,9 @@ static int count_copied_attrs(hq_io *io, hq_err *err)
     hdf5_attrs_count_only(1);
     int rc = 0;
     for (size_t i = 0; i < io->inv.n && !rc; i++)
-        if (!io->inv.items[i].bad && io->out_dset[i] >= 0)
-            rc = hdf5_copy_attrs(io->in_dset[i], io->out_dset[i], io->out_path, io->inv.items[i].name, NULL, err);
+        if (!io->inv.items[i].bad && (io->flags[i] & OUT_MADE))
+            rc = hdf5_copy_attrs(hdf5_in_dset(io, i), hdf5_out_dset(io, i), io->out_path, io->inv.items[i].name,
+                                 NULL, err);
     if (!rc)
         rc = hdf5_copy_group_attrs(io, err);
     hdf5_attrs_count_only(0);
@@ -272,7 +292,8 @@ static int name_output(hq_io *io, const hq_out_opts *o, hq_err *err)
     io->out_path = strdup(o->path);
     io->part_path = hdf5_part_name(o->path);
     io->out_dset = malloc((io->inv.n ? io->inv.n : 1) * sizeof *io->out_dset);
-    if (!io->out_path || !io->part_path || !io->out_dset)
+    io->out_storage = calloc(io->inv.n ? io->inv.n : 1, sizeof *io->out_storage);
+    if (!io->out_path || !io->part_path || !io->out_dset || !io->out_storage)
         return hq_fail(err, HQ_EMEM, "%s: out of memory", o->path);
     for (size_t i = 0; i < io->inv.n; i++)
         io->out_dset[i] = H5I_INVALID_HID;

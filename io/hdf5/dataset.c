@@ -270,9 +270,8 @@ static int filter_params_match(hid_t d, hid_t dcpl, H5Z_filter_t f, const unsign
 
 /* Layouts we cannot honestly read in parallel or copy: external raw files and virtual datasets
  * point at other files; compact ones are fine to read. Filters must be decodable here. */
-int hdf5_check_storage(hid_t d, const char *file, const char *name, hq_err *err)
+int hdf5_check_storage(hid_t d, hid_t dcpl, const char *file, const char *name, hq_err *err)
 {
-    hid_t dcpl = H5Dget_create_plist(d);
     if (dcpl < 0)
         return hq_fail(err, HQ_EINPUT, "%s:%s: cannot read the dataset's layout", file, name);
     int rc = 0;
@@ -303,7 +302,6 @@ int hdf5_check_storage(hid_t d, const char *file, const char *name, hq_err *err)
         if (f != H5Z_FILTER_SHUFFLE && f != H5Z_FILTER_FLETCHER32 && f != H5Z_FILTER_NBIT && f != H5Z_FILTER_SCALEOFFSET)
             coded_before = 1;
     }
-    H5Pclose(dcpl);
     return rc;
 }
 
@@ -342,9 +340,9 @@ static int index_records_sizes(hid_t d)
  *    what the end-of-file checks compare, so it must cover the data as well.
  * Called on rank 0 in the scan's child process (io/scan_isolated.c): the walks of a damaged index
  * may themselves crash libhdf5, which there costs the child only. */
-int hdf5_check_storage_size(hid_t d, const char *file, const char *name, hq_err *err)
+int hdf5_check_storage_size(hid_t d, hid_t dcpl, const char *file, const char *name, hq_err *err)
 {
-    hid_t dcpl = H5Dget_create_plist(d), t = H5Dget_type(d), s = H5Dget_space(d);
+    hid_t t = H5Dget_type(d), s = H5Dget_space(d);
     int rc = 0;
     if (dcpl < 0 || t < 0 || s < 0) {
         rc = hq_fail(err, HQ_EINPUT, "%s:%s: cannot read the dataset's layout, type or shape", file, name);
@@ -386,8 +384,6 @@ int hdf5_check_storage_size(hid_t d, const char *file, const char *name, hq_err 
                          (unsigned long long)chunk);
     }
 out:
-    if (dcpl >= 0)
-        H5Pclose(dcpl);
     if (t >= 0)
         H5Tclose(t);
     if (s >= 0)
@@ -398,20 +394,15 @@ out:
 
 /* Filtered (compressed) chunks: the output copies the filters, so parallel HDF5 1.10 can write
  * the item only collectively. */
-int hdf5_input_compressed(hid_t in)
+int hdf5_input_compressed(hid_t dcpl)
 {
-    hid_t dcpl = H5Dget_create_plist(in);
-    const int yes = dcpl >= 0 && H5Pget_layout(dcpl) == H5D_CHUNKED && H5Pget_nfilters(dcpl) > 0;
-    if (dcpl >= 0)
-        H5Pclose(dcpl);
-    return yes;
+    return dcpl >= 0 && H5Pget_layout(dcpl) == H5D_CHUNKED && H5Pget_nfilters(dcpl) > 0;
 }
 
 /* The chunk shape over (slices, rows, columns), which the plan's tiles follow; all 0 when the
  * dataset is not chunked. A chunk spanning channels is all the same to a block, which holds them all. */
-void hdf5_note_chunk_shape(hid_t d, int frank, hq_item *it)
+void hdf5_note_chunk_shape(hid_t dcpl, int frank, hq_item *it)
 {
-    hid_t dcpl = H5Dget_create_plist(d);
     hsize_t cd[MAX_RANK];
     if (dcpl >= 0 && H5Pget_layout(dcpl) == H5D_CHUNKED && H5Pget_chunk(dcpl, frank, cd) == frank) {
         int has_n, has_c;
@@ -420,8 +411,6 @@ void hdf5_note_chunk_shape(hid_t d, int frank, hq_item *it)
         it->chunk_height = cd[has_n];
         it->chunk_width = cd[has_n + 1];
     }
-    if (dcpl >= 0)
-        H5Pclose(dcpl);
     H5Eclear2(H5E_DEFAULT);
 }
 

@@ -134,7 +134,7 @@ void hdf5_direct_note_input(hq_io *io, uint64_t i, hid_t d)
  * grids small enough that 1.10.8's walk of the index at every call costs little (PER_CHUNK_MAX);
  * a larger grid without a table stays with HDF5. Collective: every rank makes the same HDF5 calls,
  * to the end, whatever they return, and the ranks agree on which way the table is filled. */
-static void chunk_table(hq_io *io, uint64_t i, hdf5_side *s)
+static void chunk_table(hq_io *io, uint64_t i, hid_t d, hdf5_side *s)
 {
     uint64_t dims[MAX_RANK], grid[MAX_RANK], n = 1, chunk_bytes = io->inv.items[i].sample_bytes;
     const int k = hdf5_item_dims(io, i, dims);
@@ -143,7 +143,7 @@ static void chunk_table(hq_io *io, uint64_t i, hdf5_side *s)
         n *= grid[j];
         chunk_bytes *= io->in_chunk[i][j];
     }
-    hdf5_chunk_table *t = hdf5_chunk_table_read(io->out_dset[i], io->out_fd);
+    hdf5_chunk_table *t = d >= 0 ? hdf5_chunk_table_read(d, io->out_fd) : NULL;
     int have = t && hdf5_chunk_table_chunks(t) == n, all = 0;
     MPI_Allreduce(&have, &all, 1, MPI_INT, MPI_MIN, io->comm);
     if (all) {
@@ -163,7 +163,7 @@ static void chunk_table(hq_io *io, uint64_t i, hdf5_side *s)
         for (int j = 0; j < k; j++)
             off[j] = idx[j] * io->in_chunk[i][j];
         const int rc = all ? hdf5_chunk_table_get(t, off, &mask, &addr, &size)
-                           : H5Dget_chunk_info_by_coord(io->out_dset[i], off, &mask, &addr, &size);
+                           : H5Dget_chunk_info_by_coord(d, off, &mask, &addr, &size);
         if (rc < 0 || addr == HADDR_UNDEF || size != chunk_bytes)
             ok = 0;
         else if (ok && (s->chunk_addr[c] = io->out_base + addr) + chunk_bytes > s->chunk_end)
@@ -180,24 +180,27 @@ static void chunk_table(hq_io *io, uint64_t i, hdf5_side *s)
     }
 }
 
+void hdf5_direct_note_out_item(hq_io *io, uint64_t i, hid_t o)
+{
+    if (!io->direct || !io->dir || i >= io->inv.n)
+        return;
+    hdf5_side *s = &io->dir[i].out;
+    describe_side(io, i, o, s);
+    /* The same decision on every rank: it decides which collective calls follow. */
+    if (s->kind == DIRECT_FILTERED && io->nranks > 1)
+        s->kind = DIRECT_NONE;
+}
+
 void hdf5_direct_note_output(hq_io *io)
 {
     if (!io->direct || !io->dir || !io->out_dset)
         return;
-    /* The same decision on every rank: it decides which collective calls follow. */
     if (io->out_fd < 0)
         io->out_fd = open(io->part_path, O_RDWR | O_CLOEXEC); /* a shared mapping needs read access */
     io->out_base = hdf5_base_addr(io->out_file);
     int chunked = 0;
-    for (size_t i = 0; i < io->inv.n; i++) {
-        hdf5_side *s = &io->dir[i].out;
-        if (io->inv.items[i].bad || io->out_dset[i] < 0)
-            continue;
-        describe_side(io, i, io->out_dset[i], s);
-        if (s->kind == DIRECT_FILTERED && io->nranks > 1)
-            s->kind = DIRECT_NONE;
-        chunked |= s->kind == DIRECT_CHUNKED;
-    }
+    for (size_t i = 0; i < io->inv.n; i++)
+        chunked |= !io->inv.items[i].bad && (io->flags[i] & OUT_MADE) && io->dir[i].out.kind == DIRECT_CHUNKED;
     /* The chunk tables are read from the file: the object headers and B-trees HDF5 holds in its
      * metadata cache go there first, written by whichever ranks write metadata, before any reads. */
     if (chunked) {
@@ -206,8 +209,8 @@ void hdf5_direct_note_output(hq_io *io)
         MPI_Barrier(io->comm);
     }
     for (size_t i = 0; i < io->inv.n; i++)
-        if (io->dir[i].out.kind == DIRECT_CHUNKED && !io->inv.items[i].bad && io->out_dset[i] >= 0)
-            chunk_table(io, i, &io->dir[i].out);
+        if (io->dir[i].out.kind == DIRECT_CHUNKED && !io->inv.items[i].bad && (io->flags[i] & OUT_MADE))
+            chunk_table(io, i, hdf5_out_dset(io, i), &io->dir[i].out);
     if (io->out_fd < 0)
         for (size_t i = 0; i < io->inv.n; i++)
             if (io->dir[i].out.kind != DIRECT_FILTERED) /* H5Dwrite_chunk needs no descriptor */

@@ -441,7 +441,7 @@ static int write_chunk(void *ctx, uint64_t i)
 {
     xfer *x = ctx;
     task *t = &x->t[i];
-    const herr_t st = H5Dwrite_chunk(x->io->out_dset[x->item], H5P_DEFAULT, 0, t->coord, t->zlen, t->z);
+    const herr_t st = H5Dwrite_chunk(hdf5_out_dset(x->io, x->item), H5P_DEFAULT, 0, t->coord, t->zlen, t->z);
     free(t->z);
     t->z = NULL;
     if (st < 0) {

@@ -3,7 +3,8 @@
  *
  * One file per job: backend.c (the ops table and the backend's contract), plumbing.c (HDF5 error
  * capture), dataset.c (what a dataset holds), scan_file.c (scan), agree.c (agreement between
- * ranks), open_input.c, block_shape.c (where a block lies, chunk walks), blocks.c (read/write of a
+ * ranks), open_input.c, handles.c (datasets opened as reached, a bounded number kept open),
+ * block_shape.c (where a block lies, chunk walks), blocks.c (read/write of a
  * block), collective_report.c (collective transfers HDF5 made independent), reserve.c (disk space
  * reserved ahead), out_map.c (the output's pixels written through a shared mapping),
  * output_layout.c (an output dataset laid out like its input), create_output.c, links.c (the
@@ -50,7 +51,9 @@
  * collectively); whether the item's blocks travel in chunk order (see chunk_order_ok). */
 /* FILL_NEVER: the input's fill time is H5D_FILL_TIME_NEVER, so HDF5 leaves the buffer as it was
  * where the dataset was never written; such blocks are read into zeros (what h5py shows). */
-enum { OUT_FILTERED = 4, CHUNK_ORDER = 8, FILL_NEVER = 16 };
+/* IN_OPENED: open_input opened and checked the item's input (handles.c may open it again);
+ * OUT_MADE: the item has an output dataset; OUT_PINNED: its handle stays open until close. */
+enum { OUT_FILTERED = 4, CHUNK_ORDER = 8, FILL_NEVER = 16, IN_OPENED = 32, OUT_MADE = 64, OUT_PINNED = 128 };
 
 typedef struct hdf5_pool hdf5_pool;
 typedef struct hdf5_codec hdf5_codec;
@@ -97,7 +100,12 @@ struct hq_io {
     int any_order; /* open_input's any_order: the caller never looks at where a pixel lies */
     hq_inventory inv; /* a private copy: the io does not depend on the caller's inventory */
     hid_t in_file;
-    hid_t *in_dset;    /* per item; H5I_INVALID_HID for bad items */
+    /* Per item, its open handle or H5I_INVALID_HID: only through hdf5_in_dset / hdf5_out_dset
+     * (handles.c), which open them again as needed and keep a bounded number open. */
+    hid_t *in_dset;
+    struct hdf5_kept *kept[2]; /* handles.c: [0] input, [1] output */
+    /* Per item, the input's chunk cache (open_input.c, hdf5_input_dapl): slots 0 = HDF5's default */
+    size_t *in_cache_slots, *in_cache_bytes;
     int *frank;        /* per item, the rank of the dataset in the file */
     hsize_t (*in_chunk)[MAX_RANK]; /* per item, the input's chunk shape; all 0 when not chunked */
     uint64_t in_eoa;   /* the input's end of allocated space (0: unknown); HDF5 reads nothing past it */
@@ -106,6 +114,7 @@ struct hq_io {
     /* Output: present between create_output and close. */
     hid_t out_file;
     hid_t *out_dset;
+    uint64_t *out_storage; /* per item: its output's storage size when made (H5Dget_storage_size) */
     char *out_path, *part_path;
     int part_ours; /* OUT.part passed the checks (it is not the input): ours to create and remove */
     int quiet;     /* -q: no notes from create and close */
@@ -186,10 +195,12 @@ void hdf5_small_metadata_cache(hid_t fapl);
 void hdf5_item_roles(int frank, const hq_item *it, int *has_n, int *has_c);
 int hdf5_describe_dataset(hid_t d, const char *file, const char *name, hq_item *it, int *frank, hq_err *err);
 const char *hdf5_filter_label(H5Z_filter_t f);
-int hdf5_check_storage(hid_t d, const char *file, const char *name, hq_err *err);
-int hdf5_check_storage_size(hid_t d, const char *file, const char *name, hq_err *err);
-int hdf5_input_compressed(hid_t in);
-void hdf5_note_chunk_shape(hid_t d, int frank, hq_item *it);
+/* The next four take the dataset's creation properties (dcpl, from H5Dget_create_plist: a copy
+ * costs ~5 us, and a file of 20,000 small datasets paid it four times a dataset). */
+int hdf5_check_storage(hid_t d, hid_t dcpl, const char *file, const char *name, hq_err *err);
+int hdf5_check_storage_size(hid_t d, hid_t dcpl, const char *file, const char *name, hq_err *err);
+int hdf5_input_compressed(hid_t dcpl);
+void hdf5_note_chunk_shape(hid_t dcpl, int frank, hq_item *it);
 int hdf5_ends_past(uint64_t addr, uint64_t size, uint64_t end);
 int hdf5_check_contiguous_extent(hid_t file_id, hid_t d, const char *file, const char *name, hq_err *err);
 
@@ -206,6 +217,19 @@ int hdf5_share_from_root(MPI_Comm comm, int rc, hq_err *err);
 
 /* open_input.c */
 void hdf5_free_io(hq_io *io);
+/* Item i's dataset access list for reading (its chunk cache), or H5I_INVALID_HID for the default. */
+hid_t hdf5_input_dapl(const hq_io *io, uint64_t i);
+
+/* handles.c */
+int hdf5_handles_alloc(hq_io *io);
+void hdf5_handles_free(hq_io *io);
+hid_t hdf5_in_dset(hq_io *io, uint64_t i);
+hid_t hdf5_out_dset(hq_io *io, uint64_t i);
+void hdf5_keep_in(hq_io *io, uint64_t i, hid_t d);
+void hdf5_keep_out(hq_io *io, uint64_t i, hid_t d, int pinned);
+/* Closes every open handle of a side (0 input, 1 output; the output's items lose OUT_MADE); -1 if
+ * a close failed (*failed: its item's name), else 0. */
+int hdf5_close_side(hq_io *io, int side, const char **failed);
 int hdf5_open_input(const hq_inventory *inv, MPI_Comm comm, int any_order, hq_io **out, hq_err *err);
 
 /* block_shape.c */
@@ -259,8 +283,11 @@ void hdf5_attrs_left_out(uint64_t *refs, uint64_t *big);
 /* On: the copies above only count what they would leave out, and write nothing (--resume, whose
  * OUT.part holds the interrupted run's copies, counts them again for the note). */
 void hdf5_attrs_count_only(int on);
-/* io.h's check_metadata: every attribute create_output copies, read once, and what carry.c will
- * copy, copied into memory (output_layout.c). */
+/* Every attribute of dataset d read, as hdf5_copy_attrs would read it, the outcome dropped (the
+ * scan's child: what would crash HDF5 crashes there). */
+void hdf5_read_attrs(hid_t d, const char *file, const char *name);
+/* io.h's check_metadata: the groups' attributes read, and what carry.c will copy, copied into
+ * memory (output_layout.c); the items' own attributes are read by the scan. */
 int hdf5_check_metadata(const hq_inventory *inv, hq_err *err);
 
 /* group_attrs.c: collective, whole-file outputs; the same code on every rank. */
@@ -325,6 +352,9 @@ void hdf5_unshuffle(unsigned char *dst, const unsigned char *src, size_t n, size
 void hdf5_direct_init(hq_io *io);
 int hdf5_direct_alloc(hq_io *io);
 void hdf5_direct_note_input(hq_io *io, uint64_t i, hid_t d);
+/* One output dataset just made (o: its handle), described for the direct path; the same calls on
+ * every rank. hdf5_direct_note_output then does what needs them all (chunk tables). */
+void hdf5_direct_note_out_item(hq_io *io, uint64_t i, hid_t o);
 void hdf5_direct_note_output(hq_io *io);
 void hdf5_direct_close_output(hq_io *io);
 void hdf5_direct_free(hq_io *io);

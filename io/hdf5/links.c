@@ -286,9 +286,12 @@ static int hold_datasets(link_plan *p)
     if (add_held(p, oi.addr, "/"))
         return -1;
     for (size_t i = 0; i < io->inv.n; i++) {
-        if (io->inv.items[i].bad || io->out_dset[i] < 0)
+        if (io->inv.items[i].bad || !(io->flags[i] & OUT_MADE))
             continue;
-        if (H5Oget_info2(io->in_dset[i], &oi, H5O_INFO_BASIC) < 0)
+        /* The scan's address, where it has one: opening every dataset again costs more than the
+         * rest of the plan on a file of many small ones. */
+        oi.addr = (haddr_t)io->inv.items[i].object;
+        if (!oi.addr && H5Oget_info2(hdf5_in_dset(io, i), &oi, H5O_INFO_BASIC) < 0)
             return lookup_fail(p, "cannot look up the dataset", io->inv.items[i].name);
         if (add_held(p, oi.addr, io->inv.items[i].name) || hold_parents(p, io->inv.items[i].name, 0))
             return -1;

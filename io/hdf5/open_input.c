@@ -16,15 +16,23 @@
 #define CHUNK_CACHE_MAX (32 * MiB)
 
 /* Enough chunk cache that a row band (or, for chunks deeper than one slice, a whole slice) is
- * decompressed once rather than once per block; bounded, as each dataset keeps its own cache. */
-static hid_t input_dapl(hid_t dcpl, int frank, const hq_item *it)
+ * decompressed once rather than once per block; bounded, as each dataset keeps its own cache.
+ * CHUNK_ORDER items get none: an unfiltered chunk that fits the cache is read into it whole and
+ * then copied out; without one, HDF5 reads a whole chunk selected into contiguous memory straight
+ * into it. Noted in io->in_cache_* (slots 0: HDF5's default), for every opening of the item. */
+static void note_input_cache(hq_io *io, uint64_t i, hid_t dcpl, int frank)
 {
+    const hq_item *it = &io->inv.items[i];
     hsize_t cd[MAX_RANK];
+    io->in_cache_slots[i] = io->in_cache_bytes[i] = 0;
+    if (io->flags[i] & CHUNK_ORDER) {
+        io->in_cache_slots[i] = 1;
+        return;
+    }
     const int sized = dcpl >= 0 && H5Pget_layout(dcpl) == H5D_CHUNKED && H5Pget_nfilters(dcpl) > 0 &&
                       H5Pget_chunk(dcpl, frank, cd) == frank;
-    hid_t dapl = sized ? H5Pcreate(H5P_DATASET_ACCESS) : H5I_INVALID_HID;
-    if (dapl < 0)
-        return H5I_INVALID_HID; /* the default cache will do */
+    if (!sized)
+        return; /* the default cache will do */
     int has_n, has_c;
     hdf5_item_roles(frank, it, &has_n, &has_c);
     const hsize_t ch = cd[has_n], cw = cd[has_n + 1], cc = has_c ? cd[frank - 1] : 1;
@@ -32,12 +40,24 @@ static hid_t input_dapl(hid_t dcpl, int frank, const hq_item *it)
     if (has_n && cd[0] > 1)
         nchunks *= (it->height + ch - 1) / ch;
     hsize_t chunk_bytes = it->sample_bytes;
-    for (int i = 0; i < frank; i++)
-        chunk_bytes *= cd[i];
+    for (int k = 0; k < frank; k++)
+        chunk_bytes *= cd[k];
     hsize_t bytes = nchunks * chunk_bytes;
     bytes = bytes < MiB ? MiB : bytes > CHUNK_CACHE_MAX ? CHUNK_CACHE_MAX : bytes;
     size_t slots = (size_t)(bytes / chunk_bytes + 1) * 10 + 1;
-    H5Pset_chunk_cache(dapl, slots < 521 ? 521 : slots, (size_t)bytes, 1.0);
+    io->in_cache_slots[i] = slots < 521 ? 521 : slots;
+    io->in_cache_bytes[i] = (size_t)bytes;
+}
+
+hid_t hdf5_input_dapl(const hq_io *io, uint64_t i)
+{
+    if (!io->in_cache_slots || io->in_cache_slots[i] == 0)
+        return H5I_INVALID_HID;
+    hid_t dapl = H5Pcreate(H5P_DATASET_ACCESS);
+    if (dapl >= 0 && H5Pset_chunk_cache(dapl, io->in_cache_slots[i], io->in_cache_bytes[i], 1.0) < 0) {
+        H5Pclose(dapl);
+        dapl = H5I_INVALID_HID;
+    }
     return dapl;
 }
 
@@ -80,18 +100,6 @@ static int chunk_order_ok(const hq_io *io, uint64_t i)
     int has_n, has_c;
     hdf5_item_roles(frank, it, &has_n, &has_c);
     return (!has_n || io->in_chunk[i][0] == 1) && (!has_c || io->in_chunk[i][frank - 1] == it->channels);
-}
-
-/* No chunk cache: an unfiltered chunk that fits the cache is read into it whole and then copied
- * out; without one, HDF5 reads a whole chunk selected into contiguous memory straight into it. */
-static hid_t unbuffered_dapl(void)
-{
-    hid_t dapl = H5Pcreate(H5P_DATASET_ACCESS);
-    if (dapl >= 0 && H5Pset_chunk_cache(dapl, 1, 0, 1.0) < 0) {
-        H5Pclose(dapl);
-        return H5I_INVALID_HID;
-    }
-    return dapl;
 }
 
 /* HDF5 writes nothing into a read's buffer where storage was never written and the fill time is
@@ -139,7 +147,8 @@ static int open_item(hq_io *io, uint64_t i, hq_err *err)
         io->flags[i] |= CHUNK_ORDER;
     if (fill_never(dcpl))
         io->flags[i] |= FILL_NEVER;
-    hid_t dapl = (io->flags[i] & CHUNK_ORDER) ? unbuffered_dapl() : input_dapl(dcpl, frank, it);
+    note_input_cache(io, i, dcpl, frank);
+    hid_t dapl = hdf5_input_dapl(io, i);
     if (dcpl >= 0)
         H5Pclose(dcpl);
     if (dapl >= 0) {
@@ -152,7 +161,8 @@ static int open_item(hq_io *io, uint64_t i, hq_err *err)
         hdf5_detail(det, sizeof det);
         return hq_fail(err, HQ_EIO, "%s:%s: cannot open the dataset%s", file, it->name, det);
     }
-    io->in_dset[i] = d;
+    io->flags[i] |= IN_OPENED;
+    hdf5_keep_in(io, i, d);
     hdf5_direct_note_input(io, i, d);
     return 0;
 }
@@ -162,11 +172,9 @@ void hdf5_free_io(hq_io *io)
     if (!io)
         return;
     hdf5_reserve_stop(io);
-    const size_t n = io->inv.n;
-    for (size_t i = 0; io->in_dset && i < n; i++)
-        hdf5_close_id(&io->in_dset[i], H5Dclose);
-    for (size_t i = 0; io->out_dset && i < n; i++)
-        hdf5_close_id(&io->out_dset[i], H5Dclose);
+    hdf5_close_side(io, 0, NULL);
+    hdf5_close_side(io, 1, NULL);
+    hdf5_handles_free(io);
     hdf5_close_id(&io->out_file, H5Fclose);
     hdf5_close_id(&io->in_file, H5Fclose);
     hdf5_close_id(&io->dxpl_coll, H5Pclose);
@@ -176,6 +184,9 @@ void hdf5_free_io(hq_io *io)
     hdf5_luts_forget(io);
     free(io->in_dset);
     free(io->out_dset);
+    free(io->out_storage);
+    free(io->in_cache_slots);
+    free(io->in_cache_bytes);
     free(io->frank);
     free(io->in_chunk);
     free(io->stage);
@@ -224,9 +235,12 @@ static int prepare_io(hq_io *io, const hq_inventory *inv, hq_err *err)
     io->frank = calloc(n ? n : 1, sizeof *io->frank);
     io->in_chunk = calloc(n ? n : 1, sizeof *io->in_chunk);
     io->flags = calloc(n ? n : 1, 1);
+    io->in_cache_slots = calloc(n ? n : 1, sizeof *io->in_cache_slots);
+    io->in_cache_bytes = calloc(n ? n : 1, sizeof *io->in_cache_bytes);
     io->dxpl_coll = H5Pcreate(H5P_DATASET_XFER);
     io->dxpl_ind = H5Pcreate(H5P_DATASET_XFER);
-    if (!io->in_dset || !io->frank || !io->flags || !io->in_chunk || hdf5_direct_alloc(io))
+    if (!io->in_dset || !io->frank || !io->flags || !io->in_chunk || !io->in_cache_slots || !io->in_cache_bytes ||
+        hdf5_direct_alloc(io) || hdf5_handles_alloc(io))
         return hq_fail(err, HQ_EMEM, "%s: out of memory", inv->root);
     for (size_t i = 0; i < n; i++)
         io->in_dset[i] = H5I_INVALID_HID;

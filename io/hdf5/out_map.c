@@ -72,7 +72,7 @@ uint64_t hdf5_direct_data_end(hq_io *io)
         const hdf5_side *s = &io->dir[i].out;
         uint64_t e = 0;
         if (s->kind == DIRECT_CONTIG)
-            e = s->addr + H5Dget_storage_size(io->out_dset[i]);
+            e = s->addr + io->out_storage[i];
         else if (s->kind == DIRECT_CHUNKED && s->chunk_addr)
             e = s->chunk_end;
         end = e > end ? e : end;

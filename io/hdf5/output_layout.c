@@ -226,23 +226,21 @@ int hdf5_copy_attrs(hid_t src, hid_t dst, const char *out, const char *name, H5A
     return c.rc;
 }
 
+void hdf5_read_attrs(hid_t d, const char *file, const char *name)
+{
+    hq_err scratch;
+    attr_ctx c = {H5I_INVALID_HID, file, name, &scratch, 0};
+    hsize_t idx = 0;
+    H5Aiterate2(d, H5_INDEX_NAME, H5_ITER_INC, &idx, hdf5_attr_cb, &c);
+    H5Eclear2(H5E_DEFAULT);
+}
+
 int hdf5_check_metadata(const hq_inventory *inv, hq_err *err)
 {
     hid_t f = H5Fopen(inv->root, H5F_ACC_RDONLY, H5P_DEFAULT);
     if (f < 0)
         return 0; /* open_input says why */
-    for (size_t i = 0; i < inv->n; i++) {
-        if (inv->items[i].bad)
-            continue;
-        hid_t d = H5Dopen2(f, inv->items[i].name, H5P_DEFAULT);
-        if (d < 0)
-            continue;
-        hq_err scratch;
-        attr_ctx c = {H5I_INVALID_HID, inv->root, inv->items[i].name, &scratch, 0};
-        hsize_t idx = 0;
-        H5Aiterate2(d, H5_INDEX_NAME, H5_ITER_INC, &idx, hdf5_attr_cb, &c);
-        H5Dclose(d);
-    }
+    /* The items' own attributes were read by the scan (hdf5_read_attrs), each while it was open. */
     if (!inv->one_dataset)
         hdf5_check_group_attrs(f);
     const int rc = hdf5_carry_check(f, inv, err);

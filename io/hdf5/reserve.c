@@ -119,8 +119,8 @@ uint64_t hdf5_allocated_bytes(hq_io *io)
     H5Eclear2(H5E_DEFAULT);
     uint64_t sum = MiB;
     for (size_t i = 0; i < io->inv.n; i++)
-        if (io->out_dset[i] >= 0) {
-            const uint64_t s = H5Dget_storage_size(io->out_dset[i]);
+        if (io->flags[i] & OUT_MADE) {
+            const uint64_t s = io->out_storage[i];
             sum += s + (s >= MiB ? MiB : 0) + DSET_METADATA;
         }
     return sum;
@@ -132,7 +132,7 @@ static uint64_t compressed_lower_bound(hq_io *io)
     uint64_t lo = 0;
     for (size_t i = 0; i < io->inv.n; i++)
         if (io->flags[i] & OUT_FILTERED)
-            lo += H5Dget_storage_size(io->in_dset[i]);
+            lo += H5Dget_storage_size(hdf5_in_dset(io, i));
     H5Eclear2(H5E_DEFAULT);
     return lo;
 }
