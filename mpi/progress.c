@@ -7,6 +7,7 @@ void hq_progress_start(hq_progress *p, MPI_Comm world, double interval, uint64_t
 {
     *p = (hq_progress){.req = MPI_REQUEST_NULL};
     MPI_Comm_dup(world, &p->comm);
+    MPI_Comm_dup(world, &p->tally);
     MPI_Comm_rank(p->comm, &p->rank);
     p->on = interval > 0;
     p->interval = interval;
@@ -74,9 +75,14 @@ void hq_progress_tick(hq_progress *p, uint64_t pixels_done, uint64_t bytes_done)
 
 void hq_progress_finish(hq_progress *p)
 {
-    settle(p, 1);
+    /* How many rounds the most eager rank posted, agreed BEFORE anyone waits for a round of its
+     * own: a round completes only once every rank has posted it, and a rank that never reached the
+     * last mark posts it only below. Waiting first deadlocked rank 0 (the reduction's root, which
+     * waits for everyone) against a rank already here. The count travels on a communicator of its
+     * own, so that the rounds' order on p->comm stays the same on every rank. */
     int most = 0;
-    MPI_Allreduce(&p->posted, &most, 1, MPI_INT, MPI_MAX, p->comm);
+    MPI_Allreduce(&p->posted, &most, 1, MPI_INT, MPI_MAX, p->tally);
+    settle(p, 1);
     const int was_on = p->on;
     p->on = 0; /* the catch-up rounds carry final numbers that the summary line prints anyway */
     while (p->posted < most) {
@@ -85,4 +91,5 @@ void hq_progress_finish(hq_progress *p)
     }
     p->on = was_on;
     MPI_Comm_free(&p->comm);
+    MPI_Comm_free(&p->tally);
 }

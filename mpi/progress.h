@@ -14,7 +14,8 @@
 #include <stdint.h>
 
 typedef struct hq_progress {
-    MPI_Comm comm;
+    MPI_Comm comm;  /* the rounds (MPI_Ireduce), nothing else */
+    MPI_Comm tally; /* hq_progress_finish's count of the rounds */
     int rank, on;
     double start, interval, next;
     uint64_t total_pixels, total_bytes;

@@ -201,3 +201,24 @@ def test_summary_named_global_beside_reference_global(tmp):
              "--reference", "global", "--summary", "global", "-q"], cwd=tmp)
     assert r.rc == 0, str(r)
     assert json.loads((tmp / "global").read_text())["images"] == 3
+
+
+def test_progress_rounds_of_unequal_ranks_end_together(tmp):
+    """Rank 0 (the progress reduction's root) passing a progress mark after another rank's last
+    block: that round completes only once every rank has posted it. The end of the run used to
+    wait for it before the ranks agreed how many rounds to post, and hung for ever (found by a
+    helper: 2 ranks, --progress 1, an uneven collection). Rank 0's share here takes seconds (noise
+    at zlib level 9 on one thread), rank 1's a moment (flat images)."""
+    rng = np.random.default_rng(7)
+    d = tmp / "in"
+    d.mkdir()
+    for i in range(40):
+        pngio.write(d / f"a{i:02d}.png", rng.integers(0, 256, (1024, 1024), dtype=np.uint8), 8, pngio.GRAY, level=1)
+    for i in range(40):
+        pngio.write(d / f"b{i:02d}.png", np.full((1024, 1024), i * 5, np.uint8), 8, pngio.GRAY)
+    for k in range(2):
+        out = tmp / f"out{k}"
+        r = run(["-i", d, "-o", out, "--png-level", "9", "--io-threads", "1", "--threads", "1",
+                 "--progress", "1"], 2, timeout=60)
+        assert not r.timed_out and r.rc == 0, str(r)
+        assert (out / "histeq_dist.complete").exists()
