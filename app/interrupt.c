@@ -11,11 +11,12 @@
 #include "../core/doomed.h"
 #include "../mpi/session_dir.h"
 
-/* What people and batch systems send to end a run: Ctrl-C, kill and scancel, a closed terminal.
+/* What people and batch systems send to end a run: Ctrl-C, kill and scancel, a closed terminal,
+ * a CPU-time limit (ulimit -t, a batch system's h_cpu: SIGXCPU, then SIGKILL).
  * (Not USR1/USR2: some MPI stacks handle them themselves without ending the process, as on the
  * GPU machine's Open MPI, where a run then went on; a line saying it was interrupted would lie.) */
-static const int SIGS[] = {SIGINT, SIGTERM, SIGHUP};
-static const char *const NAMES[] = {"SIGINT", "SIGTERM", "SIGHUP"};
+static const int SIGS[] = {SIGINT, SIGTERM, SIGHUP, SIGXCPU};
+static const char *const NAMES[] = {"SIGINT", "SIGTERM", "SIGHUP", "SIGXCPU"};
 #define NSIGS (sizeof SIGS / sizeof SIGS[0])
 
 static struct sigaction old_action[NSIGS];
@@ -113,4 +114,13 @@ void hq_interrupt_install(int announce_it)
         if (sigaction(SIGS[k], NULL, &old_action[k]) == 0 &&
             ((old_action[k].sa_flags & SA_SIGINFO) || old_action[k].sa_handler != SIG_IGN))
             sigaction(SIGS[k], &sa, NULL);
+    /* A write past ulimit -f, or into a pipe whose reader left (`| head -1`), killed the process
+     * with no word (exit 153, 141), leaving OUT.part and the lock; ignored, the write fails with
+     * EFBIG or EPIPE and the run says so as for any failed write. */
+    static const int QUIET[] = {SIGXFSZ, SIGPIPE};
+    for (size_t k = 0; k < sizeof QUIET / sizeof *QUIET; k++) {
+        struct sigaction cur;
+        if (sigaction(QUIET[k], NULL, &cur) == 0 && !(cur.sa_flags & SA_SIGINFO) && cur.sa_handler == SIG_DFL)
+            signal(QUIET[k], SIG_IGN);
+    }
 }

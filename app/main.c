@@ -1,6 +1,11 @@
 /* main.c — process entry: MPI up, options, the run, one error line, the exit status. */
+#define _DEFAULT_SOURCE /* realpath's PATH_MAX */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 #include "../io/io.h"
@@ -32,8 +37,41 @@ static void start_up_note(void)
     fprintf(stderr, "\n");
 }
 
+/* Started with standard input, output or error closed (cron, a daemon's child: `>&-`), the
+ * first files the process opens would take those numbers: the MPI session's lock file became
+ * descriptor 1, and --summary /dev/stdout and every message went into it. /dev/null stands in. */
+static void std_fds_open(void)
+{
+    int fd;
+    while ((fd = open("/dev/null", O_RDWR | O_CLOEXEC)) >= 0 && fd <= STDERR_FILENO) {
+        const int keep = fcntl(fd, F_GETFD);
+        if (keep >= 0)
+            fcntl(fd, F_SETFD, keep & ~FD_CLOEXEC); /* the standard descriptors survive exec */
+    }
+    if (fd > STDERR_FILENO)
+        close(fd);
+}
+
+/* The paths given relative to a working directory that cannot be read (removed under the run's
+ * feet, or deeper than PATH_MAX): Open MPI's file open crashed on them (SIGSEGV in
+ * mca_common_ompio_file_close); refused here in one line instead. */
+static int relative_paths_resolve(const hq_options *o, hq_err *err)
+{
+    char here[PATH_MAX];
+    if (getcwd(here, sizeof here))
+        return 0;
+    const int why = errno;
+    const char *given[] = {o->input, o->output, o->mask, o->reference, o->summary, o->report};
+    for (size_t k = 0; k < sizeof given / sizeof given[0]; k++)
+        if (given[k] && given[k][0] && given[k][0] != '/' && strcmp(given[k], "global") != 0)
+            return hq_fail(err, HQ_EUSAGE, "%s: a relative path, and the working directory cannot be read (%s): "
+                           "give an absolute path", given[k], why == ENOENT ? "it was removed" : strerror(why));
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
+    std_fds_open();
     passive_openmp(argv);
     hq_comm c;
     if (hq_comm_init(&argc, &argv, &c)) {
@@ -47,6 +85,11 @@ int main(int argc, char **argv)
     int rc = hq_options_parse(argc, argv, c.rank == 0, &o, &err);
     if (!rc && o.version && c.rank == 0)
         printf("deflate: %s\n", hq_io_deflate_info());
+    /* --help, --version into a full disk or a closed pipe: said, not exit 0. */
+    if (!rc && o.exit_now && c.rank == 0 && (fflush(stdout) != 0 || ferror(stdout)))
+        rc = hq_fail(&err, HQ_EIO, "standard output: write failed (%s)", strerror(errno));
+    if (!rc && !o.exit_now)
+        rc = relative_paths_resolve(&o, &err);
     if (!rc && !o.exit_now && o.verbose && c.rank == 0)
         start_up_note();
     if (!rc && !o.exit_now)

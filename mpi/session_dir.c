@@ -173,6 +173,12 @@ int hq_session_dir_make(const char *tmp, char *out, size_t n)
     sweep(tmp);
     if (snprintf(staged, sizeof staged, "%s/%sXXXXXX", tmp, fresh) >= (int)sizeof staged || !mkdtemp(staged))
         return -1;
+    /* mkdtemp's 0700 less the umask: under umask 0222 the directory came out read-only to its
+     * owner, unusable, and (not root) impossible for any sweep to empty: one left a run. */
+    if (chmod(staged, 0700) != 0) {
+        rmdir(staged);
+        return -1;
+    }
     /* The same random tail under the name a sweeper looks for. */
     const char *tail = staged + strlen(staged) - 6;
     if (snprintf(made, sizeof made, "%s/%s%s", tmp, live, tail) >= (int)sizeof made || strlen(made) >= n) {

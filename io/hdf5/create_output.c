@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -42,6 +43,31 @@ static int check_dir_writable(const char *out, hq_err *err)
     return rc;
 }
 
+/* Under a file size limit (ulimit -f, a batch system's h_fsize) smaller than the output, the
+ * first flush of OUT.part failed (EFBIG), its close failed with it, and HDF5 crashed closing the
+ * file again inside MPI_Finalize: refused before anything is made. What the output takes at
+ * least: the uncompressed items' pixels (each of a MiB or more aligned to a MiB, as
+ * output_fapl asks) and the LUTs; compressed items count nothing, so that what fits is not
+ * refused. */
+static int check_file_size_limit(const hq_io *io, const hq_out_opts *o, hq_err *err)
+{
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_FSIZE, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY)
+        return 0;
+    uint64_t need = hdf5_luts_bytes(io, o->settings);
+    for (size_t i = 0; i < io->inv.n; i++) {
+        const hq_item *it = &io->inv.items[i];
+        const uint64_t raw = it->slices * hq_item_image_bytes(it);
+        if (!it->bad && !it->collective)
+            need += raw + (raw >= MiB ? MiB : 0);
+    }
+    const char *out = o->path;
+    if (need > (uint64_t)rl.rlim_cur)
+        return hq_fail(err, HQ_EIO, "%s: the output needs at least %llu bytes, more than the file size limit of %llu "
+                       "(ulimit -f)", out, (unsigned long long)need, (unsigned long long)rl.rlim_cur);
+    return 0;
+}
+
 /* Rank 0: may we write OUT (as OUT.part, renamed at the end)? */
 static int check_output_path(const hq_io *io, const hq_out_opts *o, hq_err *err)
 {
@@ -62,7 +88,8 @@ static int check_output_path(const hq_io *io, const hq_out_opts *o, hq_err *err)
         if (S_ISDIR(st.st_mode))
             return hq_fail(err, HQ_EIO, "%s: cannot write (%s is a directory)", out, io->part_path);
     }
-    return check_dir_writable(out, err);
+    const int rc = check_file_size_limit(io, o, err);
+    return rc ? rc : check_dir_writable(out, err);
 }
 
 /* The output's file access: MPI-IO with collective metadata, and 1 MiB alignment, which suits

@@ -309,6 +309,8 @@ int hdf5_copy_links(hq_io *io, hq_err *err);
 int hdf5_luts_create(hq_io *io, const hq_run_meta *m, hq_err *err);
 int hdf5_luts_reopen(hq_io *io, const hq_run_meta *m, hq_err *err);
 void hdf5_luts_note_size(const hq_io *io, const hq_run_meta *m);
+/* What the LUT datasets hdf5_luts_create makes will take (0: none recorded). */
+uint64_t hdf5_luts_bytes(const hq_io *io, const hq_run_meta *m);
 int hdf5_write_lut(hq_io *io, uint64_t item, uint64_t slice, const uint16_t *lut, hq_err *err);
 int hdf5_luts_drain(hq_io *io, hq_err *err);
 void hdf5_luts_forget(hq_io *io);

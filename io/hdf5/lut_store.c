@@ -104,20 +104,29 @@ static int wanted(const hq_io *io, const hq_run_meta *m)
     return m && !m->no_luts && m->scope != HQ_SCOPE_GLOBAL && !hdf5_collides_with_own_group(io);
 }
 
-void hdf5_luts_note_size(const hq_io *io, const hq_run_meta *m)
+uint64_t hdf5_luts_bytes(const hq_io *io, const hq_run_meta *m)
 {
-    if (!wanted(io, m))
-        return;
-    uint64_t luts = 0, pixels = 0;
-    for (size_t i = 0; i < io->inv.n; i++) {
+    uint64_t luts = 0;
+    for (size_t i = 0; wanted(io, m) && i < io->inv.n; i++) {
         const hq_item *it = &io->inv.items[i];
         if (it->bad)
             continue;
         hsize_t dims[5];
         const int rank = lut_dims(io, m, i, dims);
         luts += slice_bytes(dims, rank) * it->slices;
-        pixels += hq_item_image_bytes(it) * it->slices;
     }
+    return luts;
+}
+
+void hdf5_luts_note_size(const hq_io *io, const hq_run_meta *m)
+{
+    if (!wanted(io, m))
+        return;
+    const uint64_t luts = hdf5_luts_bytes(io, m);
+    uint64_t pixels = 0;
+    for (size_t i = 0; i < io->inv.n; i++)
+        if (!io->inv.items[i].bad)
+            pixels += hq_item_image_bytes(&io->inv.items[i]) * io->inv.items[i].slices;
     /* Small images at 16 bits: the LUTs can dwarf the pixels, and a user should hear it before
      * the disk fills rather than after. */
     if (luts > LUTS_NOTE_MIN && luts / 2 > pixels)

@@ -702,3 +702,71 @@ def test_output_named_for_the_other_format_is_refused(tmp, np_):
     for inp, out in ((h5, "ok.h5"), (png, "ok.png"), (d, "dir.h5")):
         r = run(["-i", inp, "-o", tmp / out, "-q"], np_, timeout=ERR_TIMEOUT)
         assert r.rc == 0, str(r)
+
+
+# ---- the environment a batch job runs in ---------------------------------------------------------
+
+
+def test_file_size_limit_is_an_error_not_a_silent_death(tmp):
+    """Under ulimit -f (a batch system's h_fsize), a write past the limit sent SIGXFSZ: the run died
+    with no word (exit 153), leaving OUT.part, a journal and the lock. Now the HDF5 output is refused
+    before it is made (it cannot fit), and a PNG write fails as a write: exit 1, one line, nothing
+    left."""
+    h5 = tmp / "in.h5"
+    with h5py.File(h5, "w") as f:
+        f["d"] = np.random.default_rng(1).integers(0, 4000, (24, 256, 512), dtype=np.uint16)
+    pngs = tmp / "pngs"
+    pngs.mkdir()
+    for i in range(6):
+        pngio.write(pngs / f"p{i}.png", np.random.default_rng(i).integers(0, 256, (300, 300), dtype=np.uint8), 8,
+                    pngio.GRAY)
+    for inp, out, kib, says in ((h5, tmp / "out.h5", 2048, "(ulimit -f)"), (pngs, tmp / "outp", 40, "File too large")):
+        before = tree_hash(inp) if inp.is_dir() else inp.read_bytes()
+        cmd = f"ulimit -f {kib}; exec {BIN} -i {inp} -o {out}"
+        p = subprocess.run(["bash", "-c", cmd], capture_output=True, text=True, timeout=ERR_TIMEOUT, env=run_env(),
+                           cwd=tmp)
+        lines = [l for l in p.stderr.splitlines() if l.startswith("histeq_dist") and "note:" not in l]
+        assert p.returncode == E_IO and len(lines) == 1 and says in lines[0], p
+        left = [n for n in os.listdir(tmp) if n.startswith(("out", ".out"))]
+        assert left == [], f"{left} left behind\n{p.stderr}"
+        assert (tree_hash(inp) if inp.is_dir() else inp.read_bytes()) == before
+
+
+def test_summary_into_a_pipe_whose_reader_left(tmp):
+    """--summary /dev/stdout into a pipe already closed: the write fails (EPIPE), which is said (exit
+    1) with the output complete and kept, as any failed summary write; SIGPIPE killed the run instead
+    (exit 141) and left its lock."""
+    inp, out = good_h5(tmp / "in.h5"), tmp / "out.h5"
+    p = subprocess.Popen([BIN, "-i", inp, "-o", out, "--summary", "/dev/stdout"], stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, env=run_env(), text=True)
+    p.stdout.close()
+    err = p.stderr.read()
+    rc = p.wait(timeout=ERR_TIMEOUT)
+    assert rc == E_IO and "/dev/stdout: cannot write (Broken pipe); the output is complete and kept" in err, \
+        f"exit {rc}\n{err}"
+    with h5py.File(out, "r") as f:
+        assert f.attrs.get("histeq_dist_complete") == 1
+    assert not (tmp / ".out.h5.lock").exists()
+
+
+def test_relative_paths_from_a_removed_working_directory(tmp):
+    """Started in a directory that was then removed, with relative paths: Open MPI's file open
+    crashed on them (SIGSEGV, exit 139). Refused in one line, exit 2."""
+    inp = good_h5(tmp / "in.h5")
+    gone = tmp / "gone"
+    gone.mkdir()
+    cmd = f"cd {gone} && rmdir {gone} && exec {BIN} -i ../in.h5 -o ../out.h5"
+    p = subprocess.run(["bash", "-c", cmd], capture_output=True, text=True, timeout=ERR_TIMEOUT, env=run_env())
+    lines = [l for l in p.stderr.splitlines() if l.startswith("histeq_dist")]
+    assert p.returncode == E_USAGE and lines == [
+        "histeq_dist: ../in.h5: a relative path, and the working directory cannot be read (it was removed): "
+        "give an absolute path"], p
+    assert not (tmp / "out.h5").exists() and os.path.exists(inp)
+
+
+@pytest.mark.parametrize("what", ["--help", "--version"])
+def test_help_into_a_full_disk_is_a_failure(what):
+    with open("/dev/full", "w") as full:
+        p = subprocess.run([BIN, what], stdout=full, stderr=subprocess.PIPE, text=True, timeout=ERR_TIMEOUT,
+                           env=run_env())
+    assert p.returncode == E_IO and "standard output: write failed" in p.stderr, p

@@ -1,4 +1,4 @@
-"""SIGINT, SIGTERM and SIGHUP: a run they end prints one line that says how to finish it, ends with
+"""SIGINT, SIGTERM, SIGHUP and SIGXCPU: a run they end prints one line that says how to finish it, ends with
 the signal's status (the shell's 128 + N), leaves its output unfinished and its journal in place,
 and leaves nothing in TMPDIR; --resume then finishes it, equal to an uninterrupted run. A signal the
 run was started with ignored stays ignored. What a kill -9 leaves in TMPDIR (a singleton's private
@@ -20,7 +20,7 @@ import pytest
 
 from helpers import BIN, assert_same_output, command, run_env, run_ok
 
-NAMES = {signal.SIGINT: "SIGINT", signal.SIGTERM: "SIGTERM", signal.SIGHUP: "SIGHUP"}
+NAMES = {signal.SIGINT: "SIGINT", signal.SIGTERM: "SIGTERM", signal.SIGHUP: "SIGHUP", signal.SIGXCPU: "SIGXCPU"}
 
 
 def make_stack(path):
@@ -75,7 +75,9 @@ def interrupted_lines(err):
     return [l for l in err.splitlines() if "interrupted by" in l]
 
 
-@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT, signal.SIGHUP])
+# SIGXCPU: a CPU-time limit ran out (ulimit -t; a batch system's h_cpu), the batch system's word
+# for "time is up" as SIGTERM is SLURM's; it used to end the run silently (exit 152).
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGXCPU])
 def test_signal_keeps_the_work_and_resume_finishes(tmp, sig):
     inp, out, ref = tmp / "in.h5", tmp / "out.h5", tmp / "ref.h5"
     work = tmp / "tmpdir"
