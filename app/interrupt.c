@@ -5,6 +5,7 @@
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -90,7 +91,13 @@ static void on_signal(int sig)
         hq_session_dir_remove();
     }
     /* What the signal did before (by default: end the process) happens once this handler returns:
-     * the signal is blocked until then. */
+     * the signal is blocked until then. SIGXCPU's default also dumps core: this is an ending, not
+     * a crash, and where cores are kept the dump of a process with a GPU context ran past a
+     * minute. */
+    if (sig == SIGXCPU) {
+        const struct rlimit none = {0, 0};
+        setrlimit(RLIMIT_CORE, &none);
+    }
     sigaction(sig, &old_action[k], NULL);
     raise(sig);
     errno = saved;

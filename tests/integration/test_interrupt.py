@@ -36,6 +36,9 @@ def start(args, tmpdir, np_=None, stall="0:3", ignore=()):
     e = run_env({"TMPDIR": str(tmpdir), "HQ_FAULT_STALL": stall, "HQ_JOURNAL_FLUSH_S": "0"})
 
     def ignore_signals():
+        # The signals' default dispositions, as a shell gives a job, whatever the test runner has.
+        for s in NAMES:
+            signal.signal(s, signal.SIG_DFL)
         for s in ignore:
             signal.signal(s, signal.SIG_IGN)
 
