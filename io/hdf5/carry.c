@@ -377,6 +377,12 @@ static herr_t visit_link(hid_t g, const char *name, const H5L_info_t *li, void *
     H5O_info_t oi;
     if (li->type != H5L_TYPE_HARD || (hdf5_under_own_group(path) && !w->mirror_own))
         goto done;
+    /* An image (or a skipped one) under this or a further name (links.c's), or what was left out
+     * here: known by the link's own address, before any lookup in either file (a file of 20,000
+     * images made two lookups a link, on each of the three walks). */
+    const addr_path *k = find(w, li->u.address);
+    if (k && !k->path)
+        goto done;
     const int have = w->measure ? 0 : path_exists(w->out, path);
     if (have < 0) {
         rc = -1;
@@ -391,9 +397,6 @@ static herr_t visit_link(hid_t g, const char *name, const H5L_info_t *li, void *
     }
     if (oi.type != H5O_TYPE_DATASET && oi.type != H5O_TYPE_GROUP)
         goto done; /* a named datatype */
-    const addr_path *k = find(w, oi.addr);
-    if (k && !k->path)
-        goto done; /* an image (or a skipped one) under a further name, links.c's; or left out here */
     if (k) {
         if (H5Lcreate_hard(w->out, k->path, w->out, path, H5P_DEFAULT, H5P_DEFAULT) < 0)
             rc = fail(w, path, "linking it");
@@ -414,8 +417,8 @@ done:
 static int walk(carry_walk *w, const hq_inventory *inv)
 {
     for (size_t i = 0; i < inv->n && !w->rc; i++) {
-        H5O_info_t oi;
-        if (H5Oget_info_by_name2(w->in, inv->items[i].name, &oi, H5O_INFO_BASIC, H5P_DEFAULT) >= 0 &&
+        H5O_info_t oi = {.addr = (haddr_t)inv->items[i].object}; /* the scan's, where it has one */
+        if ((oi.addr || H5Oget_info_by_name2(w->in, inv->items[i].name, &oi, H5O_INFO_BASIC, H5P_DEFAULT) >= 0) &&
             remember(w, oi.addr, NULL))
             w->rc = hq_fail(w->err, HQ_EMEM, "%s: out of memory", w->out_name);
         H5Eclear2(H5E_DEFAULT);
