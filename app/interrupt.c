@@ -13,17 +13,20 @@
 #include "../mpi/session_dir.h"
 
 /* What people and batch systems send to end a run: Ctrl-C, kill and scancel, a closed terminal,
- * a CPU-time limit (ulimit -t, a batch system's h_cpu: SIGXCPU, then SIGKILL).
+ * a CPU-time limit (ulimit -t, a batch system's h_cpu: SIGXCPU, then SIGKILL), a file grown past
+ * the file size limit (ulimit -f, h_fsize: SIGXFSZ; ignored instead, the write's EFBIG left
+ * HDF5 crashing in its own clean-up: SIGSEGV inside H5Ocopy or MPI_Finalize).
  * (Not USR1/USR2: some MPI stacks handle them themselves without ending the process, as on the
  * GPU machine's Open MPI, where a run then went on; a line saying it was interrupted would lie.) */
-static const int SIGS[] = {SIGINT, SIGTERM, SIGHUP, SIGXCPU};
-static const char *const NAMES[] = {"SIGINT", "SIGTERM", "SIGHUP", "SIGXCPU"};
+static const int SIGS[] = {SIGINT, SIGTERM, SIGHUP, SIGXCPU, SIGXFSZ};
+static const char *const NAMES[] = {"SIGINT", "SIGTERM", "SIGHUP", "SIGXCPU", "SIGXFSZ"};
 #define NSIGS (sizeof SIGS / sizeof SIGS[0])
 
 static struct sigaction old_action[NSIGS];
 static int announce;
 static pid_t owner; /* a forked child (io/scan_isolated.c) inherits the handler, not the job */
 static int entered;
+static int cleaned; /* the first handler's clean-up is done */
 
 /* The line's text before "interrupted by SIG..." and after it. Two copies: set_output fills the
  * one the handler is not reading, then publishes it; -1: the plain line. */
@@ -69,7 +72,16 @@ static void on_signal(int sig)
         k++;
     if (k == NSIGS)
         return;
-    if (getpid() == owner && !__atomic_exchange_n(&entered, 1, __ATOMIC_ACQ_REL)) {
+    const int first = !__atomic_exchange_n(&entered, 1, __ATOMIC_ACQ_REL);
+    /* SIGXFSZ comes to the thread whose write passed the limit: two writers past it at once made
+     * two handlers, and the second, raising the signal at once, ended the process in the middle of
+     * the first one's clean-up (a .NAME.part-PID left). It waits for that clean-up first. */
+    if (getpid() == owner && !first) {
+        const struct timespec tick = {0, 5 * 1000 * 1000};
+        while (!__atomic_load_n(&cleaned, __ATOMIC_ACQUIRE))
+            nanosleep(&tick, NULL);
+    }
+    if (getpid() == owner && first) {
         if (__atomic_load_n(&announce, __ATOMIC_ACQUIRE)) {
             char line[2 * TEXT];
             const int c = __atomic_load_n(&current, __ATOMIC_ACQUIRE);
@@ -89,12 +101,13 @@ static void on_signal(int sig)
         nanosleep(&settle, NULL);
         hq_doomed_unlink_all();
         hq_session_dir_remove();
+        __atomic_store_n(&cleaned, 1, __ATOMIC_RELEASE);
     }
     /* What the signal did before (by default: end the process) happens once this handler returns:
-     * the signal is blocked until then. SIGXCPU's default also dumps core: this is an ending, not
-     * a crash, and where cores are kept the dump of a process with a GPU context ran past a
-     * minute. */
-    if (sig == SIGXCPU) {
+     * the signal is blocked until then. SIGXCPU's and SIGXFSZ's defaults also dump core: this is
+     * an ending, not a crash, and where cores are kept the dump of a process with a GPU context
+     * ran past a minute. */
+    if (sig == SIGXCPU || sig == SIGXFSZ) {
         const struct rlimit none = {0, 0};
         setrlimit(RLIMIT_CORE, &none);
     }
@@ -121,13 +134,10 @@ void hq_interrupt_install(int announce_it)
         if (sigaction(SIGS[k], NULL, &old_action[k]) == 0 &&
             ((old_action[k].sa_flags & SA_SIGINFO) || old_action[k].sa_handler != SIG_IGN))
             sigaction(SIGS[k], &sa, NULL);
-    /* A write past ulimit -f, or into a pipe whose reader left (`| head -1`), killed the process
-     * with no word (exit 153, 141), leaving OUT.part and the lock; ignored, the write fails with
-     * EFBIG or EPIPE and the run says so as for any failed write. */
-    static const int QUIET[] = {SIGXFSZ, SIGPIPE};
-    for (size_t k = 0; k < sizeof QUIET / sizeof *QUIET; k++) {
-        struct sigaction cur;
-        if (sigaction(QUIET[k], NULL, &cur) == 0 && !(cur.sa_flags & SA_SIGINFO) && cur.sa_handler == SIG_DFL)
-            signal(QUIET[k], SIG_IGN);
-    }
+    /* A write into a pipe whose reader left (`| head -1`, --summary /dev/stdout) killed the
+     * process with no word (exit 141), leaving its lock, even after the output was committed;
+     * ignored, the write fails with EPIPE and the run says so as for any failed write. */
+    struct sigaction cur;
+    if (sigaction(SIGPIPE, NULL, &cur) == 0 && !(cur.sa_flags & SA_SIGINFO) && cur.sa_handler == SIG_DFL)
+        signal(SIGPIPE, SIG_IGN);
 }

@@ -1,4 +1,5 @@
-/* interrupt.h — what a run says and leaves when SIGINT, SIGTERM, SIGHUP or SIGXCPU ends it.
+/* interrupt.h — what a run says and leaves when SIGINT, SIGTERM, SIGHUP, SIGXCPU or SIGXFSZ ends
+ * it.
  *
  * The run does not try to stop in good order: the signal may come at any point and on any thread,
  * and --resume's journal already keeps every block whose bytes are durable. The handler writes one
@@ -7,9 +8,8 @@
  * (core/doomed.h) and the process's private MPI session directory (mpi/session_dir.h), then lets
  * the signal act as it did before (by default, or by a library's handler: it ends the process), so
  * the exit status is the shell's 128 + N (130 for Ctrl-C, 143 for SIGTERM). A signal the process
- * started with ignored (nohup) stays ignored. SIGPIPE and SIGXFSZ are ignored, so that a write
- * into a closed pipe or past ulimit -f fails as a write (EPIPE, EFBIG). Async-signal-safe calls
- * only. */
+ * started with ignored (nohup) stays ignored. SIGPIPE is ignored, so that a write into a closed
+ * pipe fails as a write (EPIPE). Async-signal-safe calls only. */
 #ifndef HQ_INTERRUPT_H
 #define HQ_INTERRUPT_H
 

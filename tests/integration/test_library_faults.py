@@ -64,6 +64,11 @@ def test_damaged_metadata_named(tmp):
     for f in hang:
         r = run(["--input", f, "--output", tmp / "o.h5", "--on-error", "skip"], env=LIMIT)
         assert "took over 5 s" in r.err_lines[0], str(r)
+        # Stopping at the first bad image: its own reason, at once, before any attribute is read
+        # (the scan that read each image's attributes as it went met the hanging one first, and
+        # waited out the limit to say less).
+        r = run(["--input", f, "--output", tmp / "o.h5", "--on-error", "stop"], env=LIMIT)
+        assert r.err_lines == [f"histeq_dist: {f}:/five_d: unsupported shape (5 dimensions)"], str(r)
     for name, why in SHORT.items():
         f = os.path.join(ROOT, "fuzz", "regress", "hdf5", name)
         r = run(["--input", f, "--output", tmp / "o.h5", "--on-error", "stop"], env=LIMIT)
