@@ -75,7 +75,10 @@ static int cmp_u64(const void *a, const void *b)
  * second time, a second in all). */
 static void read_item_attrs(scan_ctx *c, size_t first)
 {
-    qsort(c->with_attrs, c->n_with_attrs, sizeof *c->with_attrs, cmp_u64);
+    if (!c->read_all && c->n_with_attrs == 0)
+        return; /* (and qsort and bsearch below never see an empty table) */
+    if (c->n_with_attrs)
+        qsort(c->with_attrs, c->n_with_attrs, sizeof *c->with_attrs, cmp_u64);
     for (size_t i = first; i < c->inv->n; i++) {
         const hq_item *it = &c->inv->items[i];
         if (it->bad || (!c->read_all && !bsearch(&it->object, c->with_attrs, c->n_with_attrs,
