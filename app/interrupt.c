@@ -105,13 +105,20 @@ static void on_signal(int sig)
     }
     /* What the signal did before (by default: end the process) happens once this handler returns:
      * the signal is blocked until then. SIGXCPU's and SIGXFSZ's defaults also dump core: this is
-     * an ending, not a crash, and where cores are kept the dump of a process with a GPU context
-     * ran past a minute. */
+     * an ending, not a crash, and leaves none. */
     if (sig == SIGXCPU || sig == SIGXFSZ) {
+        /* Their ending is the run's own, whatever a library set before: the GPU machine's MPI
+         * stack catches both in every process and returns, and the run then went on. */
         const struct rlimit none = {0, 0};
         setrlimit(RLIMIT_CORE, &none);
+        struct sigaction dfl;
+        memset(&dfl, 0, sizeof dfl);
+        dfl.sa_handler = SIG_DFL;
+        sigemptyset(&dfl.sa_mask);
+        sigaction(sig, &dfl, NULL);
+    } else {
+        sigaction(sig, &old_action[k], NULL);
     }
-    sigaction(sig, &old_action[k], NULL);
     raise(sig);
     errno = saved;
 }
