@@ -13,9 +13,10 @@
  *    a rank allocate chunks (H5Dwrite_chunk) only when every rank makes the same allocations, and
  *    two ranks writing different chunks each lose the other's (tried: 1.10.8, Open MPI, 2 ranks,
  *    half the chunks read back as zeros). With several ranks it stays collective, through HDF5.
- *  - hdf5_direct_note_output is collective (the output's chunk index is read with collective
- *    metadata reads) and makes the same HDF5 calls on every rank; it never fails, a side it cannot
- *    describe is left to HDF5.
+ *  - hdf5_direct_note_out_item describes one output dataset as it is made, and
+ *    hdf5_direct_note_output then reads the chunked ones' indexes, once every rank has flushed
+ *    the metadata (a dataset reopened by handles.c reads its index independently). Both make the
+ *    same HDF5 calls on every rank and never fail: a side they cannot describe is left to HDF5.
  *  - HQ_HDF5_DIRECT=0 sends every block through HDF5 as before (for tests and benchmarks); the
  *    input's one-pass chunk table still answers the checks blocks.c makes before a read. */
 #define _GNU_SOURCE /* O_CLOEXEC */
