@@ -1,5 +1,4 @@
 /* main.c — process entry: MPI up, options, the run, one error line, the exit status. */
-#define _DEFAULT_SOURCE /* realpath's PATH_MAX */
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>

@@ -57,9 +57,8 @@ static int check_file_size_limit(const hq_io *io, const hq_out_opts *o, hq_err *
     uint64_t need = hdf5_luts_bytes(io, o->settings);
     for (size_t i = 0; i < io->inv.n; i++) {
         const hq_item *it = &io->inv.items[i];
-        const uint64_t raw = it->slices * hq_item_image_bytes(it);
         if (!it->bad && !it->collective)
-            need += raw + (raw >= MiB ? MiB : 0);
+            need += hdf5_aligned_bytes(it->slices * hq_item_image_bytes(it));
     }
     const char *out = o->path;
     if (need > (uint64_t)rl.rlim_cur)
@@ -133,6 +132,15 @@ static int pinned_output(const hq_io *io, uint64_t i)
     return io->nranks > 1 && (io->flags[i] & OUT_FILTERED);
 }
 
+/* Item i's output dataset o, just made or reopened: kept (handles.c), its storage and its
+ * direct-path description noted while it is open. */
+static void note_made(hq_io *io, uint64_t i, hid_t o)
+{
+    hdf5_keep_out(io, i, o, pinned_output(io, i));
+    io->out_storage[i] = H5Dget_storage_size(o);
+    hdf5_direct_note_out_item(io, i, o);
+}
+
 static int create_item_output(hq_io *io, uint64_t i, hq_err *err)
 {
     const hq_item *it = &io->inv.items[i];
@@ -183,9 +191,7 @@ static int create_item_output(hq_io *io, uint64_t i, hq_err *err)
         rc = hq_fail(err, HQ_EIO, "%s:%s: cannot create the dataset%s", out, it->name, det);
         goto out;
     }
-    hdf5_keep_out(io, i, o, pinned_output(io, i));
-    io->out_storage[i] = H5Dget_storage_size(o);
-    hdf5_direct_note_out_item(io, i, o);
+    note_made(io, i, o);
     rc = hdf5_copy_attrs(in, o, out, it->name, NULL, err);
 out:
     if (lcpl >= 0)
@@ -260,11 +266,8 @@ static int reopen_datasets(hq_io *io, hq_err *err)
             H5Sclose(so);
         if (dcpl >= 0)
             H5Pclose(dcpl);
-        if (o >= 0) {
-            hdf5_keep_out(io, i, o, pinned_output(io, i));
-            io->out_storage[i] = H5Dget_storage_size(o);
-            hdf5_direct_note_out_item(io, i, o);
-        }
+        if (o >= 0)
+            note_made(io, i, o);
         if (!ok)
             return hq_fail(err, HQ_EUSAGE, "%s:%s: cannot resume: the interrupted output has no such dataset of "
                            "the input's shape (use --force without --resume to start over)", io->part_path, it->name);

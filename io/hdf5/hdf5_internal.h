@@ -243,6 +243,9 @@ int hdf5_item_dims(const hq_io *io, uint64_t item, uint64_t *dims);
 /* reserve.c */
 int hdf5_reserve_more(hq_io *io, uint64_t more, const char *what, hq_err *err);
 int hdf5_reserve_for_write(hq_io *io, uint64_t item, const hq_block *b, hq_err *err);
+/* What storage of that many bytes takes in the output at most: H5Pset_alignment (create_output.c)
+ * puts each piece of a MiB or more at a MiB boundary. */
+uint64_t hdf5_aligned_bytes(uint64_t storage);
 uint64_t hdf5_allocated_bytes(hq_io *io);
 int hdf5_reserve_space(hq_io *io, uint64_t allocated, hq_err *err);
 void hdf5_release_reserve(hq_io *io);

@@ -240,7 +240,7 @@ int hdf5_check_metadata(const hq_inventory *inv, hq_err *err)
     hid_t f = H5Fopen(inv->root, H5F_ACC_RDONLY, H5P_DEFAULT);
     if (f < 0)
         return 0; /* open_input says why */
-    /* The items' own attributes were read by the scan (hdf5_read_attrs), each while it was open. */
+    /* The items' own attributes were read by the scan, once it had succeeded (hdf5_read_attrs). */
     if (!inv->one_dataset)
         hdf5_check_group_attrs(f);
     const int rc = hdf5_carry_check(f, inv, err);

@@ -111,6 +111,11 @@ int hdf5_reserve_for_write(hq_io *io, uint64_t item, const hq_block *b, hq_err *
  * chunk index count DSET_METADATA (1.3 KB a dataset in that output). */
 #define DSET_METADATA (8 * 1024)
 
+uint64_t hdf5_aligned_bytes(uint64_t storage)
+{
+    return storage + (storage >= MiB ? MiB : 0);
+}
+
 uint64_t hdf5_allocated_bytes(hq_io *io)
 {
     hsize_t size = 0;
@@ -120,8 +125,7 @@ uint64_t hdf5_allocated_bytes(hq_io *io)
     uint64_t sum = MiB;
     for (size_t i = 0; i < io->inv.n; i++)
         if (io->flags[i] & OUT_MADE) {
-            const uint64_t s = io->out_storage[i];
-            sum += s + (s >= MiB ? MiB : 0) + DSET_METADATA;
+            sum += hdf5_aligned_bytes(io->out_storage[i]) + DSET_METADATA;
         }
     return sum;
 }
