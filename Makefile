@@ -174,6 +174,11 @@ $(BUILD)/bench/gpu_bench: bench/gpu_bench.cu $(CPU_ENGINE_OBJ) $(GPU_OBJ)
 	$(NVCC) $(NVCCFLAGS) $(GPU_BENCH_NPP) -c $< -o $@.o
 	g++ -fopenmp -o $@ $@.o $(CPU_ENGINE_OBJ) $(GPU_OBJ) $(NPP_LIBS) $(CUDA_LIBS) -lm
 
+# The 8-bit CLAHE histogram's floor on the device: its reads alone against its counting (no OpenCV).
+$(BUILD)/bench/clahe_hist_floor: bench/clahe_hist_floor.cu
+	@mkdir -p $(dir $@)
+	$(NVCC) -O3 -std=c++17 $(CUDA_ARCH) -o $@ $<
+
 # Benchmarks (bench/README.md): CPU engine and PNG codec beside OpenCV here; the GPU ones run on a
 # GPU machine through bench/device_run.sh and bench/device_full.sh.
 OPENCV = $$(pkg-config --cflags --libs opencv4)

@@ -208,25 +208,38 @@ typedef struct hq_clahe_w {
     float w1, w2;
 } hq_clahe_w;
 
+/* OpenCV's tyf (txf) of position pos, pos * inv - 0.5: hq_clahe_weight's first step, apart so that
+ * the GPU remap can take a row's weight from it alone within a run of rows of one floor. */
+HQ_HD float hq_clahe_tf(uint64_t pos, float inv)
+{
+#ifdef __CUDA_ARCH__
+    /* The device converts 64-bit integers at a quarter of the 32-bit rate: below 2^31, (float)pos is
+     * the same number from 32 bits. */
+    if (pos < 0x80000000u)
+        return HQ_FSUB(HQ_FMUL((float)(uint32_t)pos, inv), 0.5f);
+#endif
+    return HQ_FSUB(HQ_FMUL((float)pos, inv), 0.5f);
+}
+
+/* cvFloor(tf): the tile before clamping (-1 .. tiles - 1). */
+HQ_HD int64_t hq_clahe_floor(float tf)
+{
+#ifdef __CUDA_ARCH__
+    /* tf > -1 and at most tiles: the truncation and (float)t are the same numbers in 32 bits below
+     * 2^31. */
+    if (tf < 2147483648.0f) {
+        int32_t t = (int32_t)tf;
+        return t - ((float)t > tf);
+    }
+#endif
+    int64_t t = (int64_t)tf;
+    return t - ((float)t > tf);
+}
+
 HQ_HD hq_clahe_w hq_clahe_weight(uint64_t pos, float inv, uint64_t tiles)
 {
-    float tf;
-    int64_t t1;
-#ifdef __CUDA_ARCH__
-    /* The device converts 64-bit integers at a quarter of the 32-bit rate: below 2^31, (float)pos,
-     * the truncation of tf (> -1, at most tiles) and (float)t1 are the same numbers in 32 bits. */
-    if (pos < 0x80000000u) {
-        tf = HQ_FSUB(HQ_FMUL((float)(uint32_t)pos, inv), 0.5f);
-        int32_t t = (int32_t)tf; /* cvFloor */
-        t -= (float)t > tf;
-        t1 = t;
-    } else
-#endif
-    {
-        tf = HQ_FSUB(HQ_FMUL((float)pos, inv), 0.5f);
-        t1 = (int64_t)tf; /* cvFloor */
-        t1 -= (float)t1 > tf;
-    }
+    const float tf = hq_clahe_tf(pos, inv);
+    const int64_t t1 = hq_clahe_floor(tf);
     const float a = HQ_FSUB(tf, (float)t1);
     hq_clahe_w w;
     w.w2 = a;

@@ -158,21 +158,26 @@ __device__ __forceinline__ void column_weights(uint64_t j, uint64_t c0, float in
     }
 }
 
-/* The end of the run of rows from lo (< b) that blend lo's pair of tile rows: pair_of grows with
- * the row, so the first row of another pair is found by bisection. */
-__device__ __forceinline__ uint64_t pair_run_end(uint64_t lo, uint64_t b, uint64_t r0, float inv_h, uint64_t tiles_y)
+/* The end of the run of rows from lo (< b) whose tf has lo's floor (and so blend lo's pair of tile
+ * rows, with weights from tf alone): the floor grows with the row, so the first row of another is
+ * found by bisection. */
+__device__ __forceinline__ uint64_t floor_run_end(uint64_t lo, uint64_t b, uint64_t r0, float inv_h)
 {
-    const uint32_t py = pair_of(hq_clahe_weight(r0 + lo, inv_h, tiles_y), tiles_y);
+    const int64_t f = hq_clahe_floor(hq_clahe_tf(r0 + lo, inv_h));
     uint64_t e0 = lo + 1, e1 = b;
     while (e0 < e1) {
         const uint64_t m = e0 + (e1 - e0) / 2;
-        if (pair_of(hq_clahe_weight(r0 + m, inv_h, tiles_y), tiles_y) == py)
+        if (hq_clahe_floor(hq_clahe_tf(r0 + m, inv_h)) == f)
             e0 = m + 1;
         else
             e1 = m;
     }
     return e0;
 }
+
+/* k_clahe_remap8: the most rows of one run a block blends before it stages the same cells again,
+ * so that its row counters stay 32-bit. */
+constexpr uint64_t kRunRows8 = (uint64_t)1 << 30;
 
 /* The four LUT entries a pixel of level v in column pair p blends, for one pair of tile rows (l1,
  * l2: their LUTs, lut as k_clahe_remap's): {l11, l12, l21, l22}. */
@@ -297,6 +302,7 @@ __global__ void __launch_bounds__(kRemapBX *kRemapBY, 2)
         off[e] += threadIdx.x % C * (uint32_t)sizeof(Cell); /* the lane's copy */
     const char *cells = cells_raw;
     const uint64_t a = rows * blockIdx.y / gridDim.y, b = rows * (blockIdx.y + 1) / gridDim.y;
+    __shared__ uint64_t s_hi;
     for (uint64_t lo = a, hi; lo < b; lo = hi) {
         /* The run's first rows load while its end is found and its cells staged (a row past the
          * run's end is loaded for nothing). */
@@ -305,10 +311,17 @@ __global__ void __launch_bounds__(kRemapBX *kRemapBY, 2)
         for (uint32_t u = 0; u < U; u++)
             if (j < x1 && lo + threadIdx.y + u * BY < b)
                 cur[u] = *reinterpret_cast<const uint4 *>(d + (lo + threadIdx.y + u * BY) * cols + j);
-        hi = pair_run_end(lo, b, r0, inv_h, tiles_y);
+        __syncthreads(); /* the previous run's cells and end are no longer read */
+        /* One thread finds the run's end (a bisection every thread made was 4% of the kernel's
+         * instructions) while the others stage. */
+        if (tid == 0) {
+            const uint64_t e = floor_run_end(lo, b, r0, inv_h);
+            s_hi = e - lo > kRunRows8 ? lo + kRunRows8 : e;
+        }
+        const float tf0 = hq_clahe_tf(r0 + lo, inv_h);
+        const float t1f = (float)hq_clahe_floor(tf0);
         const hq_clahe_w wg = hq_clahe_weight(r0 + lo, inv_h, tiles_y);
         const uint16_t *l1 = lut + (uint64_t)(wg.t1 - ty0) * ntx * bins, *l2 = lut + (uint64_t)(wg.t2 - ty0) * ntx * bins;
-        __syncthreads(); /* the previous run's cells are no longer read */
         for (uint32_t k = tid; k < ncell; k += NT) {
             const uint32_t v = k % 256 < maxv ? k % 256 : maxv;
             cell[k * C] = L::make(cell_entries(l1, l2, p0 + k / 256, v, tx0, tiles_x, bins));
@@ -321,19 +334,30 @@ __global__ void __launch_bounds__(kRemapBX *kRemapBY, 2)
                     cell[k] = cell[k - k % C];
         }
         __syncthreads();
+        hi = s_hi;
         if (j >= x1)
             continue;
-        for (uint64_t i = lo + threadIdx.y; i < hi; i += U * BY) {
+        /* Every row of the run has tf0's floor: a row's weights are hq_clahe_weight's from its tf
+         * alone. Rows counted from the run's start in 32 bits, addresses stepped: the loop keeps
+         * only the blend's own work (bench/results/clahe_gpu_bench.txt, item 13). */
+        const uint32_t n = (uint32_t)(hi - lo);
+        const uint64_t step = (uint64_t)BY * cols, pos0 = r0 + lo;
+        uint8_t *row = d + (lo + threadIdx.y) * cols + j;
+        for (uint32_t k = threadIdx.y; k < n; k += U * BY, row += U * step) {
             uint4 nxt[U];
 #pragma unroll
             for (uint32_t u = 0; u < U; u++)
-                if (i + (U + u) * BY < hi)
-                    nxt[u] = *reinterpret_cast<const uint4 *>(d + (i + (U + u) * BY) * cols + j);
+                if (k + (U + u) * BY < n)
+                    nxt[u] = *reinterpret_cast<const uint4 *>(row + (U + u) * step);
 #pragma unroll
             for (uint32_t u = 0; u < U; u++)
-                if (i + u * BY < hi)
-                    *reinterpret_cast<uint4 *>(d + (i + u * BY) * cols + j) =
-                        blend16<L>(cur[u], cells, off, w1, w2, hq_clahe_weight(r0 + i + u * BY, inv_h, tiles_y));
+                if (k + u * BY < n) {
+                    const float ya = HQ_FSUB(hq_clahe_tf(pos0 + k + u * BY, inv_h), t1f);
+                    hq_clahe_w wy;
+                    wy.w2 = ya;
+                    wy.w1 = HQ_FSUB(1.0f, ya);
+                    *reinterpret_cast<uint4 *>(row + u * step) = blend16<L>(cur[u], cells, off, w1, w2, wy);
+                }
 #pragma unroll
             for (uint32_t u = 0; u < U; u++)
                 cur[u] = nxt[u];
