@@ -109,7 +109,8 @@ static int match_item(hq_mask *m, size_t i, hq_err *err)
     /* A mask is read as integers, non-zero counting (read_file_plane): a float's low bytes are not
      * its value (1.0f is 0x3f800000), so a float mask would read as all zeros. */
     if (mk->sample == HQ_SAMPLE_FLOAT)
-        return hq_fail(err, HQ_EINPUT, "%s%s%s: a float mask; a mask is integer (uint8 or uint16, non-zero: counted)",
+        return hq_fail(err, HQ_EINPUT, "%s%s%s: a float mask; a mask is 8- or 16-bit integers (uint8, uint16, int8 or "
+                       "int16; non-zero: counted)",
                        mk->src, m->minv.format == HQ_FMT_HDF5 ? ":" : "",
                        m->minv.format == HQ_FMT_HDF5 ? mk->name : "");
     if (mk->height != it->height || mk->width != it->width || (mk->slices != 1 && mk->slices != it->slices) ||
@@ -136,7 +137,7 @@ static int scan_and_share(hq_mask *m, const hq_comm *c, hq_err *err)
     uint64_t len = 0;
     if (c->rank == 0) {
         /* In a child, as the input is: a damaged mask file must not take the run down either. */
-        rc = hq_io_scan_isolated(m->o->mask, 0, 0, &m->minv, err);
+        rc = hq_io_scan_isolated(m->o->mask, HQ_SCAN_PLANES, 0, &m->minv, err);
         if (!rc)
             rc = hq_inventory_pack(&m->minv, &buf, &len, err);
     }

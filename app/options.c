@@ -54,8 +54,8 @@ static const char USAGE[] =
     "      --ignore LO[:HI]  leave histogrammed values LO..HI (after --bits clamping; gray: the\n"
     "                        sample, luma: Y, value: V, channels: each channel) out of the histograms\n"
     "      --mask SRC        count only pixels whose mask is non-zero: FILE.h5:/dset (H x W, or\n"
-    "                        N x H x W for N-slice stacks; uint8/uint16) for HDF5 input, a PNG file\n"
-    "                        or a directory of PNGs with the input's file names for PNG input\n"
+    "                        N x H x W for N-slice stacks; 8- or 16-bit integers) for HDF5 input, a PNG\n"
+    "                        file or a directory of PNGs with the input's file names for PNG input\n"
     "      --mask-apply A    all (default): every pixel goes through the LUT; inside: pixels with\n"
     "                        mask 0 or an ignored value are left unchanged\n"
     "      --color C         RGB: luma (default; BT.601 Y, chroma kept), channels (R, G, B\n"
@@ -422,7 +422,7 @@ int hq_options_parse(int argc, char **argv, int print, hq_options *o, hq_err *er
             break;
         case OPT_CLIP_LIMIT:
             if (parse_double(optarg, &o->clahe.clip))
-                return hq_fail(err, HQ_EUSAGE, "--clip-limit: '%s' is not a number", optarg);
+                return hq_fail(err, HQ_EUSAGE, "--clip-limit: '%s' is not a finite number", optarg);
             clahe_set = 1;
             clahe_opt = "--clip-limit";
             break;

@@ -312,11 +312,11 @@ void hqf_run(const uint8_t *data, size_t size, const char *suffix)
     hq_err err = {{0}};
 #ifdef HQ_LIBFUZZER
     /* In process: libFuzzer sees the coverage of the scan only here (a child's is lost). */
-    int rc = hq_io_scan(in, 1, &inv, &err);
+    int rc = hq_io_scan(in, HQ_SCAN_SKIP_BAD, &inv, &err);
 #else
     /* As histeq_dist scans: in a child, so that libhdf5's own faults (regress/hdf5/lib-* in
      * fuzz/README.md) end the child with an error, not the replay. */
-    int rc = hq_io_scan_isolated(in, 1, 0, &inv, &err);
+    int rc = hq_io_scan_isolated(in, HQ_SCAN_SKIP_BAD, 0, &inv, &err);
 #endif
     if (rc)
         check_failure("hq_io_scan", rc, &err, in, NULL);

@@ -88,6 +88,7 @@ int hq_inventory_pack(const hq_inventory *inv, unsigned char **buf, uint64_t *le
     put_u64(&p, (uint64_t)inv->root_is_dir);
     put_u64(&p, (uint64_t)inv->one_dataset);
     put_u64(&p, (uint64_t)inv->own_name_taken);
+    put_u64(&p, (uint64_t)inv->planes);
     put_str(&p, inv->root);
     put_u64(&p, inv->n);
     for (size_t i = 0; i < inv->n; i++) {
@@ -157,6 +158,7 @@ int hq_inventory_unpack(const unsigned char *buf, uint64_t len, hq_inventory *in
     inv->root_is_dir = (int)get_u64(&r);
     inv->one_dataset = (int)get_u64(&r);
     inv->own_name_taken = (int)get_u64(&r);
+    inv->planes = (int)get_u64(&r);
     inv->root = get_str(&r);
     uint64_t n = get_u64(&r);
     for (uint64_t i = 0; i < n && !r.bad; i++) {

@@ -43,6 +43,7 @@ typedef struct hq_inventory {
     int root_is_dir;
     int one_dataset; /* HDF5: one dataset was named (FILE.h5:/dset), not the whole file */
     int own_name_taken; /* HDF5, whole file not written by this tool: its root has a link named histeq_dist */
+    int planes;      /* scanned with HQ_SCAN_PLANES (io.h): rank-3 HDF5 datasets are N x H x W */
     size_t n, cap;
     hq_item *items;
 } hq_inventory;

@@ -84,8 +84,8 @@ typedef struct hq_io_ops {
      * makes every call, one at a time (HDF5, whose library is not thread-safe). */
     int concurrent;
     /* Rank 0 only: appends the items found at `path` (dset: HDF5 dataset path or NULL for all
-     * image datasets). skip_bad: record unusable items as bad instead of failing. */
-    int (*scan)(const char *path, const char *dset, int skip_bad, hq_inventory *inv, hq_err *err);
+     * image datasets). flags: HQ_SCAN_*, below. */
+    int (*scan)(const char *path, const char *dset, unsigned flags, hq_inventory *inv, hq_err *err);
     int (*open_input)(const hq_inventory *inv, MPI_Comm comm, int any_order, hq_io **io, hq_err *err);
     int (*read_block)(hq_io *io, uint64_t item, const hq_block *b, int collective, void *dst, hq_err *err);
     /* Optional (NULL: never). A read without a copy, for this rank's own block (collective = 0),
@@ -159,9 +159,15 @@ const char *hq_io_deflate_info(void);
 extern const hq_io_ops hq_hdf5_ops;
 extern const hq_io_ops hq_png_ops;
 
+/* What a scan is for. SKIP_BAD: unusable items are recorded as bad instead of failing the scan.
+ * PLANES: every dataset is gray planes, a rank-3 one N x H x W whatever its last dimension (a
+ * --mask: an image of 3 or 4 pixels across is not a colour image there); kept in the inventory
+ * (hq_inventory.planes), so that the backend reads the items as scanned. */
+enum { HQ_SCAN_SKIP_BAD = 1, HQ_SCAN_PLANES = 2 };
+
 /* Rank 0: decides the format of --input ("file.h5", "file.h5:/dataset", a PNG file, a directory of
  * PNGs, or a text file listing PNG paths) and scans it into inv. Errors name the path. */
-int hq_io_scan(const char *input, int skip_bad, hq_inventory *inv, hq_err *err);
+int hq_io_scan(const char *input, unsigned flags, hq_inventory *inv, hq_err *err);
 
 /* "FILE:DATASET" (FILE.h5:/group/dset): split at the rightmost ':' whose prefix is an existing
  * regular file, so that dataset names and file names may hold colons. 1 with *file and *dset
@@ -181,7 +187,7 @@ char *hq_io_spec_file(const char *spec);
  * taking the process down. The child never calls MPI and leaves by _exit. Rank 0 calls it
  * before the inventory is broadcast. timeout_s <= 0: the default, HQ_METADATA_TIMEOUT_S from the
  * environment or 300 s. */
-int hq_io_scan_isolated(const char *input, int skip_bad, double timeout_s, hq_inventory *inv, hq_err *err);
+int hq_io_scan_isolated(const char *input, unsigned flags, double timeout_s, hq_inventory *inv, hq_err *err);
 
 static inline const hq_io_ops *hq_io_ops_for(hq_format f)
 {

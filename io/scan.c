@@ -158,17 +158,18 @@ static int check_sizes(hq_inventory *inv, int skip_bad, hq_err *err)
     return 0;
 }
 
-static int scan_input(const char *input, int skip_bad, hq_inventory *inv, hq_err *err);
+static int scan_input(const char *input, unsigned flags, hq_inventory *inv, hq_err *err);
 
-int hq_io_scan(const char *input, int skip_bad, hq_inventory *inv, hq_err *err)
+int hq_io_scan(const char *input, unsigned flags, hq_inventory *inv, hq_err *err)
 {
-    int rc = scan_input(input, skip_bad, inv, err);
-    return rc ? rc : check_sizes(inv, skip_bad, err);
+    int rc = scan_input(input, flags, inv, err);
+    return rc ? rc : check_sizes(inv, (flags & HQ_SCAN_SKIP_BAD) != 0, err);
 }
 
-static int scan_input(const char *input, int skip_bad, hq_inventory *inv, hq_err *err)
+static int scan_input(const char *input, unsigned flags, hq_inventory *inv, hq_err *err)
 {
     memset(inv, 0, sizeof *inv);
+    inv->planes = (flags & HQ_SCAN_PLANES) != 0;
     struct stat st;
     if (stat(input, &st) != 0) {
         const int why = errno;
@@ -182,13 +183,13 @@ static int scan_input(const char *input, int skip_bad, hq_inventory *inv, hq_err
         if (!rc && kind != KIND_HDF5)
             rc = hq_fail(err, HQ_EINPUT, "%s: not an HDF5 file (a dataset path was given)", file);
         if (!rc)
-            rc = hq_hdf5_ops.scan(file, dset, skip_bad, inv, err);
+            rc = hq_hdf5_ops.scan(file, dset, flags, inv, err);
         free(file);
         free(dset);
         return rc;
     }
     if (S_ISDIR(st.st_mode))
-        return hq_png_ops.scan(input, NULL, skip_bad, inv, err);
+        return hq_png_ops.scan(input, NULL, flags, inv, err);
     if (!S_ISREG(st.st_mode))
         return hq_fail(err, HQ_EINPUT, "%s: not a regular file or directory", input);
     if (st.st_size == 0)
@@ -199,15 +200,15 @@ static int scan_input(const char *input, int skip_bad, hq_inventory *inv, hq_err
         return rc;
     switch (kind) {
     case KIND_HDF5:
-        return hq_hdf5_ops.scan(input, NULL, skip_bad, inv, err);
+        return hq_hdf5_ops.scan(input, NULL, flags, inv, err);
     case KIND_PNG:
-        return hq_png_ops.scan(input, NULL, skip_bad, inv, err);
+        return hq_png_ops.scan(input, NULL, flags, inv, err);
     case KIND_TEXT:
         if (ends_with(input, ".h5") || ends_with(input, ".hdf5") || ends_with(input, ".he5"))
             return hq_fail(err, HQ_EINPUT, "%s: not an HDF5 file", input);
         if (ends_with(input, ".png"))
             return hq_fail(err, HQ_EINPUT, "%s: not a PNG file", input);
-        return hq_png_ops.scan(input, NULL, skip_bad, inv, err); /* a list of PNG paths */
+        return hq_png_ops.scan(input, NULL, flags, inv, err); /* a list of PNG paths */
     default:
         return hq_fail(err, HQ_EINPUT, "%s: neither an HDF5 file, a PNG file nor a list of PNG files", input);
     }

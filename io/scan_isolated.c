@@ -41,7 +41,7 @@ static double now_s(void)
 
 /* The child: no MPI, no atexit handlers (Open MPI's, HDF5's), default fatal signals (Open MPI's
  * handler would print a backtrace of the child), nothing on the terminal. */
-static void child(int fd, const char *input, int skip_bad)
+static void child(int fd, const char *input, unsigned flags)
 {
     static const int FATAL[] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT};
     for (size_t k = 0; k < sizeof FATAL / sizeof *FATAL; k++)
@@ -56,7 +56,7 @@ static void child(int fd, const char *input, int skip_bad)
     hq_err err = {{0}};
     unsigned char *buf = NULL;
     uint64_t len = 0;
-    int rc = hq_io_scan(input, skip_bad, &inv, &err);
+    int rc = hq_io_scan(input, flags, &inv, &err);
     if (!rc) {
         const hq_io_ops *ops = hq_io_ops_for(inv.format);
         if (ops->check_metadata)
@@ -104,7 +104,7 @@ static double timeout_from_env(void)
     return t > 0 ? t : DEFAULT_TIMEOUT_S;
 }
 
-int hq_io_scan_isolated(const char *input, int skip_bad, double timeout_s, hq_inventory *inv, hq_err *err)
+int hq_io_scan_isolated(const char *input, unsigned flags, double timeout_s, hq_inventory *inv, hq_err *err)
 {
     memset(inv, 0, sizeof *inv);
     if (timeout_s <= 0)
@@ -121,7 +121,7 @@ int hq_io_scan_isolated(const char *input, int skip_bad, double timeout_s, hq_in
     }
     if (pid == 0) {
         close(fds[0]);
-        child(fds[1], input, skip_bad);
+        child(fds[1], input, flags);
     }
     close(fds[1]);
     const double deadline = now_s() + timeout_s;

@@ -258,7 +258,7 @@ static int write_sample(hq_report *r, FILE *f, const sample *s, const packed *p,
             sec.nhist = 0;
         else if (rep_is_clahe(r)) {
             clahe_section(r, s, &m, lut, labels, pick, &pc);
-            pc.grid = 0; /* no thumbnail to draw it on */
+            pc.grid = -1; /* no thumbnail to draw it on */
             sec.clahe = &pc;
         }
     } else if (!thumbs || (p->ll && !d[0])) {

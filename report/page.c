@@ -166,7 +166,7 @@ static void clahe_json(FILE *f, const hq_page_clahe *c, uint32_t bins)
         hq_json_put(f, c->labels[h]);
     }
     fputs("], \"grid\": ", f);
-    if (c->grid) {
+    if (c->grid > 0) {
         fprintf(f, "{\"thumb\": [%u, %u], \"x\": ", c->thumb_w, c->thumb_h);
         json_edges(f, g->width, g->tiles_x, g->tile_w);
         fputs(", \"y\": ", f);
@@ -307,7 +307,7 @@ static void thumbs(FILE *f, const hq_page_section *s)
     unsigned dh = longest ? (unsigned)((s->height * 256 + longest / 2) / longest) : 256;
     dw = dw ? dw : 1;
     dh = dh ? dh : 1;
-    const int overlay = s->clahe && s->clahe->grid;
+    const int overlay = s->clahe && s->clahe->grid > 0;
     fputs("<div class=\"thumbs\">\n", f);
     for (int k = 0; k < 2; k++) {
         fputs(overlay ? "<figure><div class=\"tiled\">" : "<figure>", f);
@@ -340,10 +340,12 @@ static void clahe_caption(FILE *f, const hq_page_clahe *c)
         fprintf(f, " (%lld per bin)", (long long)c->clip_count);
     else
         fputs(" (none)", f);
-    fputs(c->grid ? ". The tile grid is drawn over the thumbnails; outlined in colour: the tiles whose LUTs are "
-                    "plotted below (corners and centre).</p>\n"
-                  : ". The tile grid is too fine to draw at thumbnail size; below, the LUTs of the corner and centre "
-                    "tiles.</p>\n",
+    fputs(c->grid > 0 ? ". The tile grid is drawn over the thumbnails; outlined in colour: the tiles whose LUTs are "
+                        "plotted below (corners and centre).</p>\n"
+          : c->grid == 0 ? ". The tile grid is too fine to draw at thumbnail size; below, the LUTs of the corner and "
+                           "centre tiles.</p>\n"
+                         : ". Without thumbnails there is no grid to draw; below, the LUTs of the corner and centre "
+                           "tiles.</p>\n",
           f);
 }
 

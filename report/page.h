@@ -53,7 +53,7 @@ typedef struct hq_page_clahe {
     double clip;              /* --clip-limit */
     int64_t clip_count;       /* the per-bin limit it gives; 0: none */
     uint32_t thumb_w, thumb_h;/* the thumbnails' own pixels */
-    int grid;                 /* 0: too fine to draw (hq_tile_view_drawable) */
+    int grid;                 /* 1: drawn; 0: too fine to draw (hq_tile_view_drawable); -1: no thumbnail */
     size_t ntiles;
     const hq_tile_pos *tiles; /* the picked tiles (hq_tile_view_pick) */
     uint32_t nhist;

@@ -75,6 +75,22 @@ static uint64_t item_of_image(const run *r, uint64_t g)
     return i;
 }
 
+/* Why nothing was counted, from what can leave a sample out: the mask, --ignore, and for float
+ * data NaN and infinities (it: the image's item, or NULL for every item: scope global). */
+static const char *why_nothing(const run *r, const hq_item *it)
+{
+    int fl = it && it->sample == HQ_SAMPLE_FLOAT;
+    for (size_t i = 0; !it && i < r->inv.n; i++)
+        fl |= !r->inv.items[i].bad && r->inv.items[i].sample == HQ_SAMPLE_FLOAT;
+    const int mk = r->o->mask != NULL, ig = r->o->ignore != 0;
+    if (fl)
+        return mk && ig ? "no finite sample inside the mask and not ignored"
+               : mk     ? "no finite sample inside the mask"
+               : ig     ? "no finite sample that is not ignored"
+                        : "no finite sample";
+    return mk && ig ? "every pixel masked out or ignored" : mk ? "every pixel masked out" : "every value ignored";
+}
+
 /* Said once per group, by the rank that speaks for its first image. */
 static void note_nothing_counted(const run *r, uint64_t group)
 {
@@ -88,8 +104,8 @@ static void note_nothing_counted(const run *r, uint64_t group)
     if (__atomic_load_n(&r->nskipped, __ATOMIC_RELAXED))
         return;
     if (r->scope == HQ_SCOPE_GLOBAL) {
-        fprintf(stderr, "histeq_dist: note: %s: nothing counted (every pixel masked out or ignored); the images "
-                "are left unchanged\n", r->o->input);
+        fprintf(stderr, "histeq_dist: note: %s: nothing counted (%s); the images are left unchanged\n", r->o->input,
+                why_nothing(r, NULL));
         return;
     }
     const hq_item *it = &r->inv.items[item_of_image(r, image)];
@@ -97,8 +113,8 @@ static void note_nothing_counted(const run *r, uint64_t group)
     char slice[48] = "";
     if (it->slices > 1 && r->scope != HQ_SCOPE_DATASET)
         snprintf(slice, sizeof slice, " slice %llu", (unsigned long long)(image - r->plan.item_image0[item_of_image(r, image)]));
-    fprintf(stderr, "histeq_dist: note: %s%s%s%s: nothing counted (every pixel masked out or ignored); left "
-            "unchanged\n", it->src, hdf5 ? ":" : "", hdf5 ? it->name : "", slice);
+    fprintf(stderr, "histeq_dist: note: %s%s%s%s: nothing counted (%s); left unchanged\n", it->src, hdf5 ? ":" : "",
+            hdf5 ? it->name : "", slice, why_nothing(r, it));
 }
 
 /* CLAHE: every tile's LUT, tiles in parallel (each is independent and exact). */

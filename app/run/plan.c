@@ -11,15 +11,34 @@
 #include "../threads.h"
 #include "run_internal.h"
 
+/* An item the options cannot apply to (why, code): the run's error, or under --on-error skip a
+ * skipped input like those the scan leaves out (io/scan.c), listed at the end; the same on every
+ * rank. */
+static int cannot_apply(run *r, hq_item *it, const hq_err *why, int code, hq_err *err)
+{
+    if (r->o->on_error != HQ_ONERR_SKIP) {
+        *err = *why;
+        return code;
+    }
+    char *w = strdup(why->msg);
+    if (!w)
+        return hq_fail(err, HQ_EMEM, "%s: out of memory listing inputs", it->src);
+    free(it->why);
+    it->why = w;
+    it->bad = 1;
+    it->slices = it->height = it->width = 0;
+    it->channels = it->sample_bytes = it->depth = it->collective = 0;
+    return 0;
+}
+
 int run_check_modes(run *r, hq_err *err)
 {
     uint64_t images = 0;
     int first = -1;
     for (size_t i = 0; i < r->inv.n; i++) {
-        const hq_item *it = &r->inv.items[i];
+        hq_item *it = &r->inv.items[i];
         if (it->bad)
             continue;
-        images += it->slices;
         /* Signed samples are equalized offset to unsigned (core/sample.h): every bit is significant. */
         if (r->o->bits && it->sample == HQ_SAMPLE_INT && r->o->bits != it->depth)
             return hq_fail(err, HQ_EUSAGE, "%s:%s: --bits does not apply to signed data (int%u: all %u bits are "
@@ -40,16 +59,24 @@ int run_check_modes(run *r, hq_err *err)
                            r->o->bits, it->depth);
         hq_clahe_geom g;
         if (run_is_clahe(r) && hq_clahe_geom_make(&r->o->clahe, it->height, it->width, &g)) {
+            /* A thumbnail in a folder of scans: under --on-error skip it is left out and listed,
+             * not the end of the whole collection. */
             char grid[64];
+            hq_err why;
             if (r->o->clahe.tile)
                 snprintf(grid, sizeof grid, "--clahe-tile %llu", (unsigned long long)r->o->clahe.tile);
             else
                 snprintf(grid, sizeof grid, "--clahe-grid %llux%llu", (unsigned long long)r->o->clahe.grid_y,
                          (unsigned long long)r->o->clahe.grid_x);
-            return hq_fail(err, HQ_EUSAGE, "%s%s%s: %s has more tiles than the image's %llux%llu pixels", it->src,
-                           r->inv.format == HQ_FMT_HDF5 ? ":" : "", r->inv.format == HQ_FMT_HDF5 ? it->name : "",
-                           grid, (unsigned long long)it->height, (unsigned long long)it->width);
+            hq_fail(&why, HQ_EUSAGE, "%s%s%s: %s has more tiles than the image's %llux%llu pixels", it->src,
+                    r->inv.format == HQ_FMT_HDF5 ? ":" : "", r->inv.format == HQ_FMT_HDF5 ? it->name : "", grid,
+                    (unsigned long long)it->height, (unsigned long long)it->width);
+            int rc = cannot_apply(r, it, &why, HQ_EUSAGE, err);
+            if (rc)
+                return rc;
+            continue;
         }
+        images += it->slices;
         if (first < 0)
             first = (int)i;
     }

@@ -18,7 +18,7 @@ static uint64_t mask_object(const char *mask)
 {
     hq_inventory m;
     hq_err scratch;
-    if (hq_io_scan_isolated(mask, 0, 0, &m, &scratch))
+    if (hq_io_scan_isolated(mask, HQ_SCAN_PLANES, 0, &m, &scratch))
         return 0;
     const uint64_t obj = m.n == 1 ? m.items[0].object : 0;
     hq_inventory_free(&m);
@@ -81,7 +81,7 @@ int run_scan_and_share(run *r, hq_err *err)
     unsigned char *buf = NULL;
     uint64_t len = 0;
     if (r->c->rank == 0) {
-        rc = hq_io_scan_isolated(r->o->input, r->o->on_error == HQ_ONERR_SKIP, 0, &r->inv, err);
+        rc = hq_io_scan_isolated(r->o->input, r->o->on_error == HQ_ONERR_SKIP ? HQ_SCAN_SKIP_BAD : 0, 0, &r->inv, err);
         if (!rc)
             rc = leave_out_mask(r, err);
         if (!rc)

@@ -80,8 +80,10 @@ void hdf5_item_roles(int frank, const hq_item *it, int *has_n, int *has_c)
 }
 
 /* Fills it->slices/height/width/channels/sample_bytes/depth from the dataset's type and shape and
- * returns its rank in *frank; HQ_EINPUT with "FILE:/dset: why" when it is not an image. */
-int hdf5_describe_dataset(hid_t d, const char *file, const char *name, hq_item *it, int *frank, hq_err *err)
+ * returns its rank in *frank; HQ_EINPUT with "FILE:/dset: why" when it is not an image. planes
+ * (HQ_SCAN_PLANES, masks): a rank-3 dataset is N x H x W, as float data always is. */
+int hdf5_describe_dataset(hid_t d, const char *file, const char *name, int planes, hq_item *it, int *frank,
+                          hq_err *err)
 {
     hid_t t = H5Dget_type(d);
     hid_t s = H5Dget_space(d);
@@ -102,8 +104,13 @@ int hdf5_describe_dataset(hid_t d, const char *file, const char *name, hq_item *
     if (!is_float && (cls != H5T_INTEGER || (size != 1 && size != 2))) {
         char tn[64];
         type_name(t, tn, sizeof tn);
-        rc = hq_fail(err, HQ_EINPUT, "%s:%s: unsupported type (%s%s) — only uint8, uint16, int8, int16, float32 and "
-                     "float64 images", file, name, tn, cls == H5T_FLOAT ? ", not IEEE 32- or 64-bit" : "");
+        if (planes)
+            rc = hq_fail(err, HQ_EINPUT, "%s:%s: unsupported type for a mask (%s) — a mask is 8- or 16-bit integers "
+                         "(uint8, uint16, int8 or int16; non-zero: counted)%s", file, name, tn,
+                         cls == H5T_ENUM ? ": store a bool mask as uint8" : "");
+        else
+            rc = hq_fail(err, HQ_EINPUT, "%s:%s: unsupported type (%s%s) — only uint8, uint16, int8, int16, float32 "
+                         "and float64 images", file, name, tn, cls == H5T_FLOAT ? ", not IEEE 32- or 64-bit" : "");
         goto out;
     }
     it->sample = is_float ? HQ_SAMPLE_FLOAT : H5Tget_sign(t) == H5T_SGN_NONE ? HQ_SAMPLE_UINT : HQ_SAMPLE_INT;
@@ -162,6 +169,10 @@ int hdf5_describe_dataset(hid_t d, const char *file, const char *name, hq_item *
     }
     int has_n, has_c;
     dims_roles(n, last, &has_n, &has_c);
+    if (planes && n == 3) {
+        has_c = 0;
+        has_n = 1;
+    }
     if (it->sample == HQ_SAMPLE_FLOAT) { /* gray only: a rank-3 float dataset is a stack */
         has_c = n == 4;
         has_n = n >= 3;

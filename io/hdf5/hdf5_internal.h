@@ -193,7 +193,8 @@ void hdf5_small_metadata_cache(hid_t fapl);
 
 /* dataset.c */
 void hdf5_item_roles(int frank, const hq_item *it, int *has_n, int *has_c);
-int hdf5_describe_dataset(hid_t d, const char *file, const char *name, hq_item *it, int *frank, hq_err *err);
+int hdf5_describe_dataset(hid_t d, const char *file, const char *name, int planes, hq_item *it, int *frank,
+                          hq_err *err);
 const char *hdf5_filter_label(H5Z_filter_t f);
 /* The next four take the dataset's creation properties (dcpl, from H5Dget_create_plist: a copy
  * costs ~5 us, and a file of 20,000 small datasets paid it four times a dataset). */
@@ -209,7 +210,7 @@ int hdf5_under_own_group(const char *name);
 /* Name order as a depth-first walk of the groups meets the names: component by component, so
  * "/a/x" (inside group a) comes before "/a-b", as '/' ends a component. Items and links alike. */
 int hdf5_path_cmp(const char *a, const char *b);
-int hdf5_scan(const char *path, const char *dset, int skip_bad, hq_inventory *inv, hq_err *err);
+int hdf5_scan(const char *path, const char *dset, unsigned flags, hq_inventory *inv, hq_err *err);
 
 /* agree.c */
 int hdf5_agree(MPI_Comm comm, int rc, hq_err *err);

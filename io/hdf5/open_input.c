@@ -124,7 +124,7 @@ static int open_item(hq_io *io, uint64_t i, hq_err *err)
     }
     hq_item now = {0};
     int frank = 0;
-    int rc = hdf5_describe_dataset(d, file, it->name, &now, &frank, err);
+    int rc = hdf5_describe_dataset(d, file, it->name, io->inv.planes, &now, &frank, err);
     if (!rc && (now.slices != it->slices || now.height != it->height || now.width != it->width ||
                 now.channels != it->channels || now.sample_bytes != it->sample_bytes || now.sample != it->sample))
         rc = hq_fail(err, HQ_EINPUT, "%s:%s: the dataset changed since it was scanned", file, it->name);

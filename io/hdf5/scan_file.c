@@ -26,6 +26,7 @@ typedef struct scan_ctx {
     const char *file;
     hid_t file_id;
     int skip_bad;
+    int planes;   /* HQ_SCAN_PLANES: rank-3 datasets are N x H x W (masks) */
     int skip_own; /* the file is one of our outputs: its global histogram is a record, not an image */
     hq_inventory *inv;
     hq_err *err;
@@ -119,7 +120,7 @@ static int add_dataset(scan_ctx *c, const char *name, haddr_t addr, int any_kind
             it.object = (uint64_t)oi.addr;
         H5Eclear2(H5E_DEFAULT);
         const hid_t dcpl = H5Dget_create_plist(d);
-        rc = hdf5_describe_dataset(d, c->file, name, &it, &frank, &why);
+        rc = hdf5_describe_dataset(d, c->file, name, c->planes, &it, &frank, &why);
         if (!rc)
             rc = hdf5_check_storage(d, dcpl, c->file, name, &why);
         if (!rc)
@@ -255,7 +256,7 @@ static int scan_one(scan_ctx *c, const char *dset)
     return rc;
 }
 
-int hdf5_scan(const char *path, const char *dset, int skip_bad, hq_inventory *inv, hq_err *err)
+int hdf5_scan(const char *path, const char *dset, unsigned flags, hq_inventory *inv, hq_err *err)
 {
     hdf5_quiet();
     struct stat st;
@@ -286,7 +287,12 @@ int hdf5_scan(const char *path, const char *dset, int skip_bad, hq_inventory *in
     int rc = 0;
     if (!inv->root && !(inv->root = strdup(path)))
         rc = hq_fail(err, HQ_EMEM, "%s: out of memory", path);
-    scan_ctx c = {.file = path, .file_id = f, .skip_bad = skip_bad, .inv = inv, .err = err};
+    scan_ctx c = {.file = path,
+                  .file_id = f,
+                  .skip_bad = (flags & HQ_SCAN_SKIP_BAD) != 0,
+                  .planes = (flags & HQ_SCAN_PLANES) != 0,
+                  .inv = inv,
+                  .err = err};
     const size_t first = inv->n;
     if (!rc)
         rc = dset && dset[0] ? scan_one(&c, dset) : scan_all(&c);

@@ -108,7 +108,7 @@ void png_temp_stem(const char *name, char stem[PNG_STEM_MAX + 1]);
 char *png_temp_path(const char *final);
 
 /* scan.c */
-int png_scan(const char *path, const char *dset, int skip_bad, hq_inventory *inv, hq_err *err);
+int png_scan(const char *path, const char *dset, unsigned flags, hq_inventory *inv, hq_err *err);
 
 /* read.c */
 int png_open_input(const hq_inventory *inv, MPI_Comm comm, int any_order, hq_io **out, hq_err *err);

@@ -308,9 +308,10 @@ static int is_png_path(const char *path)
     return hq_png_has_signature(sig, got);
 }
 
-int png_scan(const char *path, const char *dset, int skip_bad, hq_inventory *inv, hq_err *err)
+int png_scan(const char *path, const char *dset, unsigned flags, hq_inventory *inv, hq_err *err)
 {
     (void)dset;
+    const int skip_bad = (flags & HQ_SCAN_SKIP_BAD) != 0; /* PLANES: a PNG's channels are its own */
     struct stat st;
     if (stat(path, &st) != 0)
         return hq_fail(err, HQ_EIO, "%s: cannot open (%s)", path, strerror(errno));

@@ -2,6 +2,8 @@
 16-bit gray (grids that divide the image and grids that do not, clip limits 0, 1, 2, 40); the same
 bytes whatever the rank count when an image is cut into 2-D tiles over 1-4 ranks; RGB modes and
 --bits against clahe_ref.py (itself checked against OpenCV here); bad CLAHE options refused."""
+import os
+
 import cv2
 import h5py
 import numpy as np
@@ -156,12 +158,15 @@ def test_bits(tmp):
 @pytest.mark.parametrize("opts,words", [
     (["--method", "clahe", "--clahe-grid", "30x4"], "more tiles than the image"),
     (["--method", "clahe", "--clahe-tile", "0"], "--clahe-tile"),
-    (["--method", "clahe", "--clip-limit", "abc"], "--clip-limit: 'abc' is not a number"),
-    (["--method", "clahe", "--clip-limit", "nan"], "is not a number"),
+    (["--method", "clahe", "--clip-limit", "abc"], "--clip-limit: 'abc' is not a finite number"),
+    (["--method", "clahe", "--clip-limit", "nan"], "is not a finite number"),
+    # Infinite (written so, or past a double's range): not "not a number", which it is.
+    (["--method", "clahe", "--clip-limit", "inf"], "'inf' is not a finite number"),
+    (["--method", "clahe", "--clip-limit", "1e400"], "'1e400' is not a finite number"),
     # strtod's further syntax: hexadecimal (0x10 was taken as 16) and blanks on one side only.
-    (["--method", "clahe", "--clip-limit", "0x10"], "is not a number"),
-    (["--method", "clahe", "--clip-limit", " 2"], "is not a number"),
-    (["--method", "clahe", "--clip-limit", "2 "], "is not a number"),
+    (["--method", "clahe", "--clip-limit", "0x10"], "is not a finite number"),
+    (["--method", "clahe", "--clip-limit", " 2"], "is not a finite number"),
+    (["--method", "clahe", "--clip-limit", "2 "], "is not a finite number"),
     (["--method", "clahe", "--scope", "global"], "no --scope global"),
     (["--method", "clahe", "--scope", "dataset"], "no --scope dataset"),
     (["--method", "clahe", "--mask", "in.h5:/img"], "does not take --mask"),
@@ -303,6 +308,28 @@ def test_png_kinds(tmp):
             want = clahe_ref.clahe(img, src.depth, 2.0, (3, 3), color="value")
             assert_array_equal(got.samples, (want if want.ndim == 3 else want[:, :, None]).astype(got.samples.dtype),
                                name)
+
+
+def test_skip_leaves_out_an_image_smaller_than_the_grid(tmp):
+    """--on-error skip: a thumbnail among scans, smaller than --clahe-grid, is left out and listed
+    (exit 3); it ended the whole collection (exit 2). Without skip it still does."""
+    d = tmp / "photos"
+    d.mkdir()
+    rng = np.random.default_rng(31)
+    imgs = {f"p{i}.png": rng.integers(0, 256, (40, 56)).astype(np.uint8) for i in range(3)}
+    imgs["tiny.png"] = rng.integers(0, 256, (4, 4)).astype(np.uint8)
+    for name, a in imgs.items():
+        pngio.write(d / name, a, 8, pngio.GRAY)
+    r = run(["-i", d, "-o", tmp / "out", "--method", "clahe", "--on-error", "skip"])
+    assert r.rc == 3, str(r)
+    assert "skipped " in r.err and "tiny.png: --clahe-grid 8x8 has more tiles than the image's 4x4 pixels" in r.err
+    assert sorted(os.listdir(tmp / "out")) == ["histeq_dist.complete", "p0.png", "p1.png", "p2.png"]
+    for i in range(3):
+        a = imgs[f"p{i}.png"]
+        assert_array_equal(pngio.read(tmp / "out" / f"p{i}.png").samples[:, :, 0], clahe_ref.clahe(a, 8, 40.0, (8, 8)),
+                           f"p{i}")
+    r = run(["-i", d, "-o", tmp / "out2", "--method", "clahe"])
+    assert r.rc == 2 and "tiny.png" in r.err and not os.path.exists(tmp / "out2"), str(r)
 
 
 def test_report_shows_thumbnails(tmp):

@@ -194,8 +194,12 @@ def test_float_single_image_nan_and_constant(tmp):
     # A constant image: every finite sample in bin 0, whose LUT entry is 0 (README).
     assert np.array_equal(got[1:], np.zeros_like(got[1:])) and np.isnan(got[0, :5]).all()
     same_bytes(got, equalize_float_stack(const, 65536)[0], "constant")
-    # NaN samples come back with their own bits.
+    # NaN samples come back with their own bits, and the note says why nothing was counted: no
+    # mask and no --ignore here, so not "masked out or ignored".
     assert read(out, "allnan").tobytes() == allnan.tobytes()
+    r = equalize(inp, tmp / "out2.h5")
+    assert "allnan: nothing counted (no finite sample); left unchanged" in r.err, str(r)
+    assert "masked out" not in r.err and "ignored" not in r.err, str(r)
     with h5py.File(out, "r") as f:
         assert np.isnan(f["histeq_dist/range/allnan"][()]).all()
         assert tuple(f["histeq_dist/range/const"][()][0]) == (-2.5, -2.5)

@@ -135,6 +135,41 @@ def test_mask_hdf5(tmp, shape, inside):
     assert_array_equal(read_h5(out, "ct"), want, f"mask {shape}")
 
 
+@pytest.mark.parametrize("np_", [None, 3])
+def test_mask_stack_of_images_three_or_four_wide(tmp, np_):
+    """An N x H x W mask is a stack of planes whatever W is: with W = 3 or 4 it was read as one colour
+    image (the rule for image datasets) and refused as "H x W with channels"."""
+    st = ct_stack(5, 11, 3, seed=21)[..., None]  # a gray stack of 11 x 3 images, stored N x H x W x 1
+    fl = np.random.default_rng(22).normal(size=(4, 9, 4))  # a 3-D float dataset is always a stack
+    rng = np.random.default_rng(23)
+    m3 = (rng.random((5, 11, 3)) < 0.6).astype(np.uint8)
+    m4 = (rng.random((4, 9, 4)) < 0.6).astype(np.uint16) * 300
+    inp = tmp / "in.h5"
+    write_h5(inp, st=st, fl=fl, m3=m3, m4=m4, m4x1=m4[..., None])
+    r = run_ok(["-i", f"{inp}:/st", "-o", tmp / "o3.h5", "--mask", f"{inp}:/m3"], np_)
+    want = np.stack([ref.process_one(s[..., 0], 16, mask=m) for s, m in zip(st, m3)])[..., None]
+    assert_array_equal(read_h5(tmp / "o3.h5", "st"), want, "gray stack, 3-wide mask")
+    # Float: the same as the mask stored N x H x W x 1, which was always read as planes.
+    run_ok(["-i", f"{inp}:/fl", "-o", tmp / "o4.h5", "--mask", f"{inp}:/m4"], np_)
+    run_ok(["-i", f"{inp}:/fl", "-o", tmp / "o4b.h5", "--mask", f"{inp}:/m4x1"], np_)
+    got, ref4 = read_h5(tmp / "o4.h5", "fl"), read_h5(tmp / "o4b.h5", "fl")
+    assert got.tobytes() == ref4.tobytes() and not np.array_equal(got, fl), "float stack, 4-wide mask"
+
+
+@pytest.mark.parametrize("kind", ["int32", "bool"])
+def test_mask_of_another_type_says_what_a_mask_is(tmp, kind):
+    """A mask's type error speaks of masks: the image rule's list ("... float32 and float64
+    images") sent users to a float mask, which is refused in turn."""
+    inp, mfile = tmp / "in.h5", tmp / "mask.h5"
+    write_h5(inp, ct=ct_stack(2, 12, 12, seed=24))
+    write_h5(mfile, m=np.ones((12, 12), np.int32 if kind == "int32" else bool))
+    r = run(["-i", inp, "-o", tmp / "o.h5", "--mask", f"{mfile}:/m"])
+    one_line(r, E_INPUT, "mask.h5:/m: unsupported type for a mask")
+    assert "float" not in r.err and "8- or 16-bit integers" in r.err, str(r)
+    assert ("store a bool mask as uint8" in r.err) == (kind == "bool"), str(r)
+    assert not os.path.exists(tmp / "o.h5")
+
+
 def test_mask_inside_input_file_is_left_out(tmp):
     st = ct_stack(2, 30, 30, seed=6)
     mk = disc_mask(30, 30)
