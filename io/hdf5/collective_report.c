@@ -86,9 +86,12 @@ void hdf5_report_direct(hq_io *io)
     uint64_t mine[5] = {io->direct_blocks[0], io->blocks[0], io->direct_blocks[1], io->blocks[1], io->viewed_blocks};
     uint64_t all[5] = {0};
     MPI_Reduce(mine, all, 5, MPI_UINT64_T, MPI_SUM, 0, io->comm);
-    char viewed[96] = "";
+    char viewed[192] = "";
     if (all[4])
         snprintf(viewed, sizeof viewed, "; %llu read in place, from a mapping of the input", (unsigned long long)all[4]);
+    else if (io->view_cal < 0) /* rank 0's measurement; each rank made its own */
+        snprintf(viewed, sizeof viewed, "; none read in place: a page of a mapping of the input took %.0f ns to "
+                 "reach, a pread of it %.0f ns", io->view_ns[0], io->view_ns[1]);
     if (io->rank == 0)
         fprintf(stderr, "histeq_dist: note: HDF5 direct path: %llu of %llu blocks read, %llu of %llu written (%d "
                 "thread%s a rank%s)%s\n", (unsigned long long)all[0], (unsigned long long)all[1],

@@ -139,6 +139,8 @@ struct hq_io {
     const unsigned char *imap; /* in_view.c: the input file mapped read-only, on first use; NULL: none */
     uint64_t imap_len;
     int imap_tried;
+    int view_cal;          /* in_view.c, views_pay: 0 not measured yet, 1 views used, -1 reads instead */
+    double view_ns[2];     /* what views_pay measured: a page's first touch in the mapping, its pread */
     unsigned char *omap;   /* out_map.c: [0, omap_len) of OUT.part mapped shared; NULL: pwrite */
     uint64_t omap_len;
     /* pwrites of OUT.part, one at a time, and the background reservation's fallocates on this rank

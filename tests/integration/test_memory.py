@@ -77,8 +77,10 @@ def test_blocks_shrink_to_the_budget(tmp):
 
 def summary_of(tmp, inp, name, *opts, np_=None):
     s = tmp / f"{name}.json"
+    # Views as a fixed choice: left to the rank's own measurement (in_view.c), one run could view
+    # its blocks and the other read them, and a view's populated pages count in the RSS compared.
     r = run_ok(["--input", inp, "--output", tmp / f"{name}.h5", "--device", DEVICES[0], "--summary", s] +
-               list(opts), np_)
+               list(opts), np_, env={"HQ_INPUT_VIEW": "1"})
     return json.loads(s.read_text()), r
 
 
