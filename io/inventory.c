@@ -29,6 +29,19 @@ int hq_inventory_add(hq_inventory *inv, const hq_item *it, hq_err *err)
     return 0;
 }
 
+int hq_item_set_bad(hq_item *it, const char *why, hq_err *err)
+{
+    char *w = strdup(why);
+    if (!w)
+        return hq_fail(err, HQ_EMEM, "%s: out of memory listing inputs", it->src);
+    free(it->why);
+    it->why = w;
+    it->bad = 1;
+    it->slices = it->height = it->width = 0;
+    it->channels = it->sample_bytes = it->depth = it->collective = 0;
+    return 0;
+}
+
 void hq_inventory_free(hq_inventory *inv)
 {
     for (size_t i = 0; i < inv->n; i++) {

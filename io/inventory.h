@@ -50,6 +50,10 @@ typedef struct hq_inventory {
 
 /* Appends a copy of *it (strings duplicated). */
 int hq_inventory_add(hq_inventory *inv, const hq_item *it, hq_err *err);
+
+/* Makes it a bad item with the one-line reason why (copied): no pixels, as a scan under
+ * --on-error skip records an unusable input. HQ_EMEM in err if the reason cannot be kept. */
+int hq_item_set_bad(hq_item *it, const char *why, hq_err *err);
 void hq_inventory_free(hq_inventory *inv);
 
 /* Whether any usable item is RGB(A): only then does --color decide anything (and get recorded). */

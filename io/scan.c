@@ -146,14 +146,9 @@ static int check_sizes(hq_inventory *inv, int skip_bad, hq_err *err)
             *err = why;
             return HQ_EINPUT;
         }
-        char *w = strdup(why.msg);
-        if (!w)
-            return hq_fail(err, HQ_EMEM, "%s: out of memory listing inputs", it->src);
-        free(it->why);
-        it->why = w;
-        it->bad = 1;
-        it->slices = it->height = it->width = 0;
-        it->channels = it->sample_bytes = it->depth = it->collective = 0;
+        int rc = hq_item_set_bad(it, why.msg, err);
+        if (rc)
+            return rc;
     }
     return 0;
 }

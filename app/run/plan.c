@@ -20,15 +20,7 @@ static int cannot_apply(run *r, hq_item *it, const hq_err *why, int code, hq_err
         *err = *why;
         return code;
     }
-    char *w = strdup(why->msg);
-    if (!w)
-        return hq_fail(err, HQ_EMEM, "%s: out of memory listing inputs", it->src);
-    free(it->why);
-    it->why = w;
-    it->bad = 1;
-    it->slices = it->height = it->width = 0;
-    it->channels = it->sample_bytes = it->depth = it->collective = 0;
-    return 0;
+    return hq_item_set_bad(it, why->msg, err);
 }
 
 int run_check_modes(run *r, hq_err *err)
