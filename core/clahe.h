@@ -236,14 +236,22 @@ HQ_HD int64_t hq_clahe_floor(float tf)
     return t - ((float)t > tf);
 }
 
+/* The weights of a position from its tf and tf's floor t1f (as a float): w2 = tf - t1f, w1 = 1 - w2.
+ * Tiles left 0: the GPU remap, whose runs of rows share a floor, needs only the weights. */
+HQ_HD hq_clahe_w hq_clahe_weights_of(float tf, float t1f)
+{
+    hq_clahe_w w;
+    w.w2 = HQ_FSUB(tf, t1f);
+    w.w1 = HQ_FSUB(1.0f, w.w2);
+    w.t1 = w.t2 = 0;
+    return w;
+}
+
 HQ_HD hq_clahe_w hq_clahe_weight(uint64_t pos, float inv, uint64_t tiles)
 {
     const float tf = hq_clahe_tf(pos, inv);
     const int64_t t1 = hq_clahe_floor(tf);
-    const float a = HQ_FSUB(tf, (float)t1);
-    hq_clahe_w w;
-    w.w2 = a;
-    w.w1 = HQ_FSUB(1.0f, a);
+    hq_clahe_w w = hq_clahe_weights_of(tf, (float)t1);
     w.t1 = (uint32_t)(t1 < 0 ? 0 : t1);
     w.t2 = (uint32_t)(t1 + 1 > (int64_t)tiles - 1 ? (int64_t)tiles - 1 : t1 + 1);
     return w;

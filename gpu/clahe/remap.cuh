@@ -351,13 +351,9 @@ __global__ void __launch_bounds__(kRemapBX *kRemapBY, 2)
                     nxt[u] = *reinterpret_cast<const uint4 *>(row + (U + u) * step);
 #pragma unroll
             for (uint32_t u = 0; u < U; u++)
-                if (k + u * BY < n) {
-                    const float ya = HQ_FSUB(hq_clahe_tf(pos0 + k + u * BY, inv_h), t1f);
-                    hq_clahe_w wy;
-                    wy.w2 = ya;
-                    wy.w1 = HQ_FSUB(1.0f, ya);
-                    *reinterpret_cast<uint4 *>(row + u * step) = blend16<L>(cur[u], cells, off, w1, w2, wy);
-                }
+                if (k + u * BY < n)
+                    *reinterpret_cast<uint4 *>(row + u * step) = blend16<L>(
+                        cur[u], cells, off, w1, w2, hq_clahe_weights_of(hq_clahe_tf(pos0 + k + u * BY, inv_h), t1f));
 #pragma unroll
             for (uint32_t u = 0; u < U; u++)
                 cur[u] = nxt[u];
