@@ -280,7 +280,10 @@ int hq_options_parse(int argc, char **argv, int print, hq_options *o, hq_err *er
     const char *clahe_opt = NULL;
     o->fbins = 65536;
     opterr = 0;
-    optind = 1;
+    /* 0, not 1: glibc's full reset. The options are read twice (quietly before MPI_Init, app/main.c),
+     * and after a first read that stopped inside a cluster (-xq, at the unknown -x) optind = 1 left
+     * getopt inside it: the second read took the q and lost the error. */
+    optind = 0;
     int c;
     long v;
     while ((c = getopt_long(argc, argv, ":i:o:vqh", LONG_OPTS, NULL)) != -1) {

@@ -189,6 +189,24 @@ char *hq_io_spec_file(const char *spec);
  * environment or 300 s. */
 int hq_io_scan_isolated(const char *input, unsigned flags, double timeout_s, hq_inventory *inv, hq_err *err);
 
+/* The same scan in two steps, so that the child works while the caller does something else (rank
+ * 0 starts it before MPI_Init, app/main.c): hq_io_scan_start forks the child and returns at once;
+ * hq_io_scan_finish collects it exactly as hq_io_scan_isolated would (the deadline counts from
+ * the start); hq_io_scan_drop ends and reaps a started scan nobody collected (nothing otherwise).
+ * hq_io_scan_matches says whether a started scan is of that input with those flags. A job that
+ * failed to start is left empty, and its failure is hq_io_scan_isolated's. */
+typedef struct hq_scan_job {
+    long pid; /* 0: none */
+    int fd;
+    unsigned flags;
+    double deadline, timeout_s;
+    const char *input; /* the caller's string, which must outlive the job */
+} hq_scan_job;
+int hq_io_scan_start(const char *input, unsigned flags, double timeout_s, hq_scan_job *job, hq_err *err);
+int hq_io_scan_matches(const hq_scan_job *job, const char *input, unsigned flags);
+int hq_io_scan_finish(hq_scan_job *job, hq_inventory *inv, hq_err *err);
+void hq_io_scan_drop(hq_scan_job *job);
+
 static inline const hq_io_ops *hq_io_ops_for(hq_format f)
 {
     return f == HQ_FMT_HDF5 ? &hq_hdf5_ops : &hq_png_ops;

@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -40,9 +41,14 @@ static double now_s(void)
 }
 
 /* The child: no MPI, no atexit handlers (Open MPI's, HDF5's), default fatal signals (Open MPI's
- * handler would print a backtrace of the child), nothing on the terminal. */
-static void child(int fd, const char *input, unsigned flags)
+ * handler would print a backtrace of the child), nothing on the terminal. It ends with the process
+ * that forked it: a scan hung on damaged metadata is the parent's to kill at the deadline, and a
+ * parent gone first (killed, or a rank whose launcher died during MPI_Init, mpi/comm.c) would
+ * have left it hanging for good. */
+static void child(int fd, const char *input, unsigned flags, pid_t parent)
 {
+    if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || getppid() != parent)
+        _exit(1);
     static const int FATAL[] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT};
     for (size_t k = 0; k < sizeof FATAL / sizeof *FATAL; k++)
         signal(FATAL[k], SIG_DFL);
@@ -104,15 +110,16 @@ static double timeout_from_env(void)
     return t > 0 ? t : DEFAULT_TIMEOUT_S;
 }
 
-int hq_io_scan_isolated(const char *input, unsigned flags, double timeout_s, hq_inventory *inv, hq_err *err)
+int hq_io_scan_start(const char *input, unsigned flags, double timeout_s, hq_scan_job *job, hq_err *err)
 {
-    memset(inv, 0, sizeof *inv);
+    memset(job, 0, sizeof *job);
     if (timeout_s <= 0)
         timeout_s = timeout_from_env();
     int fds[2];
     if (pipe(fds) != 0)
         return hq_fail(err, HQ_EIO, "%s: cannot scan: no pipe (%s)", input, strerror(errno));
     fflush(NULL); /* nothing buffered twice */
+    const pid_t parent = getpid();
     pid_t pid = fork();
     if (pid < 0) {
         close(fds[0]);
@@ -121,23 +128,50 @@ int hq_io_scan_isolated(const char *input, unsigned flags, double timeout_s, hq_
     }
     if (pid == 0) {
         close(fds[0]);
-        child(fds[1], input, flags);
+        child(fds[1], input, flags, parent);
     }
     close(fds[1]);
-    const double deadline = now_s() + timeout_s;
+    *job = (hq_scan_job){.pid = pid, .fd = fds[0], .flags = flags, .deadline = now_s() + timeout_s,
+                         .timeout_s = timeout_s, .input = input};
+    return 0;
+}
+
+int hq_io_scan_matches(const hq_scan_job *job, const char *input, unsigned flags)
+{
+    return job && job->pid > 0 && job->flags == flags && !strcmp(job->input, input);
+}
+
+void hq_io_scan_drop(hq_scan_job *job)
+{
+    if (!job || job->pid <= 0)
+        return;
+    close(job->fd);
+    kill((pid_t)job->pid, SIGKILL);
+    while (waitpid((pid_t)job->pid, NULL, 0) < 0 && errno == EINTR)
+        ;
+    job->pid = 0;
+}
+
+int hq_io_scan_finish(hq_scan_job *job, hq_inventory *inv, hq_err *err)
+{
+    memset(inv, 0, sizeof *inv);
+    const char *input = job->input;
+    const pid_t pid = (pid_t)job->pid;
+    const double deadline = job->deadline, timeout_s = job->timeout_s;
     reply_head h;
     char *msg = NULL;
     unsigned char *buf = NULL;
-    int got = read_until(fds[0], &h, sizeof h, deadline);
+    int got = read_until(job->fd, &h, sizeof h, deadline);
     if (!got && h.msg_len && !(msg = calloc(h.msg_len + 1, 1)))
         got = -3;
     if (!got && h.msg_len)
-        got = read_until(fds[0], msg, h.msg_len, deadline);
+        got = read_until(job->fd, msg, h.msg_len, deadline);
     if (!got && h.inv_len && !(buf = malloc((size_t)h.inv_len)))
         got = -3;
     if (!got && h.inv_len)
-        got = read_until(fds[0], buf, (size_t)h.inv_len, deadline);
-    close(fds[0]);
+        got = read_until(job->fd, buf, (size_t)h.inv_len, deadline);
+    close(job->fd);
+    job->pid = 0;
     if (got == -2)
         kill(pid, SIGKILL);
     int status = 0;
@@ -162,4 +196,12 @@ int hq_io_scan_isolated(const char *input, unsigned flags, double timeout_s, hq_
     free(msg);
     free(buf);
     return rc;
+}
+
+int hq_io_scan_isolated(const char *input, unsigned flags, double timeout_s, hq_inventory *inv, hq_err *err)
+{
+    hq_scan_job job;
+    memset(inv, 0, sizeof *inv);
+    const int rc = hq_io_scan_start(input, flags, timeout_s, &job, err);
+    return rc ? rc : hq_io_scan_finish(&job, inv, err);
 }

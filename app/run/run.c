@@ -159,11 +159,11 @@ static void free_run(run *r)
     free(r->default_output);
 }
 
-int hq_run(const hq_options *given, const hq_comm *c, hq_err *err)
+int hq_run(const hq_options *given, const hq_comm *c, hq_scan_job *early, hq_err *err)
 {
     hq_options opts = *given; /* --output filled in when it was not given */
     const hq_options *o = &opts;
-    run r = {.o = o, .c = c, .sync_fd = -1, .res.lock_fd = -1};
+    run r = {.o = o, .c = c, .early_scan = early, .sync_fd = -1, .res.lock_fd = -1};
     const double t_start = hq_now();
     pthread_mutex_init(&r.mu, NULL);
     pthread_mutex_init(&r.tick_mu, NULL);

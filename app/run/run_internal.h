@@ -91,6 +91,7 @@ typedef struct run {
     const hq_options *o;
     const hq_comm *c;
     hq_inventory inv;
+    hq_scan_job *early_scan; /* rank 0: the scan main started, or NULL (app/run.h) */
     uint64_t input_mark; /* rank 0: run_input_mark after the scan */
     const hq_io_ops *io_ops;
     hq_io *io;

@@ -1,5 +1,5 @@
 /* scan.c — the inventory on every rank: rank 0 scans the input (in a child:
- * hq_io_scan_isolated, io/io.h), leaves out a --mask that is one of its items, and broadcasts the
+ * hq_io_scan_isolated, io/io.h, or the one main started before MPI_Init), leaves out a --mask that is one of its items, and broadcasts the
  * list; without --output, rank 0 names the output beside the input (app/outname.h). Both
  * collective, their errors agreed. */
 #include <stdio.h>
@@ -75,13 +75,20 @@ static int leave_out_mask(run *r, hq_err *err)
     return rc;
 }
 
+unsigned hq_run_scan_flags(const hq_options *o)
+{
+    return o->on_error == HQ_ONERR_SKIP ? HQ_SCAN_SKIP_BAD : 0;
+}
+
 int run_scan_and_share(run *r, hq_err *err)
 {
     int rc = 0;
     unsigned char *buf = NULL;
     uint64_t len = 0;
     if (r->c->rank == 0) {
-        rc = hq_io_scan_isolated(r->o->input, r->o->on_error == HQ_ONERR_SKIP ? HQ_SCAN_SKIP_BAD : 0, 0, &r->inv, err);
+        const unsigned flags = hq_run_scan_flags(r->o);
+        rc = hq_io_scan_matches(r->early_scan, r->o->input, flags) ? hq_io_scan_finish(r->early_scan, &r->inv, err)
+                                                                   : hq_io_scan_isolated(r->o->input, flags, 0, &r->inv, err);
         if (!rc)
             rc = leave_out_mask(r, err);
         if (!rc)

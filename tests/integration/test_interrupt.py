@@ -303,15 +303,19 @@ def test_ranks_whose_launcher_dies_while_they_start_end_too(tmp):
     p = subprocess.Popen(command(["--input", inp, "--output", out], 2), env=e, start_new_session=True,
                          stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
 
-    def ranks():
+    def ranks(parent=None):
+        """The run's processes (the ranks, and rank 0's scan child while it reads the input), or
+        those that parent started."""
         found = []
         for d in os.listdir("/proc"):
             try:
                 with open(f"/proc/{d}/cmdline", "rb") as fh:
                     argv = fh.read().split(b"\0")
-            except OSError:
+                with open(f"/proc/{d}/stat") as fh:
+                    ppid = int(fh.read().rsplit(")", 1)[1].split()[1])
+            except (OSError, ValueError, IndexError):
                 continue
-            if argv and argv[0] == os.fsencode(BIN) and os.fsencode(str(out)) in argv:
+            if argv and argv[0] == os.fsencode(BIN) and os.fsencode(str(out)) in argv and parent in (None, ppid):
                 found.append(int(d))
         return found
 
@@ -328,7 +332,7 @@ def test_ranks_whose_launcher_dies_while_they_start_end_too(tmp):
                 buf += chunk
                 said = buf.count(b"watching before MPI_Init")
         assert said == 2 and b"not watching" not in buf, buf.decode(errors="replace")
-        assert len(ranks()) == 2, "the two ranks are not there"
+        assert len(ranks(p.pid)) == 2, "the two ranks are not there"
         os.kill(p.pid, signal.SIGKILL)  # mpirun alone, as a batch system's kill of the launcher would
         p.wait()
         deadline = time.monotonic() + 3

@@ -8,12 +8,14 @@ exit 4 and one line naming the file, on one rank and on several, leaving no outp
 for the files of --mask and --reference, scanned the same way."""
 import glob
 import os
+import subprocess
+import time
 
 import h5py
 import numpy as np
 import pytest
 
-from helpers import ROOT, run
+from helpers import ROOT, command, run, run_env
 
 FILES = sorted(glob.glob(os.path.join(ROOT, "fuzz", "regress", "hdf5", "lib-*.h5")))
 LIMIT = {"HQ_METADATA_TIMEOUT_S": "5"}  # the hang is cut after 5 s instead of 300
@@ -99,3 +101,48 @@ def test_damaged_mask_or_reference(tmp, role, np_):
         assert lines == [want], str(r)
         assert "backtrace" not in r.err.lower() and "Segmentation fault" not in r.err.replace(lines[0], ""), str(r)
         assert sorted(os.listdir(tmp)) == ["in.h5"], f"left behind: {os.listdir(tmp)}"
+
+
+def _children(pid):
+    """The processes pid forked that are still alive (a zombie is dead, whoever reaps it)."""
+    kids = []
+    for task in os.listdir(f"/proc/{pid}/task"):
+        try:
+            with open(f"/proc/{pid}/task/{task}/children") as f:
+                kids += [int(k) for k in f.read().split()]
+        except OSError:
+            pass
+    return [k for k in kids if _alive(k)]
+
+
+def _alive(pid):
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def test_scan_child_ends_with_its_parent(tmp):
+    """A scan hung on damaged metadata is killed at the deadline by the process that forked it
+    (rank 0 forks it before MPI_Init, app/main.c). Where that process is killed first, the child
+    goes with it instead of hanging on, its parent gone."""
+    hang = [f for f in FILES if "hang" in f][0]
+    p = subprocess.Popen(command(["--input", hang, "--output", tmp / "o.h5", "--on-error", "skip"]),
+                         env=run_env({"HQ_METADATA_TIMEOUT_S": "60"}), stdout=subprocess.DEVNULL,
+                         stderr=subprocess.DEVNULL)
+    try:
+        kids, until = [], time.monotonic() + 30
+        while not kids and time.monotonic() < until and p.poll() is None:
+            time.sleep(0.05)
+            kids = _children(p.pid)
+        assert kids, "no scan child seen"
+        time.sleep(0.5)  # the child is in the hang by now
+        assert p.poll() is None and all(_alive(k) for k in kids), "the scan did not hang"
+    finally:
+        p.kill()
+        p.wait()
+    until = time.monotonic() + 10
+    while any(_alive(k) for k in kids) and time.monotonic() < until:
+        time.sleep(0.05)
+    assert not any(_alive(k) for k in kids), f"scan child {kids} outlived its parent"

@@ -143,9 +143,9 @@ def start_up(r):
 
 def test_start_up_settings_chosen_and_kept(tmp):
     """What the start-up sets for a short run on few cores (-v says it): OpenMP workers that sleep,
-    Open MPI without a daemon for a lone process and with ob1 for ranks of one node; what the user
-    set stays as it was."""
-    names = ("OMP_WAIT_POLICY", "OMPI_MCA_pml", "OMPI_MCA_ess_singleton_isolated")
+    Open MPI without a daemon and without hwloc's walk of the PCI devices for a lone process, with
+    ob1 for ranks of one node; what the user set stays as it was."""
+    names = ("OMP_WAIT_POLICY", "OMPI_MCA_pml", "OMPI_MCA_ess_singleton_isolated", "HWLOC_COMPONENTS")
     if any(n in os.environ for n in names):
         pytest.skip("the environment sets these already")
     a = ref.low_contrast(64, 80, 10, 90, np.uint8, seed=85)
@@ -153,13 +153,15 @@ def test_start_up_settings_chosen_and_kept(tmp):
     with h5py.File(inp, "w") as f:
         f.create_dataset("img", data=a)
     alone = start_up(run_ok(["-i", inp, "-o", tmp / "a.h5", "-v"]))
-    assert alone == {"OMP_WAIT_POLICY": "passive", "OMPI_MCA_pml": "ob1", "OMPI_MCA_ess_singleton_isolated": "1"}
+    assert alone == {"OMP_WAIT_POLICY": "passive", "OMPI_MCA_pml": "ob1", "OMPI_MCA_ess_singleton_isolated": "1",
+                     "HWLOC_COMPONENTS": "-linuxio,-pci"}
     two = start_up(run_ok(["-i", inp, "-o", tmp / "b.h5", "-v"], 2))
     assert two["OMP_WAIT_POLICY"] == "passive" and two["OMPI_MCA_pml"] == "ob1", two
-    assert two["OMPI_MCA_ess_singleton_isolated"] == "(unset)", two
+    assert two["OMPI_MCA_ess_singleton_isolated"] == "(unset)" and two["HWLOC_COMPONENTS"] == "(unset)", two
     kept = start_up(run_ok(["-i", inp, "-o", tmp / "c.h5", "-v"], env={"OMP_WAIT_POLICY": "active",
-                                                                      "OMPI_MCA_pml": "^ucx"}))
+                                                                      "OMPI_MCA_pml": "^ucx", "HWLOC_COMPONENTS": "-x86"}))
     assert kept["OMP_WAIT_POLICY"] == "active" and kept["OMPI_MCA_pml"] == "^ucx", kept
+    assert kept["HWLOC_COMPONENTS"] == "-x86", kept
     for name in ("a.h5", "b.h5", "c.h5"):
         with h5py.File(tmp / name, "r") as f:
             assert_array_equal(f["img"][()], ref.equalize_one(a, 8), name)
