@@ -27,9 +27,14 @@
  * the next. Each gets a session tree of its own (mpi/session_dir.h), removed at the end, and by a
  * later run when a kill -9 left it.
  *
- * A lone process has no network to place, yet Open MPI's hwloc walked every PCI device's config
- * space for its I/O topology: 41 ms of an MPI_Init on the 2-core VM against 26 ms without that
- * walk (HWLOC_COMPONENTS=-linuxio,-pci; median of 6 each), 7% of a 64 KiB run's whole time. */
+ * A lone process has no network to place and no device to bind to, yet Open MPI's hwloc looked for
+ * every I/O device: on the GPU node its OpenCL discovery loaded POCL (with LLVM, clang and a
+ * thread a core) and NVIDIA's OpenCL driver, 0.30 s of every start (--version 337 ms against 35
+ * ms without I/O discovery, median of 8), and POCL's threads aborted the start under ulimit -v 1 GB
+ * ("PTHREAD ERROR in pthread_scheduler_init"); on the 2-core VM the PCI walk alone was 15 ms of a
+ * 41 ms MPI_Init. HWLOC_COMPONENTS leaves out every I/O component (names this hwloc lacks are
+ * ignored). Launched ranks take the node's topology from their launcher's daemon instead. */
+#define HQ_HWLOC_NO_IO "-linuxio,-pci,-opencl,-cuda,-nvml,-rsmi,-levelzero,-gl"
 static void quick_start(void)
 {
     const char *world = getenv("OMPI_COMM_WORLD_SIZE"), *local = getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
@@ -41,7 +46,7 @@ static void quick_start(void)
         if (iso && strcmp(iso, "0") != 0 && !getenv("OMPI_MCA_orte_tmpdir_base") &&
             hq_session_dir_make(tmp && *tmp ? tmp : "/tmp", session_base, sizeof session_base) == 0)
             setenv("OMPI_MCA_orte_tmpdir_base", session_base, 1);
-        setenv("HWLOC_COMPONENTS", "-linuxio,-pci", 0);
+        setenv("HWLOC_COMPONENTS", HQ_HWLOC_NO_IO, 0);
     }
     if (!launched || (world && local && strcmp(world, local) == 0))
         setenv("OMPI_MCA_pml", "ob1", 0);

@@ -143,7 +143,7 @@ def start_up(r):
 
 def test_start_up_settings_chosen_and_kept(tmp):
     """What the start-up sets for a short run on few cores (-v says it): OpenMP workers that sleep,
-    Open MPI without a daemon and without hwloc's walk of the PCI devices for a lone process, with
+    Open MPI without a daemon and without hwloc's search for I/O devices for a lone process, with
     ob1 for ranks of one node; what the user set stays as it was."""
     names = ("OMP_WAIT_POLICY", "OMPI_MCA_pml", "OMPI_MCA_ess_singleton_isolated", "HWLOC_COMPONENTS")
     if any(n in os.environ for n in names):
@@ -154,7 +154,7 @@ def test_start_up_settings_chosen_and_kept(tmp):
         f.create_dataset("img", data=a)
     alone = start_up(run_ok(["-i", inp, "-o", tmp / "a.h5", "-v"]))
     assert alone == {"OMP_WAIT_POLICY": "passive", "OMPI_MCA_pml": "ob1", "OMPI_MCA_ess_singleton_isolated": "1",
-                     "HWLOC_COMPONENTS": "-linuxio,-pci"}
+                     "HWLOC_COMPONENTS": "-linuxio,-pci,-opencl,-cuda,-nvml,-rsmi,-levelzero,-gl"}
     two = start_up(run_ok(["-i", inp, "-o", tmp / "b.h5", "-v"], 2))
     assert two["OMP_WAIT_POLICY"] == "passive" and two["OMPI_MCA_pml"] == "ob1", two
     assert two["OMPI_MCA_ess_singleton_isolated"] == "(unset)" and two["HWLOC_COMPONENTS"] == "(unset)", two
