@@ -143,7 +143,8 @@ def start_up(r):
 
 def test_start_up_settings_chosen_and_kept(tmp):
     """What the start-up sets for a short run on few cores (-v says it): OpenMP workers that sleep,
-    Open MPI without a daemon and without hwloc's search for I/O devices for a lone process, with
+    Open MPI without a daemon and without hwloc's search for I/O devices for a lone process (ranks
+    without its OpenCL search only), with
     ob1 for ranks of one node; what the user set stays as it was."""
     names = ("OMP_WAIT_POLICY", "OMPI_MCA_pml", "OMPI_MCA_ess_singleton_isolated", "HWLOC_COMPONENTS")
     if any(n in os.environ for n in names):
@@ -157,7 +158,7 @@ def test_start_up_settings_chosen_and_kept(tmp):
                      "HWLOC_COMPONENTS": "-linuxio,-pci,-opencl,-cuda,-nvml,-rsmi,-levelzero,-gl"}
     two = start_up(run_ok(["-i", inp, "-o", tmp / "b.h5", "-v"], 2))
     assert two["OMP_WAIT_POLICY"] == "passive" and two["OMPI_MCA_pml"] == "ob1", two
-    assert two["OMPI_MCA_ess_singleton_isolated"] == "(unset)" and two["HWLOC_COMPONENTS"] == "(unset)", two
+    assert two["OMPI_MCA_ess_singleton_isolated"] == "(unset)" and two["HWLOC_COMPONENTS"] == "-opencl", two
     kept = start_up(run_ok(["-i", inp, "-o", tmp / "c.h5", "-v"], env={"OMP_WAIT_POLICY": "active",
                                                                       "OMPI_MCA_pml": "^ucx", "HWLOC_COMPONENTS": "-x86"}))
     assert kept["OMP_WAIT_POLICY"] == "active" and kept["OMPI_MCA_pml"] == "^ucx", kept
