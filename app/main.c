@@ -79,11 +79,11 @@ static void early_scan(int argc, char **argv, hq_scan_job *job)
     const char *rank = getenv("OMPI_COMM_WORLD_RANK");
     rank = rank ? rank : getenv("PMIX_RANK");
     rank = rank ? rank : getenv("PMI_RANK");
-    const int launched = rank || getenv("PMI_FD");
+    if ((rank || getenv("PMI_FD")) && (!rank || strcmp(rank, "0") != 0))
+        return; /* another rank, or one whose rank is not known yet */
     hq_options o;
     hq_err ignored;
-    if ((launched && !(rank && !strcmp(rank, "0"))) || hq_options_parse(argc, argv, 0, &o, &ignored) || o.exit_now ||
-        !o.input)
+    if (hq_options_parse(argc, argv, 0, &o, &ignored) || o.exit_now || !o.input)
         return;
     hq_io_scan_start(o.input, hq_run_scan_flags(&o), 0, job, &ignored);
 }

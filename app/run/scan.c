@@ -1,7 +1,7 @@
-/* scan.c — the inventory on every rank: rank 0 scans the input (in a child:
- * hq_io_scan_isolated, io/io.h, or the one main started before MPI_Init), leaves out a --mask that is one of its items, and broadcasts the
- * list; without --output, rank 0 names the output beside the input (app/outname.h). Both
- * collective, their errors agreed. */
+/* scan.c — the inventory on every rank: rank 0 scans the input (in a child: hq_io_scan_isolated,
+ * io/io.h, or the one main started before MPI_Init), leaves out a --mask that is one of its items,
+ * and broadcasts the list; without --output, rank 0 names the output beside the input
+ * (app/outname.h). Both collective, their errors agreed. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
