@@ -11,14 +11,14 @@
 #include "../threads.h"
 #include "run_internal.h"
 
-/* An item the options cannot apply to (why, code): the run's error, or under --on-error skip a
+/* An item the options cannot apply to (why): the run's usage error, or under --on-error skip a
  * skipped input like those the scan leaves out (io/scan.c), listed at the end; the same on every
  * rank. */
-static int cannot_apply(run *r, hq_item *it, const hq_err *why, int code, hq_err *err)
+static int cannot_apply(run *r, hq_item *it, const hq_err *why, hq_err *err)
 {
     if (r->o->on_error != HQ_ONERR_SKIP) {
         *err = *why;
-        return code;
+        return HQ_EUSAGE;
     }
     return hq_item_set_bad(it, why->msg, err);
 }
@@ -63,7 +63,7 @@ int run_check_modes(run *r, hq_err *err)
             hq_fail(&why, HQ_EUSAGE, "%s%s%s: %s has more tiles than the image's %llux%llu pixels", it->src,
                     r->inv.format == HQ_FMT_HDF5 ? ":" : "", r->inv.format == HQ_FMT_HDF5 ? it->name : "", grid,
                     (unsigned long long)it->height, (unsigned long long)it->width);
-            int rc = cannot_apply(r, it, &why, HQ_EUSAGE, err);
+            int rc = cannot_apply(r, it, &why, err);
             if (rc)
                 return rc;
             continue;
