@@ -142,10 +142,10 @@ def start_up(r):
 
 
 def test_start_up_settings_chosen_and_kept(tmp):
-    """What the start-up sets for a short run on few cores (-v says it): OpenMP workers that sleep,
-    Open MPI without a daemon and without hwloc's search for I/O devices for a lone process (ranks
-    without its OpenCL search only), with
-    ob1 for ranks of one node; what the user set stays as it was."""
+    """What the start-up sets for a short run on few cores (-v says it): OpenMP workers that sleep;
+    for a lone process Open MPI without a daemon and hwloc without its search for I/O devices; for
+    ranks hwloc without its OpenCL search, and ob1 where they share one node; what the user set
+    stays as it was."""
     names = ("OMP_WAIT_POLICY", "OMPI_MCA_pml", "OMPI_MCA_ess_singleton_isolated", "HWLOC_COMPONENTS")
     if any(n in os.environ for n in names):
         pytest.skip("the environment sets these already")
