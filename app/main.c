@@ -76,10 +76,7 @@ static int relative_paths_resolve(const hq_options *o, hq_err *err)
  * the launcher's environment; where it is not, hq_run scans as it goes. */
 static void early_scan(int argc, char **argv, hq_scan_job *job)
 {
-    const char *rank = getenv("OMPI_COMM_WORLD_RANK");
-    rank = rank ? rank : getenv("PMIX_RANK");
-    rank = rank ? rank : getenv("PMI_RANK");
-    if ((rank || getenv("PMI_FD")) && (!rank || strcmp(rank, "0") != 0))
+    if (hq_comm_env_rank() != 0)
         return; /* another rank, or one whose rank is not known yet */
     hq_options o;
     hq_err ignored;

@@ -12,6 +12,29 @@
 /* MPI counts are int: move big buffers in pieces of at most 2^27 elements. */
 #define PIECE ((uint64_t)1 << 27)
 
+/* Which launcher variables say that one started this process, and its rank. */
+static const char *env_rank(void)
+{
+    const char *r = getenv("OMPI_COMM_WORLD_RANK");
+    r = r ? r : getenv("PMIX_RANK");
+    return r ? r : getenv("PMI_RANK");
+}
+
+static int launched_env(void)
+{
+    return getenv("OMPI_COMM_WORLD_SIZE") || env_rank() || getenv("PMI_FD");
+}
+
+int hq_comm_env_rank(void)
+{
+    const char *r = env_rank();
+    if (!r)
+        return launched_env() ? -1 : 0;
+    char *end;
+    const long v = strtol(r, &end, 10);
+    return *r && !*end && v >= 0 && v <= INT_MAX ? (int)v : -1;
+}
+
 /* Open MPI's start-up, where the job allows it, without what only a multi-node job needs: a
  * process started without a launcher starts no daemon (it never spawns), and ranks that all share
  * one node (or a lone process) talk through shared memory with ob1 rather than first bringing up
@@ -42,7 +65,7 @@
 static void quick_start(void)
 {
     const char *world = getenv("OMPI_COMM_WORLD_SIZE"), *local = getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
-    const int launched = world || getenv("PMIX_RANK") || getenv("PMI_RANK") || getenv("PMI_FD");
+    const int launched = launched_env();
     if (!launched) {
         setenv("OMPI_MCA_ess_singleton_isolated", "1", 0);
         const char *tmp = getenv("TMPDIR"), *iso = getenv("OMPI_MCA_ess_singleton_isolated");

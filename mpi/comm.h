@@ -20,6 +20,10 @@ typedef struct hq_comm {
 } hq_comm;
 
 int hq_comm_init(int *argc, char ***argv, hq_comm *c);
+
+/* Before MPI_Init, from the launcher's environment: this process's rank in its job (0 for a lone
+ * process, which no launcher started), or -1 where a launcher started it without saying which. */
+int hq_comm_env_rank(void);
 void hq_comm_finalize(hq_comm *c);
 
 /* Returns the worst (largest) code over ranks; err then holds the lowest failing rank's message. */
