@@ -7,6 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "../engine/engine.h"
 #include "../io/io.h"
 #include "../mpi/comm.h"
 #include "interrupt.h"
@@ -118,5 +119,11 @@ int main(int argc, char **argv)
     if (rc && rc != HQ_ESKIPPED && c.rank == 0)
         fprintf(stderr, "histeq_dist: %s\n", err.msg);
     hq_comm_finalize(&c);
+    /* CUDA started (engine.h says why): the outputs are closed and MPI is down; only stdio is
+     * left to flush. */
+    if (hq_gpu_started()) {
+        fflush(NULL);
+        _exit(rc);
+    }
     return rc;
 }

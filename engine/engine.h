@@ -121,6 +121,11 @@ int hq_cpu_engine_create(const hq_engine_cfg *cfg, hq_engine **out, hq_err *err)
 /* GPU engine: HQ_EDEVICE when this build has no CUDA or no GPU is visible. */
 int hq_gpu_engine_create(const hq_engine_cfg *cfg, hq_engine **out, hq_err *err);
 
+/* Whether this process started CUDA (a GPU engine, or a device count or id asked for). main then
+ * ends it with _exit once the outputs are closed, MPI is down and stdio is flushed: CUDA's own
+ * teardown at exit is work for a context that is going away with the process anyway. */
+int hq_gpu_started(void);
+
 /* Copy engine: histograms stay empty and pixels unchanged; for I/O-only benchmark runs. */
 int hq_copy_engine_create(hq_engine **out, hq_err *err);
 

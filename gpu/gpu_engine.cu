@@ -24,6 +24,7 @@
  *
  * This file makes the engine object and binds the device; gpu_passes.cu moves blocks through
  * histogram() and remap(), gpu_buffers.cu holds the memory (gpu_engine_impl.h, shared by the three). */
+#include <atomic>
 #include <ctype.h>
 #include <new>
 #include <stdio.h>
@@ -124,6 +125,14 @@ int gpu_open(gpu_impl *g, const hq_engine_cfg *cfg, hq_err *err)
 
 using namespace hqe;
 
+/* Set by every entry point here that starts CUDA (engine.h, hq_gpu_started). */
+static std::atomic<int> cuda_started;
+
+int hq_gpu_started(void)
+{
+    return cuda_started.load();
+}
+
 /* The binding rule (see the top of this file), for the engine and for hq_gpu_bound_id alike. */
 static int bound_device(int local_rank, int count)
 {
@@ -132,6 +141,7 @@ static int bound_device(int local_rank, int count)
 
 int hq_gpu_bound_id(int local_rank, char *buf, size_t len)
 {
+    cuda_started = 1;
     int count = 0;
     if (cudaGetDeviceCount(&count) != cudaSuccess || count < 1) {
         cudaGetLastError();
@@ -153,6 +163,7 @@ int hq_gpu_bound_id(int local_rank, char *buf, size_t len)
 
 int hq_gpu_device_count(void)
 {
+    cuda_started = 1;
     int n = 0;
     if (cudaGetDeviceCount(&n) != cudaSuccess) {
         cudaGetLastError();
@@ -163,6 +174,7 @@ int hq_gpu_device_count(void)
 
 int hq_gpu_engine_create(const hq_engine_cfg *cfg, hq_engine **out, hq_err *err)
 {
+    cuda_started = 1;
     *out = NULL;
     int count = 0;
     cudaError_t ce = cudaGetDeviceCount(&count);

@@ -7,6 +7,11 @@ int hq_gpu_device_count(void)
     return 0;
 }
 
+int hq_gpu_started(void)
+{
+    return 0;
+}
+
 int hq_gpu_bound_id(int local_rank, char *buf, size_t len)
 {
     (void)local_rank, (void)buf, (void)len;

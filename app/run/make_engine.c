@@ -1,6 +1,7 @@
 /* make_engine.c — the engine this rank computes with (engine/engine.h), and how many threads it and
  * the I/O backend's workers use. Collective over the node (who has a GPU of its own); agreed. */
 #include <stdio.h>
+#include <stdlib.h>
 
 #include "run_internal.h"
 
@@ -17,6 +18,29 @@ int run_threads_per_rank(const run *r)
  * 7.5 s on the GPU, 1,000 of 512 x 512 0.99 s against 1.05, 250 of 1024 x 1024 0.66 against 0.84;
  * 16 Mpixel slices of an 8 GiB stack 2.55 s against 2.25 (bench/results/e2e_device_many.txt). */
 #define AUTO_GPU_MIN_PIXELS ((uint64_t)1 << 22)
+
+/* --device auto leaves a rank's share to the CPU engine below this many bytes, except for CLAHE. A
+ * GPU costs 0.3-0.4 s to start and end (CUDA's driver and context, then their teardown) and equalize
+ * runs no faster on it end to end than on the node's cores, so it pays only on a large share: on one
+ * H200 node (16 cores, 1 rank, tmpfs, raw 8-bit stack) 1 GiB took 0.36 s on the CPU engine against
+ * 0.63 s on the GPU, 8 GiB 2.72 s against 2.21 s; the two crossed at 3.2-3.4 GiB in two series
+ * (bench/results/auto_share.txt). CLAHE's work a pixel is many times equalize's: any size. */
+#define AUTO_GPU_MIN_SHARE ((uint64_t)4 << 30)
+
+/* This rank's share in bytes: its pixels at the inventory's mean bytes a pixel. */
+static uint64_t share_bytes(const run *r)
+{
+    uint64_t pixels = 0, bytes = 0;
+    for (size_t i = 0; i < r->inv.n; i++)
+        if (!r->inv.items[i].bad) {
+            const hq_item *it = &r->inv.items[i];
+            const uint64_t px = it->slices * it->height * it->width;
+            pixels += px;
+            bytes += px * it->channels * it->sample_bytes;
+        }
+    const uint64_t mine = r->plan.rank_pixels ? r->plan.rank_pixels[r->c->rank] : 0;
+    return pixels ? (uint64_t)((double)mine * ((double)bytes / (double)pixels)) : 0;
+}
 
 /* The inventory's pixels per image, over its good items (0: none): the same on every rank. */
 static uint64_t mean_image_pixels(const hq_inventory *inv)
@@ -42,8 +66,13 @@ int run_make_engine(run *r, hq_err *err)
         return hq_comm_agree(r->c, hq_copy_engine_create(&r->eng, err), err);
     char id[64] = "";
     const uint64_t mean = mean_image_pixels(&r->inv);
-    /* auto with small images never looks for a GPU: starting the CUDA driver alone costs ~0.3 s. */
-    const int small = o->device == HQ_DEV_AUTO && mean < AUTO_GPU_MIN_PIXELS;
+    /* auto with small images or a small share never looks for a GPU: starting the CUDA driver alone
+     * costs ~0.3 s. HQ_AUTO_GPU_MIN_SHARE (bytes) moves the share's bar, for tests. */
+    const char *bar = getenv("HQ_AUTO_GPU_MIN_SHARE");
+    const uint64_t min_share = bar && *bar ? strtoull(bar, NULL, 10) : AUTO_GPU_MIN_SHARE;
+    const uint64_t share = share_bytes(r);
+    const int little = o->device == HQ_DEV_AUTO && !run_is_clahe(r) && share < min_share;
+    const int small = o->device == HQ_DEV_AUTO && (mean < AUTO_GPU_MIN_PIXELS || little);
     const int mine = o->device != HQ_DEV_CPU && !small && hq_gpu_bound_id(r->c->local_rank, id, sizeof id) == 0;
     const int gpus = hq_comm_node_distinct(r->c, mine ? id : NULL); /* collective over the node */
     const int use_gpu = o->device == HQ_DEV_GPU || (o->device == HQ_DEV_AUTO && hq_auto_uses_gpu(gpus, r->c->local_size));
@@ -53,10 +82,14 @@ int run_make_engine(run *r, hq_err *err)
             fprintf(stderr, "histeq_dist: note: %s: %d ranks share %d GPU%s\n", r->c->host, r->c->local_size, gpus,
                     gpus == 1 ? "" : "s");
     } else {
-        if (small && r->c->rank == 0 && !o->quiet)
+        if (small && mean < AUTO_GPU_MIN_PIXELS && r->c->rank == 0 && !o->quiet)
             fprintf(stderr, "histeq_dist: note: images of %llu pixels on average: using the CPU engine, which is "
                     "faster than a GPU for images under %llu Mpixel (--device gpu to use one anyway)\n",
                     (unsigned long long)mean, (unsigned long long)(AUTO_GPU_MIN_PIXELS >> 20));
+        else if (small && r->c->rank == 0 && !o->quiet)
+            fprintf(stderr, "histeq_dist: note: %.1f MiB for rank 0: using the CPU engine, which is faster than "
+                    "starting a GPU for shares under %llu GiB (--device gpu to use one anyway)\n",
+                    (double)share / 1048576.0, (unsigned long long)(min_share >> 30));
         else if (o->device == HQ_DEV_AUTO && gpus > 0 && r->c->local_rank == 0 && !o->quiet)
             fprintf(stderr, "histeq_dist: note: %s: %d ranks would share %d GPU%s; using the CPU engine, which is "
                     "faster then (--device gpu to use the GPU anyway)\n", r->c->host, r->c->local_size, gpus,

@@ -143,7 +143,8 @@ def test_one_core_binding_widened(tmp):
 def test_auto_leaves_a_shared_gpu_to_the_cpu(tmp):
     """--device auto: one rank per GPU takes it; more ranks than GPUs take the CPU engine, said once.
     Images under 4 Mpixel on average go to the CPU engine too, faster for them (measured on an H200
-    node: 64 x 64 to 1024 x 1024), said once."""
+    node: 64 x 64 to 1024 x 1024), said once; so does a share under 4 GiB, whose run is over before
+    a GPU pays for its start (HQ_AUTO_GPU_MIN_SHARE=0 lifts that bar for the other cases)."""
     ngpu = int(subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True).stdout.count("GPU "))
     small = collection(tmp / "small")
     r = run_ok(["--input", small, "--output", tmp / "small_out", "--device", "auto", "-v"], 1)
@@ -153,12 +154,16 @@ def test_auto_leaves_a_shared_gpu_to_the_cpu(tmp):
     inp.mkdir()
     for k in range(2):
         pngio.write(inp / f"big{k}.png", ref.low_contrast(2048, 2048, 50, 120, np.uint8, 400 + k), 8, pngio.GRAY)
-    r = run_ok(["--input", inp, "--output", tmp / "one", "--device", "auto", "-v"], 1)
+    r = run_ok(["--input", inp, "--output", tmp / "little", "--device", "auto", "-v"], 1)
+    assert plans(r)[0][1].startswith("cpu"), str(r)
+    assert sum("MiB for rank 0: using the CPU engine" in l for l in r.err.splitlines()) == 1, str(r)
+    anyshare = {"HQ_AUTO_GPU_MIN_SHARE": "0"}
+    r = run_ok(["--input", inp, "--output", tmp / "one", "--device", "auto", "-v"], 1, env=anyshare)
     assert plans(r)[0][1].startswith("gpu"), str(r)
-    r = run_ok(["--input", inp, "--output", tmp / "shared", "--device", "auto", "-v"], ngpu + 1)
+    r = run_ok(["--input", inp, "--output", tmp / "shared", "--device", "auto", "-v"], ngpu + 1, env=anyshare)
     assert all(p[1].startswith("cpu") for p in plans(r)), str(r)
     assert sum("using the CPU engine" in l for l in r.err.splitlines()) == 1, str(r)
     r = run_ok(["--input", inp, "--output", tmp / "forced", "--device", "gpu", "-v"], ngpu + 1)
     assert all(p[1].startswith("gpu") for p in plans(r)), str(r)
-    assert tree_hash(tmp / "one") == tree_hash(tmp / "shared") == tree_hash(tmp / "forced")
+    assert tree_hash(tmp / "one") == tree_hash(tmp / "shared") == tree_hash(tmp / "forced") == tree_hash(tmp / "little")
 
