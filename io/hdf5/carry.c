@@ -176,7 +176,14 @@ typedef struct dset_facts {
     int missing; /* vlen, behind a filter not in this HDF5 (lzf, blosc...), where H5Ocopy crashed */
     int by_value; /* data in external raw files or a virtual dataset's sources: H5Ocopy would copy
                      the names of those files, which the output cannot reach (a relative name is
-                     taken from the reader's working directory), so the values are copied instead */
+                     taken from the reader's working directory), so the values are copied instead.
+                     Also variable-length data with a fill value of its own: HDF5 1.10's H5Ocopy
+                     copies that fill value as stored, a global heap id of the input's, which in
+                     the output names whatever object lies there (our provenance's version string,
+                     seen); h5py then crashed reading the dataset's properties */
+    int by_value_first; /* by value for its fill value alone: where its values cannot be read (HDF5
+                           1.10 reads an unwritten vlen chunk only from a file open for writing),
+                           H5Ocopy still copies what is stored, as before */
 } dset_facts;
 
 static void dataset_facts(hid_t in, const char *path, dset_facts *f)
@@ -188,8 +195,13 @@ static void dataset_facts(hid_t in, const char *path, dset_facts *f)
     f->storage = d >= 0 ? H5Dget_storage_size(d) : 0;
     f->refs = t >= 0 && H5Tdetect_class(t, H5T_REFERENCE) > 0;
     f->vlen = t >= 0 && hdf5_holds_vlen(t);
-    f->by_value = dcpl >= 0 && (H5Pget_external_count(dcpl) > 0 || H5Pget_layout(dcpl) == H5D_VIRTUAL);
-    if (f->by_value) { /* their storage in this file is none: the values' size counts */
+    H5D_fill_value_t fv = H5D_FILL_VALUE_UNDEFINED;
+    const int vlen_fill = f->vlen && dcpl >= 0 && H5Pfill_value_defined(dcpl, &fv) >= 0 &&
+                          fv == H5D_FILL_VALUE_USER_DEFINED;
+    const int elsewhere = dcpl >= 0 && (H5Pget_external_count(dcpl) > 0 || H5Pget_layout(dcpl) == H5D_VIRTUAL);
+    f->by_value = elsewhere || vlen_fill;
+    f->by_value_first = vlen_fill && !elsewhere;
+    if (elsewhere) { /* their storage in this file is none: the values' size counts */
         hid_t s = H5Dget_space(d);
         const hssize_t n = s >= 0 ? H5Sget_simple_extent_npoints(s) : 0;
         f->storage = n > 0 && t >= 0 ? (hsize_t)n * H5Tget_size(t) : 0;
@@ -249,8 +261,17 @@ static hid_t create_like(carry_walk *w, const char *path, hid_t d, hid_t mt, hid
     H5D_fill_value_t fv = H5D_FILL_VALUE_UNDEFINED;
     void *fill = calloc(1, H5Tget_size(mt));
     if (in_dcpl >= 0 && dcpl >= 0 && fill && H5Pfill_value_defined(in_dcpl, &fv) >= 0 &&
-        fv == H5D_FILL_VALUE_USER_DEFINED && !hdf5_holds_vlen(mt) && H5Pget_fill_value(in_dcpl, mt, fill) >= 0)
+        fv == H5D_FILL_VALUE_USER_DEFINED && H5Pget_fill_value(in_dcpl, mt, fill) >= 0) {
+        /* A variable-length value is read into memory the library allocated (taken back below),
+         * and set from there: H5Dcreate2 then stores it in the output's own heap. */
         H5Pset_fill_value(dcpl, mt, fill);
+        if (hdf5_holds_vlen(mt)) {
+            hid_t one = H5Screate(H5S_SCALAR);
+            if (one >= 0)
+                H5Dvlen_reclaim(mt, one, H5P_DEFAULT, fill);
+            hdf5_close_id(&one, H5Sclose);
+        }
+    }
     free(fill);
     hid_t o = sp >= 0 && dcpl >= 0 ? H5Dcreate2(w->out, path, mt, sp, H5P_DEFAULT, dcpl, H5P_DEFAULT)
                                     : H5I_INVALID_HID;
@@ -316,6 +337,19 @@ static int copy_values(carry_walk *w, const char *path)
     return rc ? fail(w, path, "its values, which lie in other files") : 0;
 }
 
+/* The dataset as stored, attributes apart (H5Ocopy would carry references into the input's address
+ * space): 0, or -1 failed. */
+static int copy_object(carry_walk *w, const char *path)
+{
+    hid_t ocpy = H5Pcreate(H5P_OBJECT_COPY);
+    const int rc = ocpy >= 0 && H5Pset_copy_object(ocpy, H5O_COPY_WITHOUT_ATTR_FLAG) >= 0 &&
+                           H5Ocopy(w->in, path, w->out, path, ocpy, H5P_DEFAULT) >= 0
+                       ? 0
+                       : fail(w, path, "the data");
+    hdf5_close_id(&ocpy, H5Pclose);
+    return rc;
+}
+
 /* 0 copied, 1 left out (its further names too), -1 failed. */
 static int copy_dataset(carry_walk *w, const char *path)
 {
@@ -337,14 +371,12 @@ static int copy_dataset(carry_walk *w, const char *path)
      * crash the close after all the work, and the trial's child takes the crash instead. */
     if (w->max_storage && !f.vlen && f.storage > w->max_storage)
         return 1;
-    /* Attributes apart: H5Ocopy would carry references into the input's address space. */
-    hid_t ocpy = f.by_value ? H5I_INVALID_HID : H5Pcreate(H5P_OBJECT_COPY);
-    int rc = f.by_value ? copy_values(w, path)
-             : ocpy >= 0 && H5Pset_copy_object(ocpy, H5O_COPY_WITHOUT_ATTR_FLAG) >= 0 &&
-                     H5Ocopy(w->in, path, w->out, path, ocpy, H5P_DEFAULT) >= 0
-                 ? 0
-                 : fail(w, path, "the data");
-    hdf5_close_id(&ocpy, H5Pclose);
+    const uint64_t unreadable = w->counts.unreadable;
+    int rc = f.by_value ? copy_values(w, path) : copy_object(w, path);
+    if (rc == 1 && f.by_value_first) {
+        w->counts.unreadable = unreadable;
+        rc = copy_object(w, path);
+    }
     if (rc)
         return rc; /* 1: left out */
     rc = copy_attrs(w, path);

@@ -350,6 +350,30 @@ def test_variable_length_metadata_behind_a_filter_this_hdf5_lacks_is_left_out(tm
 
 
 @pytest.mark.parametrize("np_", [None, 2], ids=["1rank", "2ranks"])
+def test_variable_length_metadata_keeps_its_own_fill_value(tmp, np_):
+    """HDF5 1.10's H5Ocopy copies a variable-length fill value as stored, a global heap id of the
+    input's: in the output it named our own provenance's version string ("0.1.0"), and h5py
+    crashed on some such properties. A variable-length dataset with a fill value of its own is
+    copied by value instead: its values, and its fill value set again in the output."""
+    inp, out = tmp / "in.h5", tmp / "out.h5"
+    with h5py.File(inp, "w") as f:
+        f["img"] = X
+        d = f.create_dataset("names", shape=(3,), dtype=h5py.string_dtype(), fillvalue=b"unset")
+        d[0] = "alpha"
+        d = f.create_dataset("meta/tags", shape=(6,), dtype=h5py.string_dtype(), chunks=(2,), compression="gzip",
+                             fillvalue=b"none")
+        d[:] = ["t%d" % i for i in range(6)]
+        d = f.create_dataset("meta/runs", shape=(3,), dtype=h5py.vlen_dtype(np.int32))
+        d[0], d[1], d[2] = [1, 2], [3], []
+    run_ok(["-i", inp, "-o", out, "-q"], np_)
+    with h5py.File(out, "r") as f:
+        assert f["names"].fillvalue == b"unset" and list(f["names"][()]) == [b"alpha", b"unset", b"unset"]
+        assert f["meta/tags"].fillvalue == b"none" and list(f["meta/tags"][()]) == [b"t%d" % i for i in range(6)]
+        assert [list(v) for v in f["meta/runs"][()]] == [[1, 2], [3], []]
+        assert_array_equal(f["img"][()], ref.equalize_one(X, 8), "/img")
+
+
+@pytest.mark.parametrize("np_", [None, 2], ids=["1rank", "2ranks"])
 def test_metadata_in_other_files_is_copied_by_value(tmp, np_, monkeypatch):
     """Metadata whose bytes lie in external raw files, or a virtual dataset's sources: H5Ocopy
     copied the file names, and the output's dataset could not be read ("unable to open external
