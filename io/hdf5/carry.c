@@ -31,9 +31,11 @@
  *    memory, datasets over CHECK_MAX bytes of storage left out unless their data is variable-length
  *    (the only data H5Ocopy decodes), so that metadata HDF5 cannot copy (or that crashes it) is
  *    found before any pixel moves: HQ_EINPUT naming the dataset. */
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "hdf5_internal.h"
 
@@ -181,10 +183,44 @@ typedef struct dset_facts {
                      copies that fill value as stored, a global heap id of the input's, which in
                      the output names whatever object lies there (our provenance's version string,
                      seen); h5py then crashed reading the dataset's properties */
+    int lost;     /* a virtual dataset with a source file that cannot be found: left out, as
+                     external raw files that cannot be read are */
     int by_value_first; /* by value for its fill value alone: where its values cannot be read (HDF5
                            1.10 reads an unwritten vlen chunk only from a file open for writing),
                            H5Ocopy still copies what is stored, as before */
 } dset_facts;
+
+/* Whether a source file of virtual dataset (dcpl) is nowhere HDF5 looks for it: as named (from
+ * the working directory when relative), or beside the input file (what HDF5 1.10 also tries). A
+ * missing source reads as fill values without an error, and a copy by value would then hold those
+ * in place of the data. Names with printf patterns, and runs that set HDF5_VDS_PREFIX, are taken as
+ * found: HDF5 resolves those by rules of its own. */
+static int vds_source_missing(hid_t in, hid_t dcpl)
+{
+    size_t n = 0;
+    if (H5Pget_virtual_count(dcpl, &n) < 0 || getenv("HDF5_VDS_PREFIX"))
+        return 0;
+    char file[PATH_MAX], dir[PATH_MAX], name[PATH_MAX], beside[2 * PATH_MAX + 2];
+    const ssize_t fl = H5Fget_name(in, file, sizeof file);
+    if (fl <= 0 || (size_t)fl >= sizeof file)
+        return 0;
+    snprintf(dir, sizeof dir, "%s", file);
+    char *slash = strrchr(dir, '/');
+    if (slash)
+        *slash = '\0';
+    else
+        snprintf(dir, sizeof dir, ".");
+    for (size_t i = 0; i < n; i++) {
+        const ssize_t l = H5Pget_virtual_filename(dcpl, i, name, sizeof name);
+        if (l <= 0 || (size_t)l >= sizeof name || strcmp(name, ".") == 0 || strchr(name, '%'))
+            continue;
+        const char *base = strrchr(name, '/') ? strrchr(name, '/') + 1 : name;
+        snprintf(beside, sizeof beside, "%s/%s", dir, name[0] == '/' ? base : name);
+        if (access(name, R_OK) != 0 && access(beside, R_OK) != 0)
+            return 1;
+    }
+    return 0;
+}
 
 static void dataset_facts(hid_t in, const char *path, dset_facts *f)
 {
@@ -200,6 +236,7 @@ static void dataset_facts(hid_t in, const char *path, dset_facts *f)
                           fv == H5D_FILL_VALUE_USER_DEFINED;
     const int elsewhere = dcpl >= 0 && (H5Pget_external_count(dcpl) > 0 || H5Pget_layout(dcpl) == H5D_VIRTUAL);
     f->by_value = elsewhere || vlen_fill;
+    f->lost = dcpl >= 0 && H5Pget_layout(dcpl) == H5D_VIRTUAL && vds_source_missing(in, dcpl);
     f->by_value_first = vlen_fill && !elsewhere;
     if (elsewhere) { /* their storage in this file is none: the values' size counts */
         hid_t s = H5Dget_space(d);
@@ -365,6 +402,10 @@ static int copy_dataset(carry_walk *w, const char *path)
     }
     if (f.missing) {
         w->counts.unfiltered++;
+        return 1;
+    }
+    if (f.lost) {
+        w->counts.unreadable++;
         return 1;
     }
     /* The scan's trial copies what H5Ocopy decodes whatever its size: a damaged chunk there would

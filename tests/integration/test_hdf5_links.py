@@ -379,8 +379,8 @@ def test_metadata_in_other_files_is_copied_by_value(tmp, np_, monkeypatch):
     copied the file names, and the output's dataset could not be read ("unable to open external
     raw data file") from anywhere but the input's directory, nor at all once the input went. The
     values are copied into the output (a relative raw file is found beside the input when the
-    working directory lacks it, as the file's maker most likely meant); a raw file that is missing
-    is the input's problem, named in one line."""
+    working directory lacks it, as the file's maker most likely meant); a raw file or source file
+    that is missing leaves its dataset out, counted in the note."""
     src = tmp / "src"
     src.mkdir()
     inp, out = src / "in.h5", tmp / "out.h5"
@@ -413,12 +413,13 @@ def test_metadata_in_other_files_is_copied_by_value(tmp, np_, monkeypatch):
         assert np.array_equal(f["meta/table"][()], table) and f["meta/table"].dtype == table.dtype
         assert np.array_equal(f["v"][()], np.arange(7, dtype=np.int16))
         assert_array_equal(f["img"][()], ref.equalize_one(X, 8), "/img")
-    # Raw files gone: those datasets are left out and counted, as a dataset of references is; the
-    # rest of the run goes on (one whose copy failed at the end threw all the work away).
+    # Raw files and the virtual dataset's source gone: those datasets are left out and counted, as a
+    # dataset of references is; the rest of the run goes on (one whose copy failed at the end threw
+    # all the work away). The virtual one read as fill values, and its copy held zeros for data.
     r = run(["-i", inp, "-o", tmp / "again.h5"], np_, cwd=tmp)
-    assert r.rc == 0 and "2 left out, as their values lie in external files that cannot be read" in r.err, str(r)
+    assert r.rc == 0 and "3 left out, as their values lie in external files that cannot be read" in r.err, str(r)
     with h5py.File(tmp / "again.h5", "r") as f:
-        assert "axis" not in f and "table" not in f["meta"] and np.array_equal(f["v"][()], np.zeros(7, np.int16))
+        assert "axis" not in f and "table" not in f["meta"] and "v" not in f
         assert_array_equal(f["img"][()], ref.equalize_one(X, 8), "/img")
 
 
