@@ -458,6 +458,12 @@ int hq_options_parse(int argc, char **argv, int print, hq_options *o, hq_err *er
         return hq_fail(err, HQ_EUSAGE, "%s: unexpected argument (see --help)", argv[optind]);
     if (!o->input)
         return hq_fail(err, HQ_EUSAGE, "--input is required (see --help)");
+    /* "-" reads as standard input or output to a user of other tools, and HDF5 seeks in its files:
+     * a file of that name is reached as ./- (HDF5 itself would not open "-", "truncated?"). */
+    if (strcmp(o->input, "-") == 0 || (o->output && strcmp(o->output, "-") == 0))
+        return hq_fail(err, HQ_EUSAGE, "%s -: standard %s is not read or written; give a file name (./- for a file "
+                       "named -)", strcmp(o->input, "-") == 0 ? "--input" : "--output",
+                       strcmp(o->input, "-") == 0 ? "input" : "output");
     if (o->method == HQ_METHOD_MATCH && !o->reference)
         return hq_fail(err, HQ_EUSAGE, "--method match needs --reference (an image, or global)");
     if (o->reference && o->method != HQ_METHOD_MATCH)

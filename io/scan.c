@@ -170,8 +170,10 @@ static int scan_input(const char *input, unsigned flags, hq_inventory *inv, hq_e
         const int why = errno;
         char *file = NULL, *dset = NULL;
         if (!hq_io_split_dataset(input, &file, &dset))
-            return why == ENOENT || why == ENOTDIR
-                       ? hq_fail(err, HQ_EINPUT, "%s: no such file or directory", input)
+            return why == ENOENT ? hq_fail(err, HQ_EINPUT, "%s: no such file or directory", input)
+                   : why == ENOTDIR
+                       ? hq_fail(err, HQ_EINPUT, "%s: part of the path is a file, not a directory (a dataset in an "
+                                 "HDF5 file is named FILE:/DATASET)", input)
                        : hq_fail(err, HQ_EINPUT, "%s: cannot open (%s)", input, strerror(why));
         file_kind kind;
         int rc = classify(file, &kind, err);

@@ -15,7 +15,7 @@ import pytest
 
 import pngio
 import reference as ref
-from helpers import BIN, DEVICES, assert_array_equal, equalize, read_png, run, run_env, tree_hash
+from helpers import BIN, DEVICES, assert_array_equal, equalize, read_png, run, run_env, run_ok, tree_hash
 
 E_IO, E_USAGE, E_SKIPPED, E_INPUT, E_DEVICE = 1, 2, 3, 4, 5
 RANKS = [None, 2]
@@ -575,6 +575,33 @@ def test_on_error_skip_every_image_bad_in_its_pixels_is_nothing_to_equalize(tmp,
     assert "masked out" not in r.err, str(r)
     assert not out.exists() and not leftovers(str(out))
     assert tree_hash(d) == before
+
+
+@pytest.mark.parametrize("opt", ["--input", "--output"])
+def test_dash_is_not_a_stream(tmp, opt):
+    """-i - or -o -: other tools read standard input or write standard output there, and HDF5 seeks
+    in its files. -i - said "-: cannot open HDF5 file (truncated or corrupt?)" of a file named -
+    (exit 4); -o - wrote a file named -. Now exit 2, naming the option and ./- for such a file,
+    and a file named - is read as ./-."""
+    inp = good_h5(tmp / "-")
+    out = tmp / "out.h5"
+    args = ["--input", "-", "--output", out] if opt == "--input" else ["--input", inp, "--output", "-"]
+    r = run(args, timeout=ERR_TIMEOUT, cwd=tmp)
+    assert r.rc == E_USAGE and len(r.err_lines) == 1, str(r)
+    assert r.err_lines[0].startswith(f"histeq_dist: {opt} -: standard ") and "./-" in r.err_lines[0], str(r)
+    assert not out.exists() and sorted(os.listdir(tmp)) == ["-"]
+    run_ok(["--input", "./-", "--output", out, "-q"], cwd=tmp)
+
+
+def test_input_path_through_a_file_says_so(tmp):
+    """A path that goes on past a file (a.h5/ or a.h5/img, where a dataset is a.h5:/img) said "no
+    such file or directory", though the file is there."""
+    inp = good_h5(tmp / "a.h5")
+    for given in (inp + "/", inp + "/img"):
+        r = run(["-i", given, "-o", tmp / "o.h5"], timeout=ERR_TIMEOUT)
+        assert r.rc == E_INPUT and len(r.err_lines) == 1, str(r)
+        assert r.err_lines[0] == f"histeq_dist: {given}: part of the path is a file, not a directory (a dataset in " \
+                                 "an HDF5 file is named FILE:/DATASET)", str(r)
 
 
 def test_unreadable_input_path_names_the_reason(tmp):
