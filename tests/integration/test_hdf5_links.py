@@ -353,8 +353,10 @@ def test_variable_length_metadata_behind_a_filter_this_hdf5_lacks_is_left_out(tm
 def test_variable_length_metadata_keeps_its_own_fill_value(tmp, np_):
     """HDF5 1.10's H5Ocopy copies a variable-length fill value as stored, a global heap id of the
     input's: in the output it named our own provenance's version string ("0.1.0"), and h5py
-    crashed on some such properties. A variable-length dataset with a fill value of its own is
-    copied by value instead: its values, and its fill value set again in the output."""
+    crashed on some such properties. Such a dataset is made again with the input's creation
+    properties (chunks, filters, fill value, stored in the output's own heap) and its values copied:
+    every written chunk, an unwritten one staying unwritten (HDF5 1.10 reads one only from a file
+    open for writing, in the input as in the output)."""
     inp, out = tmp / "in.h5", tmp / "out.h5"
     with h5py.File(inp, "w") as f:
         f["img"] = X
@@ -365,10 +367,19 @@ def test_variable_length_metadata_keeps_its_own_fill_value(tmp, np_):
         d[:] = ["t%d" % i for i in range(6)]
         d = f.create_dataset("meta/runs", shape=(3,), dtype=h5py.vlen_dtype(np.int32))
         d[0], d[1], d[2] = [1, 2], [3], []
+        d = f.create_dataset("meta/sparse", shape=(6, 4), maxshape=(None, 4), dtype=h5py.string_dtype(),
+                             chunks=(2, 2), compression="gzip", fillvalue=b"-")
+        d[0, 0], d[5, 3] = "first", "last"  # chunks (0, 0) and (4, 2) written, four never
     run_ok(["-i", inp, "-o", out, "-q"], np_)
     with h5py.File(out, "r") as f:
         assert f["names"].fillvalue == b"unset" and list(f["names"][()]) == [b"alpha", b"unset", b"unset"]
         assert f["meta/tags"].fillvalue == b"none" and list(f["meta/tags"][()]) == [b"t%d" % i for i in range(6)]
+        assert f["meta/tags"].chunks == (2,) and f["meta/tags"].compression == "gzip"
+        sp = f["meta/sparse"]
+        assert sp.fillvalue == b"-" and sp.chunks == (2, 2) and sp.maxshape == (None, 4)
+        assert sp.id.get_num_chunks() == 2
+        assert sp[0:2, 0:2].tolist() == [[b"first", b"-"], [b"-", b"-"]] and sp[4:6, 2:4].tolist() == [[b"-", b"-"],
+                                                                                                       [b"-", b"last"]]
         assert [list(v) for v in f["meta/runs"][()]] == [[1, 2], [3], []]
         assert_array_equal(f["img"][()], ref.equalize_one(X, 8), "/img")
 
