@@ -86,6 +86,7 @@ static const char USAGE[] =
     "Progress, reports and messages:\n"
     "      --progress SEC    a progress line every SEC seconds on long runs (default 10; 0: none)\n"
     "      --summary FILE    write the end-of-run summary (counts, rate, time per phase) as JSON\n"
+    "                        (- for standard output)\n"
     "      --report DIR      write DIR/index.html: histograms and CDF/LUT before and after, sample\n"
     "                        thumbnails, the run summary (self-contained, no network); with\n"
     "                        --method clahe the tile grid and corner and centre tiles' LUTs\n"
@@ -372,8 +373,8 @@ int hq_options_parse(int argc, char **argv, int print, hq_options *o, hq_err *er
                 return hq_fail(err, HQ_EUSAGE, "--png-level: '%s' is not a number from 0 to 9", optarg);
             o->png_level = (int)v;
             break;
-        case OPT_SUMMARY:
-            o->summary = optarg;
+        case OPT_SUMMARY: /* "-": standard output, as other tools read it */
+            o->summary = strcmp(optarg, "-") == 0 ? "/dev/stdout" : optarg;
             break;
         case OPT_RESUME: o->resume = 1; break;
         case OPT_REPORT: o->report = optarg; break;
@@ -460,10 +461,12 @@ int hq_options_parse(int argc, char **argv, int print, hq_options *o, hq_err *er
         return hq_fail(err, HQ_EUSAGE, "--input is required (see --help)");
     /* "-" reads as standard input or output to a user of other tools, and HDF5 seeks in its files:
      * a file of that name is reached as ./- (HDF5 itself would not open "-", "truncated?"). */
-    if (strcmp(o->input, "-") == 0 || (o->output && strcmp(o->output, "-") == 0))
-        return hq_fail(err, HQ_EUSAGE, "%s -: standard %s is not read or written; give a file name (./- for a file "
-                       "named -)", strcmp(o->input, "-") == 0 ? "--input" : "--output",
-                       strcmp(o->input, "-") == 0 ? "input" : "output");
+    const char *streams[][2] = {{"--input", o->input}, {"--output", o->output}, {"--mask", o->mask},
+                                {"--reference", o->reference}};
+    for (size_t k = 0; k < sizeof streams / sizeof streams[0]; k++)
+        if (streams[k][1] && strcmp(streams[k][1], "-") == 0)
+            return hq_fail(err, HQ_EUSAGE, "%s -: standard %s is not read or written; give a file name (./- for a "
+                           "file named -)", streams[k][0], k == 1 ? "output" : "input");
     if (o->method == HQ_METHOD_MATCH && !o->reference)
         return hq_fail(err, HQ_EUSAGE, "--method match needs --reference (an image, or global)");
     if (o->reference && o->method != HQ_METHOD_MATCH)

@@ -2,6 +2,7 @@
 `histeq_dist: ...` naming the path, no crash or hang, nothing left under the output's final name
 (nor a stray .part), and the input unchanged. Each case runs as an MPI singleton and under
 mpirun -np 2 (where mpirun adds its own banner lines around ours)."""
+import json
 import os
 import shutil
 import signal
@@ -577,20 +578,23 @@ def test_on_error_skip_every_image_bad_in_its_pixels_is_nothing_to_equalize(tmp,
     assert tree_hash(d) == before
 
 
-@pytest.mark.parametrize("opt", ["--input", "--output"])
+@pytest.mark.parametrize("opt", ["--input", "--output", "--mask", "--reference"])
 def test_dash_is_not_a_stream(tmp, opt):
     """-i - or -o -: other tools read standard input or write standard output there, and HDF5 seeks
     in its files. -i - said "-: cannot open HDF5 file (truncated or corrupt?)" of a file named -
     (exit 4); -o - wrote a file named -. Now exit 2, naming the option and ./- for such a file,
-    and a file named - is read as ./-."""
+    and a file named - is read as ./-. --summary - is standard output (it wrote a file named -)."""
     inp = good_h5(tmp / "-")
     out = tmp / "out.h5"
-    args = ["--input", "-", "--output", out] if opt == "--input" else ["--input", inp, "--output", "-"]
+    args = {"--input": ["--input", "-", "--output", out], "--output": ["--input", inp, "--output", "-"],
+            "--mask": ["--input", inp, "--output", out, "--mask", "-"],
+            "--reference": ["--input", inp, "--output", out, "--method", "match", "--reference", "-"]}[opt]
     r = run(args, timeout=ERR_TIMEOUT, cwd=tmp)
     assert r.rc == E_USAGE and len(r.err_lines) == 1, str(r)
     assert r.err_lines[0].startswith(f"histeq_dist: {opt} -: standard ") and "./-" in r.err_lines[0], str(r)
     assert not out.exists() and sorted(os.listdir(tmp)) == ["-"]
-    run_ok(["--input", "./-", "--output", out, "-q"], cwd=tmp)
+    r = run_ok(["--input", "./-", "--output", out, "-q", "--summary", "-"], cwd=tmp)
+    assert json.loads(r.out)["output"] == str(out) and sorted(os.listdir(tmp)) == ["-", "out.h5"], str(r)
 
 
 def test_input_path_through_a_file_says_so(tmp):
