@@ -27,7 +27,8 @@ int run_threads_per_rank(const run *r)
  * (bench/results/auto_share.txt). CLAHE's work a pixel is many times equalize's: any size. */
 #define AUTO_GPU_MIN_SHARE ((uint64_t)4 << 30)
 
-/* This rank's share in bytes: its pixels at the inventory's mean bytes a pixel. */
+/* The largest rank's share in bytes (its pixels at the inventory's mean bytes a pixel): every rank
+ * computes the same plan, so every rank takes the same decision from it. */
 static uint64_t share_bytes(const run *r)
 {
     uint64_t pixels = 0, bytes = 0;
@@ -38,8 +39,10 @@ static uint64_t share_bytes(const run *r)
             pixels += px;
             bytes += px * it->channels * it->sample_bytes;
         }
-    const uint64_t mine = r->plan.rank_pixels ? r->plan.rank_pixels[r->c->rank] : 0;
-    return pixels ? (uint64_t)((double)mine * ((double)bytes / (double)pixels)) : 0;
+    uint64_t most = 0;
+    for (int k = 0; r->plan.rank_pixels && k < r->plan.nranks; k++)
+        most = r->plan.rank_pixels[k] > most ? r->plan.rank_pixels[k] : most;
+    return pixels ? (uint64_t)((double)most * ((double)bytes / (double)pixels)) : 0;
 }
 
 /* The inventory's pixels per image, over its good items (0: none): the same on every rank. */
@@ -87,8 +90,8 @@ int run_make_engine(run *r, hq_err *err)
                     "faster than a GPU for images under %llu Mpixel (--device gpu to use one anyway)\n",
                     (unsigned long long)mean, (unsigned long long)(AUTO_GPU_MIN_PIXELS >> 20));
         else if (small && r->c->rank == 0 && !o->quiet)
-            fprintf(stderr, "histeq_dist: note: %.1f MiB for rank 0: using the CPU engine, which is faster than "
-                    "starting a GPU for shares under %llu GiB (--device gpu to use one anyway)\n",
+            fprintf(stderr, "histeq_dist: note: %.1f MiB a rank at most: using the CPU engine, which is faster "
+                    "than starting a GPU for shares under %llu GiB (--device gpu to use one anyway)\n",
                     (double)share / 1048576.0, (unsigned long long)(min_share >> 30));
         else if (o->device == HQ_DEV_AUTO && gpus > 0 && r->c->local_rank == 0 && !o->quiet)
             fprintf(stderr, "histeq_dist: note: %s: %d ranks would share %d GPU%s; using the CPU engine, which is "
