@@ -4,6 +4,7 @@
 #include <limits.h>
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
 #include <time.h>
@@ -24,6 +25,7 @@ static const char *const NAMES[] = {"SIGINT", "SIGTERM", "SIGHUP", "SIGXCPU", "S
 
 static struct sigaction old_action[NSIGS];
 static int announce;
+static int via_mpirun; /* launched by Open MPI's mpirun, which sends SIGTERM for SIGINT */
 static pid_t owner; /* a forked child (io/scan_isolated.c) inherits the handler, not the job */
 static int entered;
 static int cleaned; /* the first handler's clean-up is done */
@@ -88,6 +90,8 @@ static void on_signal(int sig)
             size_t n = put(line, 0, sizeof line, c >= 0 ? head[c] : "histeq_dist: ");
             n = put(line, n, sizeof line, "interrupted by ");
             n = put(line, n, sizeof line, NAMES[k]);
+            if (sig == SIGTERM && via_mpirun) /* the user pressed Ctrl-C, and reads SIGTERM */
+                n = put(line, n, sizeof line, " (mpirun passes Ctrl-C and kill on as SIGTERM)");
             n = put(line, n, sizeof line, c >= 0 ? tail[c] : "\n");
             ssize_t w = write(STDERR_FILENO, line, n);
             (void)w;
@@ -126,6 +130,7 @@ static void on_signal(int sig)
 void hq_interrupt_install(int announce_it)
 {
     announce = announce_it;
+    via_mpirun = getenv("OMPI_COMM_WORLD_SIZE") != NULL;
     owner = getpid();
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
