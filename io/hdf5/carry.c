@@ -194,17 +194,27 @@ typedef struct dset_facts {
                       seen), so copy_vlen_fill makes it again */
 } dset_facts;
 
-/* Whether a source file of virtual dataset (dcpl) is nowhere HDF5 looks for it: as named (from
- * the working directory when relative), or beside the input file (what HDF5 1.10 also tries). A
- * missing source reads as fill values without an error, and a copy by value would then hold those
- * in place of the data. Names with printf patterns, and runs that set HDF5_VDS_PREFIX, are taken as
- * found: HDF5 resolves those by rules of its own. */
+/* Whether dataset dname can be opened in file f. */
+static int dataset_opens(hid_t f, const char *dname)
+{
+    hid_t d = H5Dopen2(f, dname, H5P_DEFAULT);
+    const int ok = d >= 0;
+    hdf5_close_id(&d, H5Dclose);
+    return ok;
+}
+
+/* Whether a source of virtual dataset (dcpl) is missing: its file nowhere HDF5 looks for it (as
+ * named, from the working directory when relative, or beside the input file, what HDF5 1.10 also
+ * tries), not an HDF5 file, or without the source dataset. HDF5 reads a missing source as fill
+ * values without an error, and a copy by value would then hold those in place of the data. Names
+ * with printf patterns, and runs that set HDF5_VDS_PREFIX, are taken as found: HDF5 resolves those
+ * by rules of its own. */
 static int vds_source_missing(hid_t in, hid_t dcpl)
 {
     size_t n = 0;
     if (H5Pget_virtual_count(dcpl, &n) < 0 || getenv("HDF5_VDS_PREFIX"))
         return 0;
-    char file[PATH_MAX], dir[PATH_MAX], name[PATH_MAX], beside[2 * PATH_MAX + 2];
+    char file[PATH_MAX], dir[PATH_MAX], name[PATH_MAX], dname[PATH_MAX], beside[2 * PATH_MAX + 2];
     const ssize_t fl = H5Fget_name(in, file, sizeof file);
     if (fl <= 0 || (size_t)fl >= sizeof file)
         return 0;
@@ -214,16 +224,26 @@ static int vds_source_missing(hid_t in, hid_t dcpl)
         *slash = '\0';
     else
         snprintf(dir, sizeof dir, ".");
-    for (size_t i = 0; i < n; i++) {
+    int missing = 0;
+    for (size_t i = 0; i < n && !missing; i++) {
         const ssize_t l = H5Pget_virtual_filename(dcpl, i, name, sizeof name);
-        if (l <= 0 || (size_t)l >= sizeof name || strcmp(name, ".") == 0 || strchr(name, '%'))
+        const ssize_t dl = H5Pget_virtual_dsetname(dcpl, i, dname, sizeof dname);
+        if (l <= 0 || (size_t)l >= sizeof name || dl <= 0 || (size_t)dl >= sizeof dname || strchr(name, '%') ||
+            strchr(dname, '%'))
             continue;
+        if (strcmp(name, ".") == 0) {
+            missing = !dataset_opens(in, dname);
+            continue;
+        }
         const char *base = strrchr(name, '/') ? strrchr(name, '/') + 1 : name;
         snprintf(beside, sizeof beside, "%s/%s", dir, name[0] == '/' ? base : name);
-        if (access(name, R_OK) != 0 && access(beside, R_OK) != 0)
-            return 1;
+        const char *found = access(name, R_OK) == 0 ? name : access(beside, R_OK) == 0 ? beside : NULL;
+        hid_t f = found ? H5Fopen(found, H5F_ACC_RDONLY, H5P_DEFAULT) : H5I_INVALID_HID;
+        missing = f < 0 || !dataset_opens(f, dname);
+        hdf5_close_id(&f, H5Fclose);
     }
-    return 0;
+    H5Eclear2(H5E_DEFAULT);
+    return missing;
 }
 
 static void dataset_facts(hid_t in, const char *path, dset_facts *f)

@@ -415,6 +415,15 @@ def test_metadata_in_other_files_is_copied_by_value(tmp, np_, monkeypatch):
     assert sorted(os.listdir(src)) == ["axis.raw", "in.h5", "part.h5", "table.raw", "table2.raw"]
     r = run(["-i", inp, "-o", out, "-q"], np_, cwd=tmp)  # from outside the input's directory
     assert r.rc == 0, str(r)
+    # A source file that lacks the source dataset is missing too (then put back).
+    with h5py.File(src / "part.h5", "a") as f:
+        f.move("t", "t_renamed")
+    r = run(["-i", inp, "-o", tmp / "renamed.h5", "-q"], np_, cwd=tmp)
+    assert r.rc == 0, str(r)
+    with h5py.File(tmp / "renamed.h5", "r") as f:
+        assert "v" not in f and np.array_equal(f["axis"][()], axis)
+    with h5py.File(src / "part.h5", "a") as f:
+        f.move("t_renamed", "t")
     (src / "part.h5").rename(tmp / "part_moved.h5")
     for raw in ("axis.raw", "table.raw", "table2.raw"):
         (src / raw).unlink()
