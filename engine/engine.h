@@ -126,6 +126,10 @@ int hq_gpu_engine_create(const hq_engine_cfg *cfg, hq_engine **out, hq_err *err)
  * teardown at exit is work for a context that is going away with the process anyway. */
 int hq_gpu_started(void);
 
+/* Whether this node may have an NVIDIA GPU, known without starting CUDA (the driver's device node):
+ * 0 in a build without CUDA. A yes can still find no usable device. */
+int hq_gpu_maybe_present(void);
+
 /* Copy engine: histograms stay empty and pixels unchanged; for I/O-only benchmark runs. */
 int hq_copy_engine_create(hq_engine **out, hq_err *err);
 

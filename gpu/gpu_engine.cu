@@ -161,6 +161,16 @@ int hq_gpu_bound_id(int local_rank, char *buf, size_t len)
     return 0;
 }
 
+/* The driver's control node is there wherever the NVIDIA driver is (a container given GPUs gets it
+ * too); CUDA_VISIBLE_DEVICES set empty or to -1 hides every device from CUDA. */
+int hq_gpu_maybe_present(void)
+{
+    const char *v = getenv("CUDA_VISIBLE_DEVICES");
+    if (v && (!*v || v[0] == '-' || strcmp(v, "NoDevFiles") == 0))
+        return 0;
+    return access("/dev/nvidiactl", F_OK) == 0;
+}
+
 int hq_gpu_device_count(void)
 {
     cuda_started = 1;

@@ -7,6 +7,11 @@ int hq_gpu_device_count(void)
     return 0;
 }
 
+int hq_gpu_maybe_present(void)
+{
+    return 0;
+}
+
 int hq_gpu_started(void)
 {
     return 0;

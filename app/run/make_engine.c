@@ -89,10 +89,12 @@ int run_make_engine(run *r, hq_err *err)
             fprintf(stderr, "histeq_dist: note: images of %llu pixels on average: using the CPU engine, which is "
                     "faster than a GPU for images under %llu Mpixel (--device gpu to use one anyway)\n",
                     (unsigned long long)mean, (unsigned long long)(AUTO_GPU_MIN_PIXELS >> 20));
-        else if (small && r->c->rank == 0 && !o->quiet)
+        else if (small && r->c->rank == 0 && !o->quiet && hq_gpu_maybe_present())
             fprintf(stderr, "histeq_dist: note: %.1f MiB a rank at most: using the CPU engine, which is faster "
                     "than starting a GPU for shares under %llu GiB (--device gpu to use one anyway)\n",
                     (double)share / 1048576.0, (unsigned long long)(min_share >> 30));
+        else if (small && r->c->rank == 0 && !o->quiet) /* not asked, but no driver is there to ask */
+            fprintf(stderr, "histeq_dist: note: no GPU visible, using the CPU engine\n");
         else if (o->device == HQ_DEV_AUTO && gpus > 0 && r->c->local_rank == 0 && !o->quiet)
             fprintf(stderr, "histeq_dist: note: %s: %d ranks would share %d GPU%s; using the CPU engine, which is "
                     "faster then (--device gpu to use the GPU anyway)\n", r->c->host, r->c->local_size, gpus,
