@@ -37,6 +37,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "../../core/samepath.h"
 #include "hdf5_internal.h"
 
 #define CHECK_MAX ((hsize_t)64 << 20)
@@ -186,8 +187,8 @@ typedef struct dset_facts {
     int by_value; /* data in external raw files or a virtual dataset's sources: H5Ocopy would copy
                      the names of those files, which the output cannot reach (a relative name is
                      taken from the reader's working directory), so the values are copied instead */
-    int lost;     /* a virtual dataset with a source file that cannot be found: left out, as
-                     external raw files that cannot be read are */
+    int virt;     /* a virtual dataset: one with a source that cannot be found is left out
+                     (vds_lost), as external raw files that cannot be read are */
     int vlen_fill; /* variable-length data with a fill value of its own: HDF5 1.10's H5Ocopy copies
                       that fill value as stored, a global heap id of the input's, which in the
                       output names whatever object lies there (our provenance's version string,
@@ -216,14 +217,8 @@ static int vds_source_missing(hid_t in, hid_t dcpl)
         return 0;
     char file[PATH_MAX], dir[PATH_MAX], name[PATH_MAX], dname[PATH_MAX], beside[2 * PATH_MAX + 2];
     const ssize_t fl = H5Fget_name(in, file, sizeof file);
-    if (fl <= 0 || (size_t)fl >= sizeof file)
+    if (fl <= 0 || (size_t)fl >= sizeof file || hq_dir_of(file, dir, sizeof dir) != 0)
         return 0;
-    snprintf(dir, sizeof dir, "%s", file);
-    char *slash = strrchr(dir, '/');
-    if (slash)
-        *slash = '\0';
-    else
-        snprintf(dir, sizeof dir, ".");
     int missing = 0;
     for (size_t i = 0; i < n && !missing; i++) {
         const ssize_t l = H5Pget_virtual_filename(dcpl, i, name, sizeof name);
@@ -235,8 +230,10 @@ static int vds_source_missing(hid_t in, hid_t dcpl)
             missing = !dataset_opens(in, dname);
             continue;
         }
-        const char *base = strrchr(name, '/') ? strrchr(name, '/') + 1 : name;
-        snprintf(beside, sizeof beside, "%s/%s", dir, name[0] == '/' ? base : name);
+        unsigned long bn;
+        const char *base = hq_base_of(name, &bn);
+        snprintf(beside, sizeof beside, "%s/%.*s", dir, (int)(name[0] == '/' ? bn : strlen(name)),
+                 name[0] == '/' ? base : name);
         const char *found = access(name, R_OK) == 0 ? name : access(beside, R_OK) == 0 ? beside : NULL;
         hid_t f = found ? H5Fopen(found, H5F_ACC_RDONLY, H5P_DEFAULT) : H5I_INVALID_HID;
         missing = f < 0 || !dataset_opens(f, dname);
@@ -244,6 +241,17 @@ static int vds_source_missing(hid_t in, hid_t dcpl)
     }
     H5Eclear2(H5E_DEFAULT);
     return missing;
+}
+
+/* vds_source_missing for the virtual dataset at path. */
+static int vds_lost(hid_t in, const char *path)
+{
+    hid_t d = H5Dopen2(in, path, H5P_DEFAULT);
+    hid_t dcpl = d >= 0 ? H5Dget_create_plist(d) : H5I_INVALID_HID;
+    const int lost = dcpl >= 0 && vds_source_missing(in, dcpl);
+    hdf5_close_id(&dcpl, H5Pclose);
+    hdf5_close_id(&d, H5Dclose);
+    return lost;
 }
 
 static void dataset_facts(hid_t in, const char *path, dset_facts *f)
@@ -261,7 +269,7 @@ static void dataset_facts(hid_t in, const char *path, dset_facts *f)
     const int elsewhere = dcpl >= 0 && (H5Pget_external_count(dcpl) > 0 || H5Pget_layout(dcpl) == H5D_VIRTUAL);
     f->by_value = elsewhere;
     f->vlen_fill = vlen_fill;
-    f->lost = dcpl >= 0 && H5Pget_layout(dcpl) == H5D_VIRTUAL && vds_source_missing(in, dcpl);
+    f->virt = dcpl >= 0 && H5Pget_layout(dcpl) == H5D_VIRTUAL;
     if (elsewhere) { /* their storage in this file is none: the values' size counts */
         hid_t s = H5Dget_space(d);
         const hssize_t n = s >= 0 ? H5Sget_simple_extent_npoints(s) : 0;
@@ -340,6 +348,13 @@ static int copy_all_rows(hid_t d, hid_t o, hid_t t, hid_t s, int ndims, const hs
     return rc;
 }
 
+/* A copy made at path that is not kept, removed from the output: 0, or fail()'s -1. */
+static int take_back(carry_walk *w, const char *path)
+{
+    H5Eclear2(H5E_DEFAULT);
+    return H5Ldelete(w->out, path, H5P_DEFAULT) < 0 ? fail(w, path, "taking back a copy it could not fill") : 0;
+}
+
 /* The output dataset for copy_values: the input's type and shape, fixed at its size (contiguous
  * storage takes no unlimited dimension), and its fill value where the input sets one. */
 static hid_t create_like(carry_walk *w, const char *path, hid_t d, hid_t mt, hid_t s)
@@ -410,9 +425,8 @@ static int copy_values(carry_walk *w, const char *path)
     hdf5_close_id(&t, H5Tclose);
     hdf5_close_id(&d, H5Dclose);
     if (rc == -2) { /* the input's own problem, as a dangling link is: the rest goes on */
-        H5Eclear2(H5E_DEFAULT);
-        if (H5Ldelete(w->out, path, H5P_DEFAULT) < 0)
-            return fail(w, path, "taking back a copy it could not fill");
+        if (take_back(w, path))
+            return -1;
         w->counts.unreadable++;
         return 1;
     }
@@ -506,13 +520,12 @@ static int copy_vlen_fill(carry_walk *w, const char *path)
     hdf5_close_id(&s, H5Sclose);
     hdf5_close_id(&t, H5Tclose);
     hdf5_close_id(&d, H5Dclose);
-    if (rc == -2 || rc == 2) {
-        H5Eclear2(H5E_DEFAULT);
-        if (H5Ldelete(w->out, path, H5P_DEFAULT) < 0)
-            return fail(w, path, "taking back a copy it could not fill");
-        if (rc == 2) /* too many chunks to list one by one: as stored, as before */
-            return copy_object(w, path);
-        w->counts.unreadable++; /* the input's own problem: the rest goes on */
+    if (rc == 2) /* too many chunks to list one by one: as stored, as before */
+        return take_back(w, path) ? -1 : copy_object(w, path);
+    if (rc == -2) { /* the input's own problem: the rest goes on */
+        if (take_back(w, path))
+            return -1;
+        w->counts.unreadable++;
         return 1;
     }
     return rc ? fail(w, path, "its values") : 0;
@@ -535,7 +548,7 @@ static int copy_dataset(carry_walk *w, const char *path)
         w->counts.unfiltered++;
         return 1;
     }
-    if (f.lost) {
+    if (f.virt && vds_lost(w->in, path)) { /* here, not in every walk: it opens the source files */
         w->counts.unreadable++;
         return 1;
     }
