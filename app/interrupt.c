@@ -4,13 +4,13 @@
 #include <limits.h>
 #include <signal.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "../core/doomed.h"
+#include "../mpi/comm.h"
 #include "../mpi/session_dir.h"
 
 /* What people and batch systems send to end a run: Ctrl-C, kill and scancel, a closed terminal,
@@ -130,7 +130,7 @@ static void on_signal(int sig)
 void hq_interrupt_install(int announce_it)
 {
     announce = announce_it;
-    via_mpirun = getenv("OMPI_COMM_WORLD_SIZE") != NULL;
+    via_mpirun = hq_comm_env_mpirun();
     owner = getpid();
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);

@@ -461,12 +461,12 @@ int hq_options_parse(int argc, char **argv, int print, hq_options *o, hq_err *er
         return hq_fail(err, HQ_EUSAGE, "--input is required (see --help)");
     /* "-" reads as standard input or output to a user of other tools, and HDF5 seeks in its files:
      * a file of that name is reached as ./- (HDF5 itself would not open "-", "truncated?"). */
-    const char *streams[][2] = {{"--input", o->input}, {"--output", o->output}, {"--mask", o->mask},
-                                {"--reference", o->reference}};
+    const char *streams[][3] = {{"--input", o->input, "input"}, {"--output", o->output, "output"},
+                                {"--mask", o->mask, "input"}, {"--reference", o->reference, "input"}};
     for (size_t k = 0; k < sizeof streams / sizeof streams[0]; k++)
         if (streams[k][1] && strcmp(streams[k][1], "-") == 0)
             return hq_fail(err, HQ_EUSAGE, "%s -: standard %s is not read or written; give a file name (./- for a "
-                           "file named -)", streams[k][0], k == 1 ? "output" : "input");
+                           "file named -)", streams[k][0], streams[k][2]);
     if (o->method == HQ_METHOD_MATCH && !o->reference)
         return hq_fail(err, HQ_EUSAGE, "--method match needs --reference (an image, or global)");
     if (o->reference && o->method != HQ_METHOD_MATCH)

@@ -20,9 +20,14 @@ static const char *env_rank(void)
     return r ? r : getenv("PMI_RANK");
 }
 
+int hq_comm_env_mpirun(void)
+{
+    return getenv("OMPI_COMM_WORLD_SIZE") != NULL;
+}
+
 static int launched_env(void)
 {
-    return getenv("OMPI_COMM_WORLD_SIZE") || env_rank() || getenv("PMI_FD");
+    return hq_comm_env_mpirun() || env_rank() || getenv("PMI_FD");
 }
 
 int hq_comm_env_rank(void)

@@ -24,6 +24,8 @@ int hq_comm_init(int *argc, char ***argv, hq_comm *c);
 /* Before MPI_Init, from the launcher's environment: this process's rank in its job (0 for a lone
  * process, which no launcher started), or -1 where a launcher started it without saying which. */
 int hq_comm_env_rank(void);
+/* Whether Open MPI's mpirun started this process (from its environment, before or after MPI_Init). */
+int hq_comm_env_mpirun(void);
 void hq_comm_finalize(hq_comm *c);
 
 /* Returns the worst (largest) code over ranks; err then holds the lowest failing rank's message. */

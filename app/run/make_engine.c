@@ -27,39 +27,34 @@ int run_threads_per_rank(const run *r)
  * (bench/results/auto_share.txt). CLAHE's work a pixel is many times equalize's: any size. */
 #define AUTO_GPU_MIN_SHARE ((uint64_t)4 << 30)
 
-/* The largest rank's share in bytes (its pixels at the inventory's mean bytes a pixel): every rank
- * computes the same plan, so every rank takes the same decision from it. */
-static uint64_t share_bytes(const run *r)
+/* What --device auto decides by, from the inventory's good items and the plan, the same on every
+ * rank: the pixels per image (0: none), and the largest rank's share in bytes (its pixels at the
+ * inventory's mean bytes a pixel). */
+typedef struct auto_facts {
+    uint64_t mean_image_pixels;
+    uint64_t most_share_bytes;
+} auto_facts;
+
+static auto_facts facts_for_auto(const run *r)
 {
-    uint64_t pixels = 0, bytes = 0;
+    uint64_t images = 0, pixels = 0, bytes = 0, most = 0;
     for (size_t i = 0; i < r->inv.n; i++)
         if (!r->inv.items[i].bad) {
             const hq_item *it = &r->inv.items[i];
             const uint64_t px = it->slices * it->height * it->width;
+            images += it->slices;
             pixels += px;
             bytes += px * it->channels * it->sample_bytes;
         }
-    uint64_t most = 0;
     for (int k = 0; r->plan.rank_pixels && k < r->plan.nranks; k++)
         most = r->plan.rank_pixels[k] > most ? r->plan.rank_pixels[k] : most;
-    return pixels ? (uint64_t)((double)most * ((double)bytes / (double)pixels)) : 0;
-}
-
-/* The inventory's pixels per image, over its good items (0: none): the same on every rank. */
-static uint64_t mean_image_pixels(const hq_inventory *inv)
-{
-    uint64_t images = 0, pixels = 0;
-    for (size_t i = 0; i < inv->n; i++)
-        if (!inv->items[i].bad) {
-            images += inv->items[i].slices;
-            pixels += inv->items[i].slices * inv->items[i].height * inv->items[i].width;
-        }
-    return images ? pixels / images : 0;
+    return (auto_facts){images ? pixels / images : 0,
+                        pixels ? (uint64_t)((double)most * ((double)bytes / (double)pixels)) : 0};
 }
 
 /* --device auto: the GPU only where every rank of the node has one of its own (app/placement.h)
- * and the images are large enough for it (AUTO_GPU_MIN_PIXELS); otherwise the CPU engine, said once
- * per node. */
+ * and the images and the shares are large enough for it (AUTO_GPU_MIN_PIXELS, AUTO_GPU_MIN_SHARE);
+ * otherwise the CPU engine, said once per node. */
 int run_make_engine(run *r, hq_err *err)
 {
     const hq_options *o = r->o;
@@ -68,12 +63,12 @@ int run_make_engine(run *r, hq_err *err)
     if (o->device == HQ_DEV_COPY)
         return hq_comm_agree(r->c, hq_copy_engine_create(&r->eng, err), err);
     char id[64] = "";
-    const uint64_t mean = mean_image_pixels(&r->inv);
+    const auto_facts af = facts_for_auto(r);
+    const uint64_t mean = af.mean_image_pixels, share = af.most_share_bytes;
     /* auto with small images or a small share never looks for a GPU: starting the CUDA driver alone
      * costs ~0.3 s. HQ_AUTO_GPU_MIN_SHARE (bytes) moves the share's bar, for tests. */
     const char *bar = getenv("HQ_AUTO_GPU_MIN_SHARE");
     const uint64_t min_share = bar && *bar ? strtoull(bar, NULL, 10) : AUTO_GPU_MIN_SHARE;
-    const uint64_t share = share_bytes(r);
     const int little = o->device == HQ_DEV_AUTO && !run_is_clahe(r) && share < min_share;
     const int small = o->device == HQ_DEV_AUTO && (mean < AUTO_GPU_MIN_PIXELS || little);
     const int mine = o->device != HQ_DEV_CPU && !small && hq_gpu_bound_id(r->c->local_rank, id, sizeof id) == 0;
