@@ -31,6 +31,7 @@
  *    memory, datasets over CHECK_MAX bytes of storage left out unless their data is variable-length
  *    (the only data H5Ocopy decodes), so that metadata HDF5 cannot copy (or that crashes it) is
  *    found before any pixel moves: HQ_EINPUT naming the dataset. */
+#include <fcntl.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -42,11 +43,12 @@
 
 #define CHECK_MAX ((hsize_t)64 << 20)
 
-/* copy_vlen_fill copies a partly written dataset chunk by chunk, a read and a write each, listed by
- * HDF5, which walks its index from the start for each (1.10.8, dataset.c): a run over 4,096 written
- * chunks of one string each took 2.7 s on the 2-core VM (the scan's trial copy and the real one).
- * Past this many the dataset is copied as stored (H5Ocopy, its fill value as HDF5 copies it: the
- * README says so). */
+/* copy_vlen_fill copies a partly written dataset chunk by chunk, a read and a write each. Its
+ * written chunks come from the one-pass chunk table (chunk_index.c: v1 B-tree indexes, h5py's
+ * default), or else listed by HDF5, which walks its index from the start for each (1.10.8,
+ * dataset.c): a run over 4,096 written chunks of one string each took 2.7 s on the 2-core VM (the
+ * scan's trial copy and the real one). Past this many HDF5 would list, the dataset is copied as
+ * stored (H5Ocopy, its fill value as HDF5 copies it: the README says so). */
 #define PARTIAL_CHUNKS_MAX ((hsize_t)1 << 12)
 
 int hdf5_image_kind(hid_t d)
@@ -463,6 +465,39 @@ static int copy_listed_chunks(hid_t d, hid_t o, hid_t t, hid_t s, hid_t all, int
     return rc;
 }
 
+/* The same from the chunk table of the input file in_name: 2 when there is none for d (the
+ * caller lists or copies as stored), else copy_region's codes. */
+static int copy_table_chunks(const char *in_name, hid_t d, hid_t o, hid_t t, hid_t s, int ndims,
+                             const hsize_t *dims, const hsize_t *cdims)
+{
+    const int fd = open(in_name, O_RDONLY | O_CLOEXEC);
+    hdf5_chunk_table *tab = fd >= 0 ? hdf5_chunk_table_read(d, fd) : NULL;
+    if (fd >= 0)
+        close(fd);
+    if (!tab)
+        return 2;
+    const uint64_t n = hdf5_chunk_table_chunks(tab);
+    hsize_t start[H5S_MAX_RANK], count[H5S_MAX_RANK], grid[H5S_MAX_RANK];
+    for (int k = 0; k < ndims; k++)
+        grid[k] = (dims[k] + cdims[k] - 1) / cdims[k];
+    int rc = 0;
+    for (uint64_t c = 0; !rc && c < n; c++) {
+        uint64_t rest = c;
+        for (int k = ndims - 1; k >= 0; k--) {
+            start[k] = rest % grid[k] * cdims[k];
+            rest /= grid[k];
+        }
+        unsigned mask;
+        haddr_t addr = HADDR_UNDEF;
+        hsize_t size;
+        if (hdf5_chunk_table_get(tab, start, &mask, &addr, &size) == 0 && addr != HADDR_UNDEF &&
+            chunk_box(ndims, dims, cdims, start, count))
+            rc = copy_region(d, o, t, s, ndims, start, count);
+    }
+    hdf5_chunk_table_free(tab);
+    return rc;
+}
+
 /* The dataset as stored, attributes apart (H5Ocopy would carry references into the input's address
  * space): 0, or -1 failed. */
 static int copy_object(carry_walk *w, const char *path)
@@ -506,10 +541,10 @@ static int copy_vlen_fill(carry_walk *w, const char *path)
             grid *= cdims[k] ? (dims[k] + cdims[k] - 1) / cdims[k] : 1;
         if (!rc && nchunks == grid) /* every chunk written: all the values, in rows */
             rc = copy_all_rows(d, o, mt, s, ndims, dims);
-        else if (!rc && nchunks <= PARTIAL_CHUNKS_MAX)
-            rc = copy_listed_chunks(d, o, mt, s, all, ndims, dims, cdims, nchunks);
         else if (!rc)
-            rc = 2;
+            rc = copy_table_chunks(w->in_name, d, o, mt, s, ndims, dims, cdims);
+        if (rc == 2 && nchunks <= PARTIAL_CHUNKS_MAX)
+            rc = copy_listed_chunks(d, o, mt, s, all, ndims, dims, cdims, nchunks);
         hdf5_close_id(&all, H5Sclose);
     } else {
         rc = copy_all_rows(d, o, mt, s, ndims, dims);

@@ -17,7 +17,9 @@
  *      H5D_CHUNK_IDX_NONE (implicit: early allocation, fixed dimensions, no filters): chunk c in
  *        row-major grid order lies at first + c * chunk bytes, `first` from H5Dget_chunk_info(0),
  *        which stops at the first chunk.
- *    Single-chunk, fixed-array, extensible-array and v2 B-tree indexes are not read here.
+ *    Single-chunk, fixed-array, extensible-array and v2 B-tree indexes are not read here. Elements
+ *    of variable length (carry.c copies such metadata chunk by chunk) are their stored size, a
+ *    length and a global heap id, not their size in memory.
  *  - Addresses are HDF5's, relative to the file's base address (the user block's size, see
  *    hdf5_base_addr), as H5Dget_chunk_info_by_coord gives them; a chunk never written has none,
  *    exactly as that call reports it (HADDR_UNDEF: HDF5 fills it).
@@ -50,6 +52,7 @@ struct hdf5_chunk_table {
     int k;                      /* the dataset's rank */
     uint64_t grid[MAX_RANK], cd[MAX_RANK], n, chunk_bytes;
     uint64_t found;             /* chunks the index holds */
+    int vlen;                   /* variable-length elements: stored as a length and a global heap id */
     /* Implicit index: no arrays, chunk c at first + c * chunk_bytes. */
     int implicit;
     uint64_t first;
@@ -223,6 +226,8 @@ static int btree_root(const file_view *f, const unsigned char *m, uint64_t len, 
         return -1;
     *root = le_addr(m + 3, f->sa);
     const unsigned char *d = m + 3 + f->sa;
+    if (t->vlen)
+        elem = 4 + (uint64_t)f->sa + 4; /* the sequence's length, then the heap's address and index */
     for (int i = 0; i <= t->k; i++)
         if (le(d + 4 * i, 4) != (i < t->k ? t->cd[i] : elem))
             return -1;
@@ -346,6 +351,9 @@ static int shape_of(hid_t d, hdf5_chunk_table *t, uint64_t *elem)
              H5Sget_simple_extent_dims(s, dims, NULL) == k && H5Pget_chunk(dcpl, k, cd) == k;
     *elem = ok ? H5Tget_size(ty) : 0;
     ok = ok && *elem > 0;
+    /* In memory such an element is a pointer or an hvl_t; the file's size comes with its
+     * addresses' size (btree_root). */
+    t->vlen = ok && (H5Tget_class(ty) == H5T_VLEN || H5Tis_variable_str(ty) > 0);
     t->k = k;
     t->n = 1;
     t->chunk_bytes = *elem;
