@@ -119,7 +119,8 @@ static int decide(const hq_options *o, const hq_inventory *inv, hq_resume *res, 
 {
     int partial = 0, finished = 0;
     char *made_by = NULL;
-    if (!hq_io_ops_for(inv->format)->output_state(inv, o->output, &partial, &finished, &made_by)) {
+    const int kind = hq_io_ops_for(inv->format)->output_state(inv, o->output, &partial, &finished, &made_by);
+    if (!kind) {
         res->action = HQ_RESUME_OFF;
         return 0;
     }
@@ -137,6 +138,18 @@ static int decide(const hq_options *o, const hq_inventory *inv, hq_resume *res, 
         return hq_fail(err, HQ_EMEM, "%s: out of memory", o->output);
     }
     hq_journal_make_ids(inv, opts, legacy_opts, also, res->id, legacy, sizeof res->id);
+    if (kind == 2) { /* written whole at the end (a single PNG): no journal, only its identity */
+        int rc = 0;
+        res->action = HQ_RESUME_OFF;
+        if (o->resume && finished && strcmp(made_by, res->id) != 0)
+            rc = hq_fail(err, HQ_EUSAGE, "%s: complete already, but %s (use --force without --resume to redo it)",
+                         o->output, hq_journal_what_differs(made_by, res->id));
+        else if (o->resume && finished)
+            res->action = HQ_RESUME_DONE;
+        free(made_by);
+        free(legacy);
+        return rc;
+    }
     int journal = hq_journal_exists(o->output);
     const int in_use = journal && hq_journal_in_use(o->output);
     if (journal && !in_use && !hq_journal_has_id(o->output)) {

@@ -17,8 +17,9 @@
  *  - a journal without its id (killed while it was being made) claims nothing: it is removed and
  *    the run starts over; and a run that starts over removes the old journal before it touches the
  *    output, so that a kill in between cannot leave old claims beside a new .part.
- * Only outputs written piece by piece keep a journal: HDF5 files and PNG directories (a single
- * PNG is one image, written at the end). */
+ * Only outputs written piece by piece keep a journal: HDF5 files and PNG directories. A single
+ * PNG is one image, written at the end: with --resume it is complete already when it records this
+ * run (io.h output_state), refused when it records another, and otherwise made as without. */
 #ifndef HQ_RESUME_H
 #define HQ_RESUME_H
 

@@ -112,8 +112,9 @@ typedef struct hq_io_ops {
      * calls it before claiming blocks done. collective = 1: every rank calls it; 0: one rank alone,
      * and then the part that would need every rank is skipped (HDF5's metadata with several ranks). */
     int (*flush)(hq_io *io, int collective, hq_err *err);
-    /* Rank 0, before any output is made: what is on disk at OUT. Returns 0 when outputs of this
-     * kind are not written piece by piece (a single PNG) and so keep no journal; otherwise 1, with
+    /* Rank 0, before any output is made: what is on disk at OUT. Returns 2 when outputs of this
+     * kind are not written piece by piece (a single PNG) and so keep no journal, with *finished
+     * and *run_id as below when OUT records the run that made it; otherwise 1, with
      * *partial set when an unfinished output is there (HDF5: OUT.part; PNG directory: OUT without
      * its completion record) and *finished when a finished one is (HDF5: OUT, marked complete;
      * PNG directory: its completion record), *run_id then what it records of the run that made

@@ -9,6 +9,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <zlib.h> /* crc32 */
 
 #include "../../core/doomed.h"
 #include "png_internal.h"
@@ -155,12 +156,94 @@ static int mark_dir_complete(const char *dir, uint64_t nimages, const char *run_
     return rc;
 }
 
+/* A single PNG's record of the run that made it (what a directory's completion record holds): an
+ * iTXt chunk (the identity names the input's path, UTF-8) keyed RUN_KEY, put before the IEND chunk
+ * that ends every PNG written here, when the run commits. png_output_state reads it back. */
+#define RUN_KEY "histeq_dist run"
+static const unsigned char IEND[12] = {0, 0, 0, 0, 'I', 'E', 'N', 'D', 0xAE, 0x42, 0x60, 0x82};
+
+static void be32_put(unsigned char *p, uint32_t v)
+{
+    p[0] = (unsigned char)(v >> 24), p[1] = (unsigned char)(v >> 16), p[2] = (unsigned char)(v >> 8), p[3] = (unsigned char)v;
+}
+
+static int record_run(const char *tmp, const char *shown, const char *run_id, hq_err *err)
+{
+    /* keyword, NUL, compression flag 0 and method 0, empty language tag and translated keyword */
+    const size_t head = sizeof RUN_KEY + 4, n = head + strlen(run_id);
+    unsigned char *c = malloc(8 + n + 4 + sizeof IEND);
+    if (!c)
+        return hq_fail(err, HQ_EMEM, "%s: out of memory", shown);
+    be32_put(c, (uint32_t)n);
+    memcpy(c + 4, "iTXt", 4);
+    memset(c + 8, 0, head);
+    memcpy(c + 8, RUN_KEY, sizeof RUN_KEY - 1);
+    memcpy(c + 8 + head, run_id, n - head);
+    be32_put(c + 8 + n, (uint32_t)crc32(crc32(0, Z_NULL, 0), c + 4, (uInt)(4 + n)));
+    memcpy(c + 8 + n + 4, IEND, sizeof IEND);
+    const size_t len = 8 + n + 4 + sizeof IEND;
+    unsigned char tail[sizeof IEND];
+    struct stat st;
+    int e = 0;
+    const int fd = open(tmp, O_RDWR | O_CLOEXEC);
+    if (fd < 0 || fstat(fd, &st) != 0)
+        e = errno;
+    else if (st.st_size < (off_t)sizeof IEND || pread(fd, tail, sizeof tail, st.st_size - (off_t)sizeof tail) != (ssize_t)sizeof tail ||
+             memcmp(tail, IEND, sizeof IEND) != 0)
+        e = EIO; /* not as written: never append to it */
+    else if (pwrite(fd, c, len, st.st_size - (off_t)sizeof IEND) != (ssize_t)len)
+        e = errno ? errno : ENOSPC;
+    if (fd >= 0 && close(fd) != 0 && !e)
+        e = errno;
+    free(c);
+    return e ? hq_fail(err, HQ_EIO, "%s: cannot write (%s)", shown, strerror(e)) : 0;
+}
+
+/* What record_run put in out, malloc'd; NULL when out is not a PNG that ends with it. */
+static char *recorded_in_png(const char *out)
+{
+    struct stat st;
+    /* O_NONBLOCK: a FIFO at OUT (refused later, at create) must not hold the run here. */
+    const int fd = open(out, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    char *id = NULL;
+    if (fd < 0)
+        return NULL;
+    /* The chunk holds at most an id (HQ_JOURNAL_ID_MAX, jobs/journal.h): read that much of the end. */
+    const size_t want = 16384 + 64;
+    unsigned char *b = malloc(want);
+    const off_t size = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) ? st.st_size : 0;
+    const size_t n = size < (off_t)want ? (size_t)size : want;
+    const size_t key = sizeof RUN_KEY + 4;
+    if (b && n >= 12 + key + 4 + sizeof IEND && pread(fd, b, n, size - (off_t)n) == (ssize_t)n &&
+        !memcmp(b + n - sizeof IEND, IEND, sizeof IEND)) {
+        /* The chunk's data ends where its CRC, just before IEND, begins; its length is found by
+         * trying each start whose length field says it reaches there. */
+        const size_t end = n - sizeof IEND - 4;
+        for (size_t len = key; len + 8 <= end && !id; len++) {
+            const unsigned char *h = b + end - len - 8, *crc = b + end;
+            const uint32_t L = (uint32_t)h[0] << 24 | (uint32_t)h[1] << 16 | (uint32_t)h[2] << 8 | h[3];
+            if (L != len || memcmp(h + 4, "iTXt", 4) || memcmp(h + 8, RUN_KEY "\0\0\0\0\0", key))
+                continue;
+            const uint32_t got = (uint32_t)crc[0] << 24 | (uint32_t)crc[1] << 16 | (uint32_t)crc[2] << 8 | crc[3];
+            if (got == (uint32_t)crc32(crc32(0, Z_NULL, 0), h + 4, (uInt)(4 + len)) && (id = malloc(len - key + 1))) {
+                memcpy(id, h + 8 + key, len - key);
+                id[len - key] = '\0';
+            }
+        }
+    }
+    free(b);
+    close(fd);
+    return id;
+}
+
 int png_close(hq_io *io, int commit, const hq_run_meta *meta, hq_err *err)
 {
     if (!io)
         return 0;
     int rc = 0;
     if (io->pending.tmp) {
+        if (commit && meta && meta->run_id && (rc = record_run(io->pending.tmp, io->pending.final, meta->run_id, err)))
+            commit = 0;
         if (commit && rename(io->pending.tmp, io->pending.final) != 0) {
             rc = hq_fail(err, HQ_EIO, "%s: cannot write (%s)", io->pending.final, strerror(errno));
             commit = 0;
@@ -226,14 +309,18 @@ static char *recorded_run_id(const char *mark)
     return nl && nl[1] ? strdup(nl + 1) : NULL;
 }
 
-/* A directory output is unfinished until its completion record is there; a single PNG is written
- * whole at the end, so there is nothing to resume. */
+/* A directory output is unfinished until its completion record is there. A single PNG is written
+ * whole at the end, so there is nothing to resume: finished when it records the run that made it
+ * (record_run), and 2, no journal. */
 int png_output_state(const hq_inventory *inv, const char *out, int *partial, int *finished, char **run_id)
 {
     *partial = *finished = 0;
     *run_id = NULL;
-    if (!inv->root_is_dir)
-        return 0;
+    if (!inv->root_is_dir) {
+        *run_id = recorded_in_png(out);
+        *finished = *run_id != NULL;
+        return 2;
+    }
     struct stat st;
     char *mark = png_join_path(out, COMPLETE_NAME);
     *finished = mark && stat(mark, &st) == 0;
@@ -251,8 +338,7 @@ int png_item_present(const hq_inventory *inv, const char *out, uint64_t item)
     char *p = png_join_path(out, inv->items[item].name);
     /* Present means whole: a file cut short since (a full disk, a user's truncate) ends without
      * the IEND chunk every PNG written here ends with, and is made again. */
-    static const unsigned char IEND[12] = {0, 0, 0, 0, 'I', 'E', 'N', 'D', 0xAE, 0x42, 0x60, 0x82};
-    unsigned char tail[12];
+    unsigned char tail[sizeof IEND];
     struct stat st;
     const int fd = p ? open(p, O_RDONLY | O_CLOEXEC) : -1;
     const int yes = fd >= 0 && fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size >= 57 &&

@@ -490,11 +490,27 @@ def test_resume_refuses_a_finished_output_of_another_run(tmp):
 
 
 def test_single_png_keeps_no_journal(tmp):
+    """A single PNG is written whole at the end: no journal. It records the run that made it, so a
+    batch script that always passes --resume finds it complete (a second run said "output exists",
+    exit 2), and one with other options is told so; a PNG at OUT that records no run (another
+    tool's) stays "output exists"."""
     a = np.random.default_rng(9).integers(50, 90, (30, 40), dtype=np.uint8)
     pngio.write(str(tmp / "a.png"), a, 8, pngio.GRAY)
     run_ok(["--input", tmp / "a.png", "--output", tmp / "b.png", "--resume", "-q"])
     assert not os.path.exists(str(tmp / "b.png") + ".journal")
     assert np.array_equal(read_png(tmp / "b.png").rgb()[..., 0], ref.equalize_one(a, 8))
+    made = (tmp / "b.png").read_bytes()
+    r = run_ok(["--input", tmp / "a.png", "--output", tmp / "b.png", "--resume"])
+    assert "complete already; nothing to resume" in r.err and (tmp / "b.png").read_bytes() == made, str(r)
+    r = run(["--input", tmp / "a.png", "--output", tmp / "b.png", "--resume", "--method", "stretch"])
+    assert r.rc == 2 and "complete already, but" in r.err and "other options" in r.err, str(r)
+    r = run(["--input", tmp / "a.png", "--output", tmp / "b.png"])
+    assert r.rc == 2 and "output exists" in r.err, str(r)
+    pngio.write(str(tmp / "c.png"), a, 8, pngio.GRAY)
+    r = run(["--input", tmp / "a.png", "--output", tmp / "c.png", "--resume"])
+    assert r.rc == 2 and "output exists" in r.err, str(r)
+    run_ok(["--input", tmp / "a.png", "--output", tmp / "c.png", "--force", "-q"])
+    assert (tmp / "c.png").read_bytes() == made
 
 
 # ---- the run lock and the journal's own identity ----------------------------------------------
