@@ -139,3 +139,11 @@ char *hq_follow_links(const char *path, int *loop)
     }
     return cur;
 }
+
+const char *hq_unreplaceable(const char *path)
+{
+    struct stat st;
+    return stat(path, &st) == 0 && !S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode)
+               ? "not a regular file (a device, FIFO or socket), which the output would replace: name a file"
+               : NULL;
+}

@@ -25,4 +25,10 @@ int hq_dir_writable(const char *dir);
  * NULL) is set when the links go round (or past 40 of them): the result is NULL then. */
 char *hq_follow_links(const char *path, int *loop);
 
+/* Why an output may not be put at path, which it would replace by renaming its temporary over it
+ * (--force or not): a device, FIFO or socket there, links followed (-o /dev/null --force replaced
+ * the system's with a regular file). Words for the caller's message, or NULL where nothing, a file
+ * or a directory is there. */
+const char *hq_unreplaceable(const char *path);
+
 #endif

@@ -73,6 +73,9 @@ static int check_output_path(const hq_io *io, const hq_out_opts *o, hq_err *err)
     const char *out = o->path;
     struct stat in_st, st;
     const int have_in = stat(io->inv.root, &in_st) == 0;
+    const char *why = hq_unreplaceable(out);
+    if (why)
+        return hq_fail(err, HQ_EUSAGE, "%s: %s", out, why);
     if (stat(out, &st) == 0) {
         if (have_in && same_file(&in_st, &st))
             return hq_fail(err, HQ_EUSAGE, "%s: output is the input", out);

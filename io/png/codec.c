@@ -97,7 +97,7 @@ static int check_head(codec *c, hq_err *err)
     if (c->io_errno)
         return hq_fail(err, HQ_EIO, "%s: cannot read (%s)", name, strerror(c->io_errno));
     if (!hq_png_has_signature(c->head, c->head_len))
-        return hq_fail(err, HQ_EINPUT, "%s: not a PNG file", name);
+        return hq_fail(err, HQ_EINPUT, c->head_len ? "%s: not a PNG file" : "%s: empty file", name);
     if (c->head_len == sizeof c->head && memcmp(c->head + 12, "IHDR", 4) == 0 &&
         (be32(c->head + 16) == 0 || be32(c->head + 20) == 0))
         return hq_fail(err, HQ_EINPUT, "%s: zero-sized image", name);

@@ -191,6 +191,9 @@ static int prepare_output_dir(const hq_inventory *inv, const hq_out_opts *o, int
     const char *out = o->path;
     struct stat so, si;
     *created = 0;
+    const char *why = hq_unreplaceable(out);
+    if (why)
+        return hq_fail(err, HQ_EUSAGE, "%s: %s", out, why);
     if (stat(out, &so) == 0) {
         if (!S_ISDIR(so.st_mode))
             return hq_fail(err, HQ_EUSAGE, "%s: exists and is not a directory", out);
@@ -231,6 +234,9 @@ static int prepare_output_file(const hq_inventory *inv, const hq_out_opts *o, hq
 {
     const char *out = o->path;
     struct stat so, si;
+    const char *why = hq_unreplaceable(out);
+    if (why)
+        return hq_fail(err, HQ_EUSAGE, "%s: %s", out, why);
     if (stat(out, &so) == 0) {
         if (S_ISDIR(so.st_mode))
             return hq_fail(err, HQ_EUSAGE, "%s: is a directory (the input is one PNG file)", out);

@@ -597,6 +597,50 @@ def test_dash_is_not_a_stream(tmp, opt):
     assert json.loads(r.out)["output"] == str(out) and sorted(os.listdir(tmp)) == ["-", "out.h5"], str(r)
 
 
+@pytest.mark.parametrize("kind", ["device", "fifo", "link to a fifo"])
+@pytest.mark.parametrize("fmt", ["hdf5", "png", "png dir"])
+def test_output_no_run_may_replace(tmp, kind, fmt):
+    """An output is made under a temporary name and renamed over OUT: with --force a device node or
+    FIFO there was replaced by a regular file (-o /dev/null --force took the system's /dev/null).
+    Each is refused, exit 2, one line naming it, with or without --force, and left as it was."""
+    if fmt == "hdf5":
+        inp, name = good_h5(tmp / "in.h5"), "out.h5"
+    else:
+        (tmp / "pngs").mkdir()
+        pngio.write(str(tmp / "pngs" / "a.png"), np.arange(48 * 64, dtype=np.uint8).reshape(48, 64) % 251, 8, pngio.GRAY)
+        inp, name = (tmp / "pngs" / "a.png", "out.png") if fmt == "png" else (tmp / "pngs", "outdir")
+    out = tmp / name
+    if kind == "device":
+        if subprocess.run(["mknod", "-m", "666", str(out), "c", "1", "3"], capture_output=True).returncode:
+            pytest.skip("mknod needs root")
+    elif kind == "fifo":
+        os.mkfifo(out)
+    else:
+        os.mkfifo(tmp / "pipe")
+        os.symlink("pipe", out)
+    before = os.lstat(out)
+    want = "not a regular file (a device, FIFO or socket)"
+    for force in ([], ["--force"]):
+        r = run(["-i", inp, "-o", out] + force, timeout=ERR_TIMEOUT)
+        assert r.rc == E_USAGE and len(r.err_lines) == 1, str(r)
+        assert r.err_lines[0].startswith(f"histeq_dist: {out}: {want}"), str(r)
+        after = os.lstat(out)
+        assert (after.st_mode, after.st_ino, after.st_rdev) == (before.st_mode, before.st_ino, before.st_rdev)
+        assert sorted(os.listdir(tmp)) == sorted(["in.h5" if fmt == "hdf5" else "pngs", name] +
+                                                 (["pipe"] if kind == "link to a fifo" else [])), os.listdir(tmp)
+
+
+def test_empty_png_says_empty_alone_or_in_a_directory(tmp):
+    """A zero-byte .png said "empty file" given alone but "not a PNG file" in a directory."""
+    d = tmp / "pngs"
+    d.mkdir()
+    good_png(d / "a.png")
+    (d / "b.png").write_bytes(b"")
+    for given, skip in ((d / "b.png", []), (d, []), (d, ["--on-error", "skip"])):
+        r = run(["-i", given, "-o", tmp / ("o.png" if given.suffix else "o")] + skip, timeout=ERR_TIMEOUT)
+        assert r.rc == (E_SKIPPED if skip else E_INPUT) and f"{d / 'b.png'}: empty file" in r.err, str(r)
+
+
 def test_input_path_through_a_file_says_so(tmp):
     """A path that goes on past a file (a.h5/ or a.h5/img, where a dataset is a.h5:/img) said "no
     such file or directory", though the file is there."""
