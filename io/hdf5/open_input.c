@@ -284,7 +284,7 @@ static int open_input_file(hq_io *io, hq_err *err)
     if (io->in_file < 0) {
         char det[512];
         hdf5_detail(det, sizeof det);
-        return hq_fail(err, HQ_EIO, "%s: cannot open HDF5 file (truncated or corrupt?)%s", io->inv.root, det);
+        return hq_fail(err, HQ_EINPUT, "%s: cannot open HDF5 file (truncated or corrupt?)%s", io->inv.root, det);
     }
     return 0;
 }

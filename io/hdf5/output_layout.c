@@ -2,6 +2,7 @@
  * pipeline (a mandatory filter we cannot encode with is an error, an optional one is dropped;
  * scale-offset sizes itself), allocation at creation unless filtered, and the input's plain
  * attributes (numbers and strings of modest size) copied through hdf5_attr_cb. */
+#include <stdio.h>
 #include <stdlib.h>
 
 #include "hdf5_internal.h"
@@ -158,7 +159,7 @@ static int copy_attr(hid_t src_obj, const char *aname, attr_ctx *c)
     void *buf = NULL;
     int rc = 0, read = 0;
     if (a < 0 || t < 0 || s < 0) {
-        rc = -1;
+        rc = -2;
         goto out;
     }
     const int why = attr_copyable(t, s);
@@ -174,8 +175,12 @@ static int copy_attr(hid_t src_obj, const char *aname, attr_ctx *c)
     mt = H5Tcopy(t); /* a transient copy, should the input use a named datatype */
     const hssize_t n = empty ? 0 : H5Sget_simple_extent_npoints(s);
     buf = calloc(n > 0 ? (size_t)n : 1, H5Tget_size(t));
-    if (mt < 0 || !buf || (!empty && H5Aread(a, mt, buf) < 0)) {
+    if (mt < 0 || !buf) {
         rc = -1;
+        goto out;
+    }
+    if (!empty && H5Aread(a, mt, buf) < 0) {
+        rc = -2;
         goto out;
     }
     read = !empty;
@@ -201,14 +206,26 @@ out:
     return rc;
 }
 
+/* The file obj lies in, for a message that names the input (H5Fget_name; "?" where it fails). */
+static void file_of(hid_t obj, char *buf, size_t len)
+{
+    if (H5Fget_name(obj, buf, len) <= 0)
+        snprintf(buf, len, "?");
+}
+
 herr_t hdf5_attr_cb(hid_t obj, const char *aname, const H5A_info_t *info, void *data)
 {
     (void)info;
     attr_ctx *c = data;
-    if (copy_attr(obj, aname, c) < 0) {
-        char det[512];
+    const int rc = copy_attr(obj, aname, c);
+    if (rc < 0) {
+        char det[512], in[4096];
         hdf5_detail(det, sizeof det);
-        c->rc = hq_fail(c->err, HQ_EIO, "%s:%s: cannot copy attribute \"%s\"%s", c->out, c->name, aname, det);
+        /* Unreadable in the input (a damaged file, a fuzzed one): the input's problem, exit 4. */
+        if (rc == -2)
+            file_of(obj, in, sizeof in);
+        c->rc = rc == -2 ? hq_fail(c->err, HQ_EINPUT, "%s:%s: cannot read attribute \"%s\" (damaged?)%s", in, c->name, aname, det)
+                         : hq_fail(c->err, HQ_EIO, "%s:%s: cannot copy attribute \"%s\"%s", c->out, c->name, aname, det);
         return 1;
     }
     return 0;
@@ -219,9 +236,10 @@ int hdf5_copy_attrs(hid_t src, hid_t dst, const char *out, const char *name, H5A
     attr_ctx c = {dst, out, name, err, 0};
     hsize_t idx = 0;
     if (H5Aiterate2(src, H5_INDEX_NAME, H5_ITER_INC, &idx, cb ? cb : hdf5_attr_cb, &c) < 0 && !c.rc) {
-        char det[512];
+        char det[512], in[4096];
         hdf5_detail(det, sizeof det);
-        c.rc = hq_fail(err, HQ_EIO, "%s:%s: cannot list the input's attributes%s", out, name, det);
+        file_of(src, in, sizeof in);
+        c.rc = hq_fail(err, HQ_EINPUT, "%s:%s: cannot list its attributes (damaged?)%s", in, name, det);
     }
     return c.rc;
 }

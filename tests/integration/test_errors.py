@@ -207,11 +207,27 @@ def case_palette_index_past_plte(tmp):
     return str(tmp / "badidx.png"), "badidx.png"
 
 
+def case_damaged_attribute(tmp):
+    """The file's end (a string attribute's global heap) cut off, the superblock's end of file moved
+    to match: the image reads, the attribute does not. It said "OUT:/: cannot copy attribute", exit
+    1, naming the output."""
+    p = tmp / "attr_cut.h5"
+    with h5py.File(p, "w") as f:
+        f["img"] = np.arange(10000, dtype=np.uint32).reshape(100, 100).astype(np.uint8)
+        f.attrs["note"] = "hello"
+    b = bytearray(p.read_bytes())
+    cut = len(b) - 4000
+    b = b[:cut]
+    b[40:48] = struct.pack("<Q", cut)  # version 0 superblock: end of file address
+    p.write_bytes(bytes(b))
+    return str(p), "attr_cut.h5"
+
+
 BAD_INPUTS = [case_missing, case_text_as_h5, case_text_as_png, case_truncated_png, case_png_idat_crc,
               case_png_idat_zlib, case_truncated_h5, case_missing_dataset, case_float16, case_int32, case_float_inf,
               case_float_rgb, case_5d,
               case_zero_sized, case_zero_sized_stack, case_empty_png_dir, case_list_missing_entry,
-              case_fifo_in_png_dir, case_fifo_in_list, case_palette_index_past_plte]
+              case_fifo_in_png_dir, case_fifo_in_list, case_palette_index_past_plte, case_damaged_attribute]
 
 
 @pytest.mark.parametrize("np_", RANKS, ids=["single", "np2"])
