@@ -81,6 +81,8 @@ typedef struct carry_walk {
     hsize_t max_storage;            /* datasets with more storage are not copied (the check); 0: all */
     int err_code;                   /* HQ_EIO at close, HQ_EINPUT in the check */
     int measure;                    /* only add up the storage of what would be copied (bytes) */
+    const char *guard;              /* measure: a file to look for among the values' other files */
+    int guard_hit;                  /* ... and one of them is it */
     uint64_t bytes;
     addr_path *known;               /* open addressing by address: a file can hold 10^5 images */
     size_t n, cap;
@@ -243,6 +245,41 @@ static int vds_source_missing(hid_t in, hid_t dcpl)
     }
     H5Eclear2(H5E_DEFAULT);
     return missing;
+}
+
+/* Whether one of the files the values of dataset path lie in (external raw files, a virtual
+ * dataset's source files) is file: as named (from the working directory when relative), or beside
+ * the input, the two places vds_source_missing and the copy look. */
+static int reads_file(hid_t in, const char *path, const char *file)
+{
+    hid_t d = H5Dopen2(in, path, H5P_DEFAULT);
+    hid_t dcpl = d >= 0 ? H5Dget_create_plist(d) : H5I_INVALID_HID;
+    char inf[PATH_MAX], dir[PATH_MAX], name[PATH_MAX], beside[2 * PATH_MAX + 2];
+    const ssize_t fl = H5Fget_name(in, inf, sizeof inf);
+    const int have_dir = fl > 0 && (size_t)fl < sizeof inf && hq_dir_of(inf, dir, sizeof dir) == 0;
+    const int ext = dcpl >= 0 ? H5Pget_external_count(dcpl) : 0;
+    size_t nv = 0;
+    if (dcpl >= 0 && H5Pget_layout(dcpl) == H5D_VIRTUAL && H5Pget_virtual_count(dcpl, &nv) < 0)
+        nv = 0;
+    int hit = 0;
+    for (size_t i = 0; i < (size_t)(ext > 0 ? ext : 0) + nv && !hit; i++) {
+        off_t off;
+        hsize_t size;
+        const ssize_t l = i < (size_t)(ext > 0 ? ext : 0)
+                              ? (H5Pget_external(dcpl, (unsigned)i, sizeof name, name, &off, &size) < 0 ? -1 : (ssize_t)strlen(name))
+                              : H5Pget_virtual_filename(dcpl, i - (size_t)ext, name, sizeof name);
+        if (l <= 0 || (size_t)l >= sizeof name || strcmp(name, ".") == 0)
+            continue;
+        hit = hq_same_path(name, file);
+        if (!hit && have_dir && name[0] != '/') {
+            snprintf(beside, sizeof beside, "%s/%s", dir, name);
+            hit = hq_same_path(beside, file);
+        }
+    }
+    hdf5_close_id(&dcpl, H5Pclose);
+    hdf5_close_id(&d, H5Dclose);
+    H5Eclear2(H5E_DEFAULT);
+    return hit;
 }
 
 /* vds_source_missing for the virtual dataset at path. */
@@ -573,6 +610,8 @@ static int copy_dataset(carry_walk *w, const char *path)
     dataset_facts(w->in, path, &f);
     if (w->measure) {
         w->bytes += f.storage;
+        if (w->guard && f.by_value && !w->guard_hit)
+            w->guard_hit = reads_file(w->in, path, w->guard);
         return 1;
     }
     if (f.refs) {
@@ -714,6 +753,24 @@ uint64_t hdf5_carry_bytes(hq_io *io)
     walk(&w, &io->inv);
     hdf5_close_id(&in, H5Fclose);
     return w.bytes;
+}
+
+int hdf5_carry_reads_file(const hq_inventory *inv, const char *file)
+{
+    if (inv->one_dataset)
+        return 0;
+    hid_t in = H5Fopen(inv->root, H5F_ACC_RDONLY, H5P_DEFAULT);
+    if (in < 0) {
+        H5Eclear2(H5E_DEFAULT);
+        return 0;
+    }
+    hq_err scratch;
+    carry_walk w = {.in = in, .out = H5I_INVALID_HID, .in_name = inv->root, .out_name = file,
+                    .mirror_own = hdf5_inv_collides_with_own_group(inv), .err_code = HQ_EIO, .measure = 1,
+                    .guard = file, .err = &scratch};
+    walk(&w, inv);
+    hdf5_close_id(&in, H5Fclose);
+    return w.guard_hit;
 }
 
 int hdf5_carry_check(hid_t in, const hq_inventory *inv, hq_err *err)

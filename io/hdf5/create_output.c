@@ -83,6 +83,10 @@ static int check_output_path(const hq_io *io, const hq_out_opts *o, hq_err *err)
             return hq_fail(err, HQ_EUSAGE, "%s: output is a directory", out);
         if (!o->force)
             return hq_fail(err, HQ_EUSAGE, "%s: output exists (use --force to replace)", out);
+        /* Only a file that is there can be one the input's other datasets read from. */
+        if (hdf5_carry_reads_file(&io->inv, out))
+            return hq_fail(err, HQ_EUSAGE, "%s: the input's datasets read values from this file (external raw data "
+                           "or a virtual dataset's source): name another output", out);
     }
     if (stat(io->part_path, &st) == 0) {
         if (have_in && same_file(&in_st, &st))

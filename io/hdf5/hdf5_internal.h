@@ -394,6 +394,9 @@ typedef struct hdf5_carry_counts {
 int hdf5_carry(hq_io *io, hdf5_carry_counts *n, hq_err *err);
 int hdf5_carry_check(hid_t in, const hq_inventory *inv, hq_err *err);
 uint64_t hdf5_carry_bytes(hq_io *io);
+/* Rank 0: whether file is one the values of a carried dataset lie in (an external raw file, a
+ * virtual dataset's source), which an output put there would destroy before the copy reads it. */
+int hdf5_carry_reads_file(const hq_inventory *inv, const char *file);
 
 /* chunk_index.c */
 hdf5_chunk_table *hdf5_chunk_table_read(hid_t d, int fd);

@@ -481,3 +481,28 @@ def test_metadata_by_value_of_an_extendible_dataset(tmp):
     with h5py.File(out, "r") as f:
         assert np.array_equal(f["ext"][()], raw) and f["ext"].maxshape == (50,) and f["ext"].attrs["fill"] == "none"
         assert np.array_equal(f["v"][()], np.arange(5, dtype=np.int16)) and f["v"].fillvalue == -1
+
+
+def test_output_over_a_file_the_input_reads_is_refused(tmp, monkeypatch):
+    """-o naming a file the input's other datasets read their values from (an external raw file, a
+    virtual dataset's source), with --force: the output replaced it, and the input's dataset then
+    read the output's bytes (or zeros). Refused, exit 2, one line; the file left as it was."""
+    monkeypatch.chdir(tmp)  # h5py writes external raw files from the working directory
+    with h5py.File(tmp / "part.h5", "w") as f:
+        f["t"] = np.arange(7, dtype=np.int16)
+    (tmp / "raw.bin").write_bytes(bytes(range(200)))
+    with h5py.File(tmp / "in.h5", "w") as f:
+        f["img"] = X
+        f.create_dataset("axis", shape=(200,), dtype=np.uint8, external=[("raw.bin", 0, 200)])
+        lay = h5py.VirtualLayout(shape=(7,), dtype=np.int16)
+        lay[:] = h5py.VirtualSource("part.h5", "t", shape=(7,))
+        f.create_virtual_dataset("v", lay)
+    monkeypatch.undo()
+    for victim in ("raw.bin", "part.h5"):
+        before = (tmp / victim).read_bytes()
+        for cwd in (tmp, tmp.parent):  # named from beside the input and from elsewhere
+            r = run(["-i", tmp / "in.h5", "-o", tmp / victim, "--force"], cwd=cwd)
+            assert r.rc == 2 and len(r.hq_lines) == 1 and "read values from this file" in r.hq_lines[0], str(r)
+            assert (tmp / victim).read_bytes() == before
+    run_ok(["-i", tmp / "in.h5", "-o", tmp / "out.h5", "-q"])
+    run_ok(["-i", tmp / "in.h5", "-o", tmp / "out.h5", "-q", "--force"])
