@@ -127,6 +127,11 @@ static int decide(const hq_options *o, const hq_inventory *inv, hq_resume *res, 
     char opts[4096], legacy_opts[4096];
     options_text(o, inv->format, 1, opts, sizeof opts);
     options_text(o, inv->format, 0, legacy_opts, sizeof legacy_opts);
+    /* FILE:/DATASET writes that dataset alone, FILE every image and the rest of the file: with one
+     * image in the file the two inventories are alike, not the outputs. Only then, so that the ids
+     * of whole-file runs stay what they were. */
+    if (inv->one_dataset && strlen(opts) + sizeof " input=one-dataset" <= sizeof opts)
+        strcat(opts, " input=one-dataset");
     /* The files a --mask or --reference names are input too. */
     const char *side[HQ_SIDE_N];
     hq_side_specs(o, side);

@@ -847,3 +847,30 @@ def test_long_input_paths_keep_their_whole_identity(tmp):
     assert_same_output(str(want), str(out))
     r = run(["--input", other, "--output", out, "--block", "100K", "--resume"])
     assert r.rc == 2 and "input changed" in r.err, str(r)
+
+
+def test_one_dataset_and_the_whole_file_are_other_runs(tmp):
+    """With one image in the file, FILE:/img and FILE had the same identity, though only the second
+    writes the file's other datasets and attributes: --resume of either took the other's finished
+    output (or its journal) for its own, exit 0, and the output lacked /axis."""
+    inp = tmp / "one.h5"
+    with h5py.File(inp, "w") as f:
+        f["img"] = np.random.default_rng(1).integers(0, 200, (256, 256)).astype(np.uint8)
+        f["axis"] = np.arange(64.0)
+        f.attrs["patient"] = "x"
+    for first, then in ((f"{inp}:/img", str(inp)), (str(inp), f"{inp}:/img")):
+        out = tmp / f"out{len(first)}.h5"
+        run_ok(["-i", first, "-o", out, "-q"])
+        r = run(["-i", then, "-o", out, "--resume"])
+        assert r.rc == 2 and "complete already, but" in r.err, str(r)
+        r = run_ok(["-i", first, "-o", out, "--resume"])
+        assert "nothing to resume" in r.err, str(r)
+    # Killed, then resumed with the other spelling: refused, the journal kept for the right one.
+    out = tmp / "killed.h5"
+    r = run(["-i", f"{inp}:/img", "-o", out, "-q", "--block", "4K"], None, env=dict(FLUSH_NOW, HQ_FAULT_KILL="0:2"))
+    assert r.rc != 0 and os.path.exists(str(out) + ".journal"), str(r)
+    r = run(["-i", inp, "-o", out, "--resume"])
+    assert r.rc == 2, str(r)
+    run_ok(["-i", f"{inp}:/img", "-o", out, "-q", "--resume"])
+    with h5py.File(out, "r") as f:
+        assert "axis" not in f and "img" in f
