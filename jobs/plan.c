@@ -30,7 +30,14 @@ typedef struct blist {
     hq_block *b;
     uint64_t n, cap;
     uint64_t max_bytes;
+    int too_many; /* PLAN_BLOCKS_MAX reached */
 } blist;
+
+/* Every rank holds the whole plan (56 bytes a block): 4 Mi blocks are 224 MiB, and with the
+ * default --block of 256 MiB a PiB of pixels. A 1.4 KB file can describe far more (a dataset never
+ * written, 2^40 rows): its plan took 10 GB of memory and growing. Past this the run is refused, and
+ * a larger --block is the way on. */
+#define PLAN_BLOCKS_MAX ((uint64_t)1 << 22)
 
 static uint64_t min_u64(uint64_t a, uint64_t b)
 {
@@ -191,6 +198,10 @@ static pos boundary_near(const ctx *c, uint64_t target, uint64_t slack)
 
 static int push(blist *l, const ctx *c, hq_block b)
 {
+    if (l->n == PLAN_BLOCKS_MAX) {
+        l->too_many = 1;
+        return -1;
+    }
     if (l->n == l->cap) {
         uint64_t cap = l->cap ? l->cap * 2 : 64;
         hq_block *p = realloc(l->b, cap * sizeof *p);
@@ -534,6 +545,8 @@ done:
     free(l.b);
     if (rc) {
         hq_plan_free(out);
+        if (l.too_many)
+            return hq_fail(err, HQ_EUSAGE, "more than %llu blocks of at most %llu bytes to plan: give a larger --block", (unsigned long long)PLAN_BLOCKS_MAX, (unsigned long long)block_bytes);
         return hq_fail(err, rc, "plan: out of memory");
     }
     return 0;

@@ -296,8 +296,11 @@ int run_make_plan(run *r, hq_err *err)
     }
     uint64_t block = 0;
     int rc = fit_memory(r, pi, memory, (int)want, &block, &r->pipe.depth, err);
-    if (!rc)
-        rc = hq_plan_make(pi, r->inv.n, r->c->size, block, &r->plan, err);
+    if (!rc && (rc = hq_plan_make(pi, r->inv.n, r->c->size, block, &r->plan, err)) == HQ_EUSAGE) {
+        char why[sizeof err->msg];
+        snprintf(why, sizeof why, "%s", err->msg);
+        rc = hq_fail(err, HQ_EUSAGE, "%s: %s", r->o->input, why); /* the plan knows no names */
+    }
     free(pi);
     if (rc)
         return rc;

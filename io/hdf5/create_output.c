@@ -10,11 +10,13 @@
  *  - OUT must not be the input, nor a directory, nor exist without --force; OUT.part is flushed
  *    once created, so that a run killed from then on leaves a file --resume can open. */
 #include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include "hdf5_internal.h"
@@ -52,8 +54,6 @@ static int check_dir_writable(const char *out, hq_err *err)
 static int check_file_size_limit(const hq_io *io, const hq_out_opts *o, hq_err *err)
 {
     struct rlimit rl;
-    if (getrlimit(RLIMIT_FSIZE, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY)
-        return 0;
     uint64_t need = hdf5_luts_bytes(io, o->settings);
     for (size_t i = 0; i < io->inv.n; i++) {
         const hq_item *it = &io->inv.items[i];
@@ -61,9 +61,23 @@ static int check_file_size_limit(const hq_io *io, const hq_out_opts *o, hq_err *
             need += hdf5_aligned_bytes(it->slices * hq_item_image_bytes(it));
     }
     const char *out = o->path;
-    if (need > (uint64_t)rl.rlim_cur)
+    if (getrlimit(RLIMIT_FSIZE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY && need > (uint64_t)rl.rlim_cur)
         return hq_fail(err, HQ_EIO, "%s: the output needs at least %llu bytes, more than the file size limit of %llu "
                        "(ulimit -f)", out, (unsigned long long)need, (unsigned long long)rl.rlim_cur);
+    /* The same crash where the disk cannot hold it: HDF5 sizes the file for the uncompressed items
+     * at create, before the reservation (reserve.c) could refuse it (a 1.4 KB input describing
+     * 16 TiB that was never written: EFBIG, then SIGSEGV in H5Fclose). What OUT.part already
+     * holds (a resumed run's) counts as free. */
+    struct statvfs v;
+    struct stat st;
+    char dir[PATH_MAX];
+    if (hq_dir_of(io->part_path, dir, sizeof dir) != 0 || statvfs(dir, &v) != 0)
+        return 0; /* the writability check that follows says why */
+    const uint64_t held = stat(io->part_path, &st) == 0 ? (uint64_t)st.st_blocks * 512 : 0;
+    const uint64_t avail = (uint64_t)v.f_bavail * v.f_frsize + held;
+    if (need > held && !hdf5_free_space_holds(dir, need - held))
+        return hq_fail(err, HQ_EIO, "%s: not enough disk space for the output (%llu bytes at least, %llu free)", out,
+                       (unsigned long long)need, (unsigned long long)avail);
     return 0;
 }
 

@@ -397,6 +397,9 @@ uint64_t hdf5_carry_bytes(hq_io *io);
 /* Rank 0: whether file is one the values of a carried dataset lie in (an external raw file, a
  * virtual dataset's source), which an output put there would destroy before the copy reads it. */
 int hdf5_carry_reads_file(const hq_inventory *inv, const char *file);
+/* reserve.c: whether the free space where path lies, as statvfs sees it, holds need more bytes
+ * (HQ_TEST_RESERVE_LIE=1, in tests: yes, so that the disk fills under the reservation instead). */
+int hdf5_free_space_holds(const char *path, uint64_t need);
 
 /* chunk_index.c */
 hdf5_chunk_table *hdf5_chunk_table_read(hid_t d, int fd);

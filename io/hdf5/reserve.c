@@ -143,7 +143,7 @@ static uint64_t compressed_lower_bound(hq_io *io)
 
 /* Whether the free space, as statvfs sees it, holds `need` more bytes. HQ_TEST_RESERVE_LIE=1 (tests)
  * says yes, so that the disk fills under the background reservation instead. */
-static int free_space_holds(const char *path, uint64_t need)
+int hdf5_free_space_holds(const char *path, uint64_t need)
 {
     const char *lie = getenv("HQ_TEST_RESERVE_LIE");
     if (lie && strcmp(lie, "1") == 0)
@@ -171,7 +171,7 @@ int hdf5_reserve_space(hq_io *io, uint64_t allocated, hq_err *err)
         struct stat st;
         const uint64_t held = stat(io->part_path, &st) == 0 ? (uint64_t)st.st_blocks * 512 : UINT64_MAX;
         can = !io->no_fallocate && end > io->reserved && held != UINT64_MAX &&
-              free_space_holds(io->part_path, end > held ? end - held : 0);
+              hdf5_free_space_holds(io->part_path, end > held ? end - held : 0);
     }
     if (hdf5_bg_reserve_start(io, io->reserved, end, can) == 0)
         return 0;

@@ -657,6 +657,22 @@ def test_empty_png_says_empty_alone_or_in_a_directory(tmp):
         assert r.rc == (E_SKIPPED if skip else E_INPUT) and f"{d / 'b.png'}: empty file" in r.err, str(r)
 
 
+@pytest.mark.parametrize("rows,want,code", [(2 ** 24, "not enough disk space for the output", E_IO),
+                                             (2 ** 40, "blocks of at most", E_USAGE)], ids=["16TiB", "1PiB"])
+def test_a_small_file_describing_a_huge_image_is_refused_up_front(tmp, rows, want, code):
+    """A 1.4 KB file holding a dataset never written, of 2^24 (or 2^40) rows of 2^20 bytes: HDF5
+    sized the 16 TiB output at create (EFBIG on ext4), then crashed in H5Fclose (SIGSEGV); the
+    1 PiB one's plan took 10 GB of memory and growing. Refused before anything is made: the disk
+    cannot hold it, or its plan would need more blocks than a rank holds (a larger --block)."""
+    inp = tmp / "huge.h5"
+    with h5py.File(inp, "w") as f:
+        f.create_dataset("d", shape=(rows, 2 ** 20), dtype=np.uint8, chunks=(1024, 1024))
+    r = run(["-i", inp, "-o", tmp / "out.h5"], timeout=ERR_TIMEOUT)
+    assert not r.timed_out and r.rc == code and len(r.err_lines) == 1, str(r)
+    assert want in r.err_lines[0] and str(tmp / ("out.h5" if code == E_IO else "huge.h5")) in r.err_lines[0], str(r)
+    assert sorted(os.listdir(tmp)) == ["huge.h5"], os.listdir(tmp)
+
+
 def test_input_path_through_a_file_says_so(tmp):
     """A path that goes on past a file (a.h5/ or a.h5/img, where a dataset is a.h5:/img) said "no
     such file or directory", though the file is there."""
