@@ -257,17 +257,18 @@ static int reads_file(hid_t in, const char *path, const char *file)
     char inf[PATH_MAX], dir[PATH_MAX], name[PATH_MAX], beside[2 * PATH_MAX + 2];
     const ssize_t fl = H5Fget_name(in, inf, sizeof inf);
     const int have_dir = fl > 0 && (size_t)fl < sizeof inf && hq_dir_of(inf, dir, sizeof dir) == 0;
-    const int ext = dcpl >= 0 ? H5Pget_external_count(dcpl) : 0;
+    const int nx = dcpl >= 0 ? H5Pget_external_count(dcpl) : 0;
+    const size_t ext = nx > 0 ? (size_t)nx : 0;
     size_t nv = 0;
     if (dcpl >= 0 && H5Pget_layout(dcpl) == H5D_VIRTUAL && H5Pget_virtual_count(dcpl, &nv) < 0)
         nv = 0;
     int hit = 0;
-    for (size_t i = 0; i < (size_t)(ext > 0 ? ext : 0) + nv && !hit; i++) {
+    for (size_t i = 0; i < ext + nv && !hit; i++) {
         off_t off;
         hsize_t size;
-        const ssize_t l = i < (size_t)(ext > 0 ? ext : 0)
-                              ? (H5Pget_external(dcpl, (unsigned)i, sizeof name, name, &off, &size) < 0 ? -1 : (ssize_t)strlen(name))
-                              : H5Pget_virtual_filename(dcpl, i - (size_t)ext, name, sizeof name);
+        const ssize_t l = i < ext ? (H5Pget_external(dcpl, (unsigned)i, sizeof name, name, &off, &size) < 0 ? -1
+                                                                                                        : (ssize_t)strlen(name))
+                                  : H5Pget_virtual_filename(dcpl, i - ext, name, sizeof name);
         if (l <= 0 || (size_t)l >= sizeof name || strcmp(name, ".") == 0)
             continue;
         hit = hq_same_path(name, file);
