@@ -208,6 +208,24 @@ static int dataset_opens(hid_t f, const char *dname)
     return ok;
 }
 
+/* Where beside the input file in HDF5 1.10 also looks for a file the dataset's values lie in, when
+ * not found as named: a relative name from the input's directory; an absolute one by its last
+ * component there, for a virtual dataset's source only (the copy's ${ORIGIN} prefix for external
+ * raw files leaves absolute names alone). 0 with the path in buf, -1 where there is no such place. */
+static int beside_input(hid_t in, const char *name, int virtual_source, char *buf, size_t len)
+{
+    char file[PATH_MAX], dir[PATH_MAX];
+    const ssize_t fl = H5Fget_name(in, file, sizeof file);
+    if (fl <= 0 || (size_t)fl >= sizeof file || hq_dir_of(file, dir, sizeof dir) != 0 ||
+        (name[0] == '/' && !virtual_source))
+        return -1;
+    unsigned long bn;
+    const char *base = hq_base_of(name, &bn);
+    const int n = snprintf(buf, len, "%s/%.*s", dir, (int)(name[0] == '/' ? bn : strlen(name)),
+                           name[0] == '/' ? base : name);
+    return n > 0 && (size_t)n < len ? 0 : -1;
+}
+
 /* Whether a source of virtual dataset (dcpl) is missing: its file nowhere HDF5 looks for it (as
  * named, from the working directory when relative, or beside the input file, what HDF5 1.10 also
  * tries), not an HDF5 file, or without the source dataset. HDF5 reads a missing source as fill
@@ -219,10 +237,7 @@ static int vds_source_missing(hid_t in, hid_t dcpl)
     size_t n = 0;
     if (H5Pget_virtual_count(dcpl, &n) < 0 || getenv("HDF5_VDS_PREFIX"))
         return 0;
-    char file[PATH_MAX], dir[PATH_MAX], name[PATH_MAX], dname[PATH_MAX], beside[2 * PATH_MAX + 2];
-    const ssize_t fl = H5Fget_name(in, file, sizeof file);
-    if (fl <= 0 || (size_t)fl >= sizeof file || hq_dir_of(file, dir, sizeof dir) != 0)
-        return 0;
+    char name[PATH_MAX], dname[PATH_MAX], beside[2 * PATH_MAX + 2];
     int missing = 0;
     for (size_t i = 0; i < n && !missing; i++) {
         const ssize_t l = H5Pget_virtual_filename(dcpl, i, name, sizeof name);
@@ -234,11 +249,8 @@ static int vds_source_missing(hid_t in, hid_t dcpl)
             missing = !dataset_opens(in, dname);
             continue;
         }
-        unsigned long bn;
-        const char *base = hq_base_of(name, &bn);
-        snprintf(beside, sizeof beside, "%s/%.*s", dir, (int)(name[0] == '/' ? bn : strlen(name)),
-                 name[0] == '/' ? base : name);
-        const char *found = access(name, R_OK) == 0 ? name : access(beside, R_OK) == 0 ? beside : NULL;
+        const int near = beside_input(in, name, 1, beside, sizeof beside) == 0;
+        const char *found = access(name, R_OK) == 0 ? name : near && access(beside, R_OK) == 0 ? beside : NULL;
         hid_t f = found ? H5Fopen(found, H5F_ACC_RDONLY, H5P_DEFAULT) : H5I_INVALID_HID;
         missing = f < 0 || !dataset_opens(f, dname);
         hdf5_close_id(&f, H5Fclose);
@@ -249,14 +261,12 @@ static int vds_source_missing(hid_t in, hid_t dcpl)
 
 /* Whether one of the files the values of dataset path lie in (external raw files, a virtual
  * dataset's source files) is file: as named (from the working directory when relative), or beside
- * the input, the two places vds_source_missing and the copy look. */
+ * the input (beside_input), the places vds_source_missing and the copy look. */
 static int reads_file(hid_t in, const char *path, const char *file)
 {
     hid_t d = H5Dopen2(in, path, H5P_DEFAULT);
     hid_t dcpl = d >= 0 ? H5Dget_create_plist(d) : H5I_INVALID_HID;
-    char inf[PATH_MAX], dir[PATH_MAX], name[PATH_MAX], beside[2 * PATH_MAX + 2];
-    const ssize_t fl = H5Fget_name(in, inf, sizeof inf);
-    const int have_dir = fl > 0 && (size_t)fl < sizeof inf && hq_dir_of(inf, dir, sizeof dir) == 0;
+    char name[PATH_MAX], beside[2 * PATH_MAX + 2];
     const int nx = dcpl >= 0 ? H5Pget_external_count(dcpl) : 0;
     const size_t ext = nx > 0 ? (size_t)nx : 0;
     size_t nv = 0;
@@ -271,11 +281,8 @@ static int reads_file(hid_t in, const char *path, const char *file)
                                   : H5Pget_virtual_filename(dcpl, i - ext, name, sizeof name);
         if (l <= 0 || (size_t)l >= sizeof name || strcmp(name, ".") == 0)
             continue;
-        hit = hq_same_path(name, file);
-        if (!hit && have_dir && name[0] != '/') {
-            snprintf(beside, sizeof beside, "%s/%s", dir, name);
-            hit = hq_same_path(beside, file);
-        }
+        hit = hq_same_path(name, file) ||
+              (beside_input(in, name, i >= ext, beside, sizeof beside) == 0 && hq_same_path(beside, file));
     }
     hdf5_close_id(&dcpl, H5Pclose);
     hdf5_close_id(&d, H5Dclose);
@@ -515,16 +522,13 @@ static int copy_table_chunks(const char *in_name, hid_t d, hid_t o, hid_t t, hid
     if (!tab)
         return 2;
     const uint64_t n = hdf5_chunk_table_chunks(tab);
-    hsize_t start[H5S_MAX_RANK], count[H5S_MAX_RANK], grid[H5S_MAX_RANK];
+    hsize_t start[H5S_MAX_RANK], count[H5S_MAX_RANK];
+    uint64_t grid[H5S_MAX_RANK];
     for (int k = 0; k < ndims; k++)
         grid[k] = (dims[k] + cdims[k] - 1) / cdims[k];
     int rc = 0;
     for (uint64_t c = 0; !rc && c < n; c++) {
-        uint64_t rest = c;
-        for (int k = ndims - 1; k >= 0; k--) {
-            start[k] = rest % grid[k] * cdims[k];
-            rest /= grid[k];
-        }
+        hdf5_chunk_offset(c, ndims, grid, cdims, start);
         unsigned mask;
         haddr_t addr = HADDR_UNDEF;
         hsize_t size;

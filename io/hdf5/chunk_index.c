@@ -300,6 +300,14 @@ void hdf5_chunk_table_free(hdf5_chunk_table *t)
     free(t);
 }
 
+void hdf5_chunk_offset(uint64_t c, int rank, const uint64_t *grid, const hsize_t *cd, hsize_t *off)
+{
+    for (int k = rank - 1; k >= 0; k--) {
+        off[k] = (c % grid[k]) * cd[k];
+        c /= grid[k];
+    }
+}
+
 uint64_t hdf5_chunk_table_chunks(const hdf5_chunk_table *t)
 {
     return t ? t->n : 0;

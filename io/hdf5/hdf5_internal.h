@@ -405,6 +405,8 @@ int hdf5_free_space_holds(const char *path, uint64_t need);
 hdf5_chunk_table *hdf5_chunk_table_read(hid_t d, int fd);
 void hdf5_chunk_table_free(hdf5_chunk_table *t);
 uint64_t hdf5_chunk_table_chunks(const hdf5_chunk_table *t);
+/* The offset (in elements) of chunk c of a chunk grid, counted in row-major order. */
+void hdf5_chunk_offset(uint64_t c, int rank, const uint64_t *grid, const hsize_t *cd, hsize_t *off);
 int hdf5_chunk_table_get(const hdf5_chunk_table *t, const hsize_t *coord, unsigned *mask, haddr_t *addr,
                          hsize_t *size);
 uint64_t hdf5_base_addr(hid_t obj);

@@ -156,14 +156,6 @@ static int rewrite_uncoded(hid_t d, const hsize_t *off, unsigned mask, unsigned 
     return 0;
 }
 
-static void chunk_offset(uint64_t c, int rank, const uint64_t *grid, const hsize_t *cd, hsize_t *off)
-{
-    for (int k = rank - 1; k >= 0; k--) {
-        off[k] = (c % grid[k]) * cd[k];
-        c /= grid[k];
-    }
-}
-
 /* A chunk's filter mask and stored size, from the one-pass table where it reads (chunk_index.c),
  * else from HDF5 (one walk of the index a call). */
 static int chunk_record(hid_t d, const hdf5_chunk_table *tab, const hsize_t *off, unsigned *mask, hsize_t *size)
@@ -221,7 +213,7 @@ static int fix_dataset(hid_t f, int fd, const char *path, const char *name, hq_e
     for (uint64_t c = 0; c < nchunks; c++) {
         hsize_t off[MAX_RANK], size = 0;
         unsigned mask = 0;
-        chunk_offset(c, rank, grid, cd, off);
+        hdf5_chunk_offset(c, rank, grid, cd, off);
         if (chunk_record(d, tab, off, &mask, &size) != 0 || size == 0 || size > cap || (mask & 1u << p.szip))
             continue; /* not written (read as the fill value), or recorded rightly */
         uint32_t m32 = 0;
@@ -264,7 +256,7 @@ static int fix_dataset(hid_t f, int fd, const char *path, const char *name, hq_e
     }
     for (uint64_t b = 0; b < nbad && !rc; b++) {
         hsize_t off[MAX_RANK];
-        chunk_offset(bad[b], rank, grid, cd, off);
+        hdf5_chunk_offset(bad[b], rank, grid, cd, off);
         if (!chunk_reads(d, t, rank, dims, cd, off, buf)) {
             char det[512];
             hdf5_detail(det, sizeof det);
