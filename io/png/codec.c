@@ -84,11 +84,6 @@ static void read_callback(png_structp png, png_bytep dst, size_t n)
         png_error(png, c->io_errno ? "read error" : "unexpected end of file");
 }
 
-static uint32_t be32(const unsigned char *p)
-{
-    return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | (uint32_t)p[3];
-}
-
 /* Signature and IHDR size, checked by hand so that these cases get plain messages. */
 static int check_head(codec *c, hq_err *err)
 {
@@ -99,7 +94,7 @@ static int check_head(codec *c, hq_err *err)
     if (!hq_png_has_signature(c->head, c->head_len))
         return hq_fail(err, HQ_EINPUT, c->head_len ? "%s: not a PNG file" : "%s: empty file", name);
     if (c->head_len == sizeof c->head && memcmp(c->head + 12, "IHDR", 4) == 0 &&
-        (be32(c->head + 16) == 0 || be32(c->head + 20) == 0))
+        (hq_png_be32(c->head + 16) == 0 || hq_png_be32(c->head + 20) == 0))
         return hq_fail(err, HQ_EINPUT, "%s: zero-sized image", name);
     return 0;
 }

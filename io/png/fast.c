@@ -36,18 +36,6 @@ int hq_png_fast_enabled(void)
     return !(e && strcmp(e, "0") == 0);
 }
 
-static uint32_t rd32(const unsigned char *p)
-{
-    return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | (uint32_t)p[3];
-}
-
-static void wr32(unsigned char *p, uint32_t v)
-{
-    p[0] = (unsigned char)(v >> 24);
-    p[1] = (unsigned char)(v >> 16);
-    p[2] = (unsigned char)(v >> 8);
-    p[3] = (unsigned char)v;
-}
 
 static int channels_of(int color_type)
 {
@@ -99,7 +87,7 @@ static int take_ihdr(fast_scan *s, const unsigned char *d, uint32_t n)
 {
     if (n != 13)
         return 0;
-    const uint32_t w = rd32(d), h = rd32(d + 4);
+    const uint32_t w = hq_png_be32(d), h = hq_png_be32(d + 4);
     const int depth = d[8], ctype = d[9], channels = channels_of(ctype);
     if (w == 0 || h == 0 || w > 0x7fffffffu || h > 0x7fffffffu || channels == 0 || (depth != 8 && depth != 16) ||
         d[10] != 0 || d[11] != 0 || d[12] != 0)
@@ -138,11 +126,11 @@ static int scan_chunks(const unsigned char *buf, size_t len, fast_scan *s)
     for (;;) {
         if (len - pos < 12)
             return 0; /* truncated: libpng says how */
-        const uint32_t n = rd32(buf + pos);
+        const uint32_t n = hq_png_be32(buf + pos);
         const unsigned char *type = buf + pos + 4, *data = buf + pos + 8;
         if (n > 0x7fffffffu || len - pos - 12 < n || !valid_chunk_type(type))
             return 0;
-        if (libdeflate_crc32(0, type, (size_t)n + 4) != rd32(data + n))
+        if (libdeflate_crc32(0, type, (size_t)n + 4) != hq_png_be32(data + n))
             return 0;
         const int is_idat = memcmp(type, "IDAT", 4) == 0;
         if (!seen_ihdr) {
@@ -185,7 +173,7 @@ static const unsigned char *gather_idat(const unsigned char *buf, const fast_sca
         return NULL;
     size_t pos = s->idat_pos, at = 0;
     for (int i = 0; i < s->nidat; i++) {
-        const uint32_t n = rd32(buf + pos);
+        const uint32_t n = hq_png_be32(buf + pos);
         memcpy(z + at, buf + pos + 8, n);
         at += n;
         pos += (size_t)n + 12;
@@ -389,21 +377,21 @@ static int put(fast_out *o, const void *p, size_t n)
 static int put_chunk(fast_out *o, const char *type, const unsigned char *data, uint32_t n)
 {
     unsigned char head[8], tail[4];
-    wr32(head, n);
+    hq_png_put_be32(head, n);
     memcpy(head + 4, type, 4);
     /* libdeflate_crc32 with a NULL buffer restarts the checksum (zlib's idiom): IEND has none. */
     uint32_t crc = libdeflate_crc32(0, type, 4);
     if (n)
         crc = libdeflate_crc32(crc, data, n);
-    wr32(tail, crc);
+    hq_png_put_be32(tail, crc);
     return put(o, head, 8) && put(o, data, n) && put(o, tail, 4);
 }
 
 static int put_file(fast_out *o, const hq_png_info *in, const unsigned char *z, size_t zn)
 {
     unsigned char ihdr[13];
-    wr32(ihdr, in->width);
-    wr32(ihdr + 4, in->height);
+    hq_png_put_be32(ihdr, in->width);
+    hq_png_put_be32(ihdr + 4, in->height);
     ihdr[8] = (unsigned char)in->bit_depth;
     ihdr[9] = (unsigned char)in->color_type;
     ihdr[10] = ihdr[11] = ihdr[12] = 0;

@@ -71,6 +71,20 @@ int hq_png_has_signature(const void *buf, size_t len);
  * not fit 64 bits: 2^31 x 2^31 RGBA16 would wrap around). */
 uint64_t hq_png_image_bytes(const hq_png_info *info);
 
+/* PNG's 32-bit big-endian fields (chunk lengths, CRCs, IHDR sizes), read and written. */
+static inline uint32_t hq_png_be32(const unsigned char *p)
+{
+    return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | (uint32_t)p[3];
+}
+
+static inline void hq_png_put_be32(unsigned char *p, uint32_t v)
+{
+    p[0] = (unsigned char)(v >> 24);
+    p[1] = (unsigned char)(v >> 16);
+    p[2] = (unsigned char)(v >> 8);
+    p[3] = (unsigned char)v;
+}
+
 #ifdef __cplusplus
 }
 #endif

@@ -162,11 +162,6 @@ static int mark_dir_complete(const char *dir, uint64_t nimages, const char *run_
 #define RUN_KEY "histeq_dist run"
 static const unsigned char IEND[12] = {0, 0, 0, 0, 'I', 'E', 'N', 'D', 0xAE, 0x42, 0x60, 0x82};
 
-static void be32_put(unsigned char *p, uint32_t v)
-{
-    p[0] = (unsigned char)(v >> 24), p[1] = (unsigned char)(v >> 16), p[2] = (unsigned char)(v >> 8), p[3] = (unsigned char)v;
-}
-
 static int record_run(const char *tmp, const char *shown, const char *run_id, hq_err *err)
 {
     /* keyword, NUL, compression flag 0 and method 0, empty language tag and translated keyword */
@@ -174,12 +169,12 @@ static int record_run(const char *tmp, const char *shown, const char *run_id, hq
     unsigned char *c = malloc(8 + n + 4 + sizeof IEND);
     if (!c)
         return hq_fail(err, HQ_EMEM, "%s: out of memory", shown);
-    be32_put(c, (uint32_t)n);
+    hq_png_put_be32(c, (uint32_t)n);
     memcpy(c + 4, "iTXt", 4);
     memset(c + 8, 0, head);
     memcpy(c + 8, RUN_KEY, sizeof RUN_KEY - 1);
     memcpy(c + 8 + head, run_id, n - head);
-    be32_put(c + 8 + n, (uint32_t)crc32(crc32(0, Z_NULL, 0), c + 4, (uInt)(4 + n)));
+    hq_png_put_be32(c + 8 + n, (uint32_t)crc32(crc32(0, Z_NULL, 0), c + 4, (uInt)(4 + n)));
     memcpy(c + 8 + n + 4, IEND, sizeof IEND);
     const size_t len = 8 + n + 4 + sizeof IEND;
     unsigned char tail[sizeof IEND];
@@ -221,11 +216,9 @@ static char *recorded_in_png(const char *out)
         const size_t end = n - sizeof IEND - 4;
         for (size_t len = key; len + 8 <= end && !id; len++) {
             const unsigned char *h = b + end - len - 8, *crc = b + end;
-            const uint32_t L = (uint32_t)h[0] << 24 | (uint32_t)h[1] << 16 | (uint32_t)h[2] << 8 | h[3];
-            if (L != len || memcmp(h + 4, "iTXt", 4) || memcmp(h + 8, RUN_KEY "\0\0\0\0\0", key))
+            if (hq_png_be32(h) != len || memcmp(h + 4, "iTXt", 4) || memcmp(h + 8, RUN_KEY "\0\0\0\0\0", key))
                 continue;
-            const uint32_t got = (uint32_t)crc[0] << 24 | (uint32_t)crc[1] << 16 | (uint32_t)crc[2] << 8 | crc[3];
-            if (got == (uint32_t)crc32(crc32(0, Z_NULL, 0), h + 4, (uInt)(4 + len)) && (id = malloc(len - key + 1))) {
+            if (hq_png_be32(crc) == (uint32_t)crc32(crc32(0, Z_NULL, 0), h + 4, (uInt)(4 + len)) && (id = malloc(len - key + 1))) {
                 memcpy(id, h + 8 + key, len - key);
                 id[len - key] = '\0';
             }
