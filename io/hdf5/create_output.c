@@ -45,13 +45,13 @@ static int check_dir_writable(const char *out, hq_err *err)
     return rc;
 }
 
-/* Under a file size limit (ulimit -f, a batch system's h_fsize) smaller than the output, the
- * first flush of OUT.part failed (EFBIG), its close failed with it, and HDF5 crashed closing the
- * file again inside MPI_Finalize: refused before anything is made. What the output takes at
- * least: the uncompressed items' pixels (each of a MiB or more aligned to a MiB, as
- * output_fapl asks) and the LUTs; compressed items count nothing, so that what fits is not
- * refused. */
-static int check_file_size_limit(const hq_io *io, const hq_out_opts *o, hq_err *err)
+/* Does the output fit under the file size limit and in the free space? Under a file size limit
+ * (ulimit -f, a batch system's h_fsize) smaller than the output, the first flush of OUT.part
+ * failed (EFBIG), its close failed with it, and HDF5 crashed closing the file again inside
+ * MPI_Finalize: refused before anything is made. What the output takes at least: the
+ * uncompressed items' pixels (each of a MiB or more aligned to a MiB, as output_fapl asks) and
+ * the LUTs; compressed items count nothing, so that what fits is not refused. */
+static int check_output_fits(const hq_io *io, const hq_out_opts *o, hq_err *err)
 {
     struct rlimit rl;
     uint64_t need = hdf5_luts_bytes(io, o->settings);
@@ -108,7 +108,7 @@ static int check_output_path(const hq_io *io, const hq_out_opts *o, hq_err *err)
         if (S_ISDIR(st.st_mode))
             return hq_fail(err, HQ_EIO, "%s: cannot write (%s is a directory)", out, io->part_path);
     }
-    const int rc = check_file_size_limit(io, o, err);
+    const int rc = check_output_fits(io, o, err);
     return rc ? rc : check_dir_writable(out, err);
 }
 
