@@ -138,6 +138,8 @@ static int scan_and_share(hq_mask *m, const hq_comm *c, hq_err *err)
     if (c->rank == 0) {
         /* In a child, as the input is: a damaged mask file must not take the run down either. */
         rc = hq_io_scan_isolated(m->o->mask, HQ_SCAN_PLANES, 0, &m->minv, err);
+        /* A list's entry that fails names only itself, which says nothing of the mask. */
+        rc = rc ? hq_fail_within(err, rc, "--mask", m->o->mask) : 0;
         if (!rc)
             rc = hq_inventory_pack(&m->minv, &buf, &len, err);
     }

@@ -1,6 +1,7 @@
 #include "error.h"
 
 #include <stdio.h>
+#include <string.h>
 
 int hq_fail(hq_err *e, int code, const char *fmt, ...)
 {
@@ -14,6 +15,16 @@ int hq_fail(hq_err *e, int code, const char *fmt, ...)
         for (char *c = e->msg; *c; c++)
             if ((unsigned char)*c < 0x20 || *c == 0x7f)
                 *c = '?';
+    }
+    return code;
+}
+
+int hq_fail_within(hq_err *e, int code, const char *what, const char *src)
+{
+    if (e && src && (strncmp(e->msg, src, strlen(src)) != 0 || e->msg[strlen(src)] != ':')) {
+        char line[sizeof e->msg];
+        snprintf(line, sizeof line, "%s", e->msg);
+        hq_fail(e, code, "%s %s: %s", what, src, line);
     }
     return code;
 }

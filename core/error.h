@@ -27,4 +27,9 @@ typedef struct hq_err {
  * `return hq_fail(err, HQ_EIO, "%s: cannot open", path);`. */
 int hq_fail(hq_err *e, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
+/* Where a failure reached through another source (a --mask list's entry, say) does not already
+ * begin with that source's name `src`: puts "what src: " in front of e's line, so that it says
+ * which option brought the file in. Returns code. */
+int hq_fail_within(hq_err *e, int code, const char *what, const char *src);
+
 #endif

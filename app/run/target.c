@@ -70,6 +70,7 @@ static int target_from_file(run *r, const hq_mode *m0, hq_err *err)
     hq_io *io = NULL;
     /* In a child, as the input is: a damaged reference must not take the run down either. */
     int rc = hq_io_scan_isolated(ref, 0, 0, &inv, err);
+    rc = rc ? hq_fail_within(err, rc, "--reference", ref) : 0; /* as for --mask (app/mask.c) */
     hq_plan_item *pi = rc ? NULL : calloc(inv.n ? inv.n : 1, sizeof *pi);
     if (!rc && !pi)
         rc = hq_fail(err, HQ_EMEM, "%s: out of memory", ref);
