@@ -223,13 +223,17 @@ static int parse_grid(const char *s, uint64_t *rows, uint64_t *cols)
     return 0;
 }
 
-/* A finite decimal number. */
+/* A finite decimal number: 0, or -1 if it is none; -2 if it is one that a double rounds to 0
+ * (1e-400), which would turn a small clip limit into no clipping at all. */
 static int parse_double(const char *s, double *out)
 {
     char *end;
+    errno = 0;
     double v = strtod(s, &end);
     if (end == s || *end || !isfinite(v) || !decimal_text(s, end))
         return -1;
+    if (v == 0 && errno == ERANGE)
+        return -2;
     *out = v;
     return 0;
 }
@@ -426,8 +430,9 @@ int hq_options_parse(int argc, char **argv, int print, hq_options *o, hq_err *er
             clahe_opt = "--clahe-tile";
             break;
         case OPT_CLIP_LIMIT:
-            if (parse_double(optarg, &o->clahe.clip))
-                return hq_fail(err, HQ_EUSAGE, "--clip-limit: '%s' is not a finite number", optarg);
+            if ((v = parse_double(optarg, &o->clahe.clip)) != 0)
+                return hq_fail(err, HQ_EUSAGE, v == -2 ? "--clip-limit: '%s' is too small to tell from 0 (which means "
+                               "no clipping)" : "--clip-limit: '%s' is not a finite number", optarg);
             clahe_set = 1;
             clahe_opt = "--clip-limit";
             break;

@@ -103,6 +103,29 @@ int run_check_modes(run *r, hq_err *err)
     return 0;
 }
 
+void run_note_idle_options(const run *r)
+{
+    if (r->c->rank != 0 || r->o->quiet)
+        return;
+    int floats = 0;
+    uint32_t top = 0; /* the highest level any integer image can hold, after --bits */
+    for (size_t i = 0; i < r->inv.n; i++) {
+        const hq_item *it = &r->inv.items[i];
+        if (it->bad)
+            continue;
+        const uint32_t bits = r->o->bits ? r->o->bits : it->depth;
+        if (it->sample == HQ_SAMPLE_FLOAT)
+            floats = 1;
+        else if (bits < 32 && (1u << bits) - 1 > top)
+            top = (1u << bits) - 1;
+    }
+    if (r->o->range_set && !floats)
+        fprintf(stderr, "histeq_dist: note: %s holds no float data: --range does nothing\n", r->o->input);
+    if (r->o->ignore && !floats && r->o->ignore_lo > top)
+        fprintf(stderr, "histeq_dist: note: --ignore %u:%u lies above every level of %s (0..%u): nothing is left "
+                "out\n", r->o->ignore_lo, r->o->ignore_hi, r->o->input, top);
+}
+
 static uint64_t default_budget(const hq_comm *c)
 {
     long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);

@@ -191,6 +191,8 @@ int hq_run(const hq_options *given, const hq_comm *c, hq_scan_job *early, hq_err
     /* After the checks, so that a usage error stays the run's one line. */
     if (!rc && r.default_output && c->rank == 0 && !o->quiet)
         fprintf(stderr, "histeq_dist: note: no --output given: writing %s\n", r.default_output);
+    if (!rc)
+        run_note_idle_options(&r);
     if (!rc && r.res.action == HQ_RESUME_DONE) {
         if (c->rank == 0 && !o->quiet)
             fprintf(stderr, "histeq_dist: note: %s is complete already; nothing to resume\n", o->output);

@@ -189,6 +189,9 @@ int run_name_output(const run *r, char **name, hq_err *err);
 
 /* plan.c */
 int run_check_modes(run *r, hq_err *err);
+/* Rank 0, unless quiet: a note for each option this input gives nothing to do (--range without
+ * float data, --ignore above every level). Not an error: a script may pass them to every input. */
+void run_note_idle_options(const run *r);
 void run_choose_io_threads(run *r);
 int run_make_plan(run *r, hq_err *err); /* collective */
 int run_classify_work(run *r, hq_err *err);

@@ -163,6 +163,8 @@ def test_bits(tmp):
     # Infinite (written so, or past a double's range): not "not a number", which it is.
     (["--method", "clahe", "--clip-limit", "inf"], "'inf' is not a finite number"),
     (["--method", "clahe", "--clip-limit", "1e400"], "'1e400' is not a finite number"),
+    # A positive limit too small for a double read as 0, which means no clipping at all.
+    (["--method", "clahe", "--clip-limit", "1e-400"], "'1e-400' is too small to tell from 0"),
     # strtod's further syntax: hexadecimal (0x10 was taken as 16) and blanks on one side only.
     (["--method", "clahe", "--clip-limit", "0x10"], "is not a finite number"),
     (["--method", "clahe", "--clip-limit", " 2"], "is not a finite number"),

@@ -288,6 +288,36 @@ def test_mask_mismatches(tmp, np_):
     one_line(r, E_USAGE, "--mask-apply")
 
 
+def test_a_list_given_as_mask_or_reference_names_the_option(tmp):
+    """A text file is read as a list of PNG paths; when an entry fails, the line named only the
+    entry ("./hello: cannot open"), which said nothing of the --mask or --reference it came from."""
+    st = ct_stack(2, 16, 16, seed=61)
+    inp = tmp / "in.h5"
+    write_h5(inp, s=st)
+    (tmp / "notes.txt").write_text("hello\n")
+    for opt in (["--mask"], ["--method", "match", "--reference"]):
+        r = run(["-i", inp, "-o", tmp / "o.h5"] + opt + [tmp / "notes.txt"])
+        one_line(r, E_INPUT, f"{opt[-1]} {tmp / 'notes.txt'}: ")
+        assert "hello" in r.hq_lines[0] and not os.path.exists(tmp / "o.h5")
+
+
+def test_options_that_do_nothing_here_say_so(tmp):
+    """--ignore above every level and --range without float data ran silently, as if they had
+    done something; each now gets a note (not an error: a script may pass them to any input)."""
+    inp = tmp / "in.h5"
+    write_h5(inp, s=ct_stack(2, 16, 16, seed=62, dtype=np.uint8, lo=10, hi=200))
+    r = run(["-i", inp, "-o", tmp / "o.h5", "--ignore", "300:400"])
+    assert r.rc == 0 and "--ignore 300:400 lies above every level" in r.err and "(0..255)" in r.err, str(r)
+    r = run(["-i", inp, "-o", tmp / "o2.h5", "--range", "0:1"])
+    assert r.rc == 0 and "holds no float data: --range does nothing" in r.err, str(r)
+    for extra, words in ((["--ignore", "255"], "lies above"), (["--ignore", "300", "-q"], "lies above")):
+        r = run(["-i", inp, "-o", tmp / "o3.h5", "--force"] + extra)
+        assert r.rc == 0 and words not in r.err, str(r)
+    write_h5(tmp / "f.h5", x=np.linspace(0, 1, 256, dtype=np.float32).reshape(16, 16))
+    r = run(["-i", tmp / "f.h5", "-o", tmp / "f_o.h5", "--range", "0:1"])
+    assert r.rc == 0 and "--range does nothing" not in r.err, str(r)
+
+
 def test_mask_names_match_byte_for_byte_in_any_order(tmp):
     """Masks are found by name, whatever order either side lists them in: case counts, digits are
     not numbers, a byte above 0x7f sorts last, and a list's entry in a subdirectory goes by its base
