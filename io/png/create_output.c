@@ -96,6 +96,28 @@ static int cmp_name(const void *a, const void *b)
  * to say that no other run is writing it); otherwise every one (the output directory's journal
  * lock keeps other runs away). A file that cannot be removed stays: it is hidden, and a finished
  * run never names it. */
+/* Whether process `pid` is gone from this host. A zombie counts as gone: it writes nothing more,
+ * yet kill(pid, 0) succeeds on it until its parent reaps it, which a container's init may do
+ * seconds late (a killed job's rank 0 left its temporary behind a resume that ran meanwhile). */
+static int process_gone(long pid)
+{
+    if (pid <= 0)
+        return 0;
+    if (kill((pid_t)pid, 0) != 0)
+        return errno == ESRCH;
+    char path[64], buf[512];
+    snprintf(path, sizeof path, "/proc/%ld/stat", pid);
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return 0;
+    const size_t got = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[got] = '\0';
+    /* "PID (COMM) STATE ...": COMM may hold anything, ')' included; the state follows the last. */
+    const char *close = strrchr(buf, ')');
+    return close && close[1] == ' ' && (close[2] == 'Z' || close[2] == 'X');
+}
+
 static void remove_stale_temps(const char *dir, const char *const *names, size_t n, int dead_only)
 {
     DIR *d = opendir(dir);
@@ -124,7 +146,7 @@ static void remove_stale_temps(const char *dir, const char *const *names, size_t
         /* This process's own id: left by an earlier process that had it, as this one has not
          * written yet (and its probe creates that very name exclusively). */
         const long pid = strtol(digits, NULL, 10);
-        if (dead_only && pid != (long)getpid() && (pid <= 0 || kill((pid_t)pid, 0) == 0 || errno != ESRCH))
+        if (dead_only && pid != (long)getpid() && !process_gone(pid))
             continue;
         unlinkat(dirfd(d), nm, 0);
     }

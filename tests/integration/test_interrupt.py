@@ -272,6 +272,17 @@ def test_png_encodes_a_kill_left_are_removed(tmp):
     r = subprocess.run(["sh", "-c", sh], capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr
     assert [n for n in os.listdir(tmp) if n.startswith(".two.png")] == []
+    # One of a process that has exited but is not reaped yet (a zombie: kill(pid, 0) still
+    # succeeds on it) goes too; a container's init reaped a killed job's rank 0 seconds late,
+    # after the resume that should have removed its temporary had run.
+    zombie = subprocess.Popen(["true"])
+    while open(f"/proc/{zombie.pid}/stat").read().rsplit(")", 1)[1].split()[0] != "Z":
+        time.sleep(0.01)
+    undead = tmp / f".three.png.part-{zombie.pid}"
+    undead.write_bytes(b"x")
+    run_ok(["-i", tmp / "in" / "im2.png", "-o", tmp / "three.png"])
+    zombie.wait()
+    assert not undead.exists(), "an exited process's encode must go, reaped or not"
 
 
 @pytest.mark.parametrize("outdir", [False, True])
