@@ -89,13 +89,6 @@ static int cmp_name(const void *a, const void *b)
     return strcmp(*(const char *const *)a, *(const char *const *)b);
 }
 
-/* Leftovers of a killed run's writes, in directory dir: `.STEM.part-PID` (png_temp_path) for each
- * STEM of names[0..n), sorted (cmp_name): png_temp_stem of each output name, and the name itself
- * where the stem differs (versions before the stems wrote `.NAME.part-PID` for any name that fit).
- * dead_only: only those whose process is gone from this host (a single output file has no journal
- * to say that no other run is writing it); otherwise every one (the output directory's journal
- * lock keeps other runs away). A file that cannot be removed stays: it is hidden, and a finished
- * run never names it. */
 /* Whether process `pid` is gone from this host. A zombie counts as gone: it writes nothing more,
  * yet kill(pid, 0) succeeds on it until its parent reaps it, which a container's init may do
  * seconds late (a killed job's rank 0 left its temporary behind a resume that ran meanwhile). */
@@ -114,10 +107,17 @@ static int process_gone(long pid)
     fclose(f);
     buf[got] = '\0';
     /* "PID (COMM) STATE ...": COMM may hold anything, ')' included; the state follows the last. */
-    const char *close = strrchr(buf, ')');
-    return close && close[1] == ' ' && (close[2] == 'Z' || close[2] == 'X');
+    const char *paren = strrchr(buf, ')');
+    return paren && paren[1] == ' ' && (paren[2] == 'Z' || paren[2] == 'X');
 }
 
+/* Leftovers of a killed run's writes, in directory dir: `.STEM.part-PID` (png_temp_path) for each
+ * STEM of names[0..n), sorted (cmp_name): png_temp_stem of each output name, and the name itself
+ * where the stem differs (versions before the stems wrote `.NAME.part-PID` for any name that fit).
+ * dead_only: only those whose process is gone from this host (a single output file has no journal
+ * to say that no other run is writing it); otherwise every one (the output directory's journal
+ * lock keeps other runs away). A file that cannot be removed stays: it is hidden, and a finished
+ * run never names it. */
 static void remove_stale_temps(const char *dir, const char *const *names, size_t n, int dead_only)
 {
     DIR *d = opendir(dir);
