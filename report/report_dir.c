@@ -2,6 +2,7 @@
  * and able to take a file: made with its missing parents and a probe file, then all of that removed
  * again), so that a long run never fails at its end for a reason it could have seen at the start;
  * and made for real when the page is written. */
+#include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -12,6 +13,7 @@
 
 #include "../app/outname.h"
 #include "../core/samepath.h"
+#include "../io/io.h"
 #include "report_internal.h"
 
 char *rep_join(const char *dir, const char *name)
@@ -95,6 +97,65 @@ static const char *in_output_file(const hq_report *r, const char *dir)
     }
 }
 
+/* Whether a file named `name` (n bytes) is one the report writes in DIR: the page, its temporary,
+ * or a thumbnail (finish.c). */
+static int report_name(const char *name, size_t n)
+{
+    char b[256];
+    if (n >= sizeof b)
+        return 0;
+    memcpy(b, name, n);
+    b[n] = '\0';
+    if (!strcmp(b, "index.html") || !strcmp(b, "index.html.part"))
+        return 1;
+    if (strncmp(b, "thumb-", 6) || !isdigit((unsigned char)b[6]))
+        return 0;
+    const char *p = b + 6;
+    while (isdigit((unsigned char)*p))
+        p++;
+    return !strcmp(p, "-before.png") || !strcmp(p, "-after.png");
+}
+
+/* Whether the report would write over `path`: a file of DIR under one of the report's names. */
+static int report_replaces(const char *dir, const char *path)
+{
+    char up[4096];
+    unsigned long n = 0;
+    if (!path || hq_dir_of(path, up, sizeof up))
+        return 0;
+    const char *base = hq_base_of(path, &n);
+    return report_name(base, n) && hq_same_path(up, dir);
+}
+
+/* The files the run reads or writes that the page or a thumbnail would replace in DIR: the
+ * output, the input's files, the --mask and --reference files (or their directory, which may
+ * hold a PNG of any name). What it is, for the message, or NULL. --summary FILE cannot lie in
+ * DIR (app/summary.c). */
+static const char *run_file_in_dir(const hq_report *r, const char *dir, const char **which)
+{
+    const hq_options *o = r->cfg.o;
+    const hq_inventory *inv = r->cfg.inv;
+    if (report_replaces(dir, o->output))
+        return *which = o->output, "the output";
+    if (report_replaces(dir, inv->root))
+        return *which = inv->root, "the input";
+    for (size_t i = 0; i < inv->n; i++)
+        if (report_replaces(dir, inv->items[i].src))
+            return *which = inv->items[i].src, "an input file";
+    const char *specs[HQ_SIDE_N];
+    hq_side_specs(o, specs);
+    for (int k = 0; k < HQ_SIDE_N; k++) {
+        char *file = specs[k] ? hq_io_spec_file(specs[k]) : NULL;
+        struct stat st;
+        const int clash = file && (report_replaces(dir, file) ||
+                                   (stat(file, &st) == 0 && S_ISDIR(st.st_mode) && hq_same_path(file, dir)));
+        free(file);
+        if (clash)
+            return *which = specs[k], hq_side_option[k];
+    }
+    return NULL;
+}
+
 /* DIR must not be the input or the output, nor lie in a file of the output, and must take a file:
  * checked by making it (and its missing parents) and a probe file in it, then removing all of that
  * again. */
@@ -110,6 +171,10 @@ int rep_check_dir(const hq_report *r, hq_err *err)
     const char *why = in_output_file(r, dir);
     if (why)
         return hq_fail(err, HQ_EUSAGE, "%s: --report DIR cannot %s (%s)", dir, why, r->cfg.o->output);
+    const char *which = NULL, *what = run_file_in_dir(r, dir, &which);
+    if (what)
+        return hq_fail(err, HQ_EUSAGE, "%s: --report DIR would write its page or thumbnails over %s (%s): give another "
+                       "directory", dir, what, which);
     struct stat st;
     if (stat(dir, &st) == 0 && !S_ISDIR(st.st_mode))
         return hq_fail(err, HQ_EUSAGE, "%s: not a directory (--report)", dir); /* the command line's mistake */

@@ -504,6 +504,44 @@ def test_report_dir_in_a_file_of_the_output_is_refused_up_front(tmp, where):
     assert not out.exists() or not os.listdir(out)
 
 
+@pytest.mark.parametrize("where", ["output", "single-png-output", "reference", "mask", "listed-input"])
+def test_report_never_writes_over_a_file_of_the_run(tmp, where):
+    """The page (index.html) and the thumbnails (thumb-N-before/after.png) replaced a file of the
+    same name in DIR that the run wrote or read, and the run said exit 0: the HDF5 output became
+    the HTML page, a --reference or --mask PNG or a listed input became a thumbnail."""
+    rep = tmp / "rep"
+    rep.mkdir()
+    pngs = tmp / "pngs"
+    pngs.mkdir()
+    for i in range(2):
+        pngio.write(pngs / f"a{i}.png", ref.low_contrast(20, 30, 40, 90, np.uint8, i), 8, pngio.GRAY)
+    guarded = None
+    if where == "output":
+        args = ["-i", h5_write(tmp / "in.h5", s=ref.stack_of(2, 20, 20, 60, 90, np.uint8, seed=62)),
+                "-o", rep / "index.html"]
+    elif where == "single-png-output":
+        args = ["-i", pngs / "a0.png", "-o", rep / "thumb-0-after.png"]
+    elif where in ("reference", "mask"):
+        guarded = rep / "thumb-0-before.png"
+        pngio.write(guarded, np.ones((20, 30), np.uint8), 8, pngio.GRAY)
+        if where == "reference":
+            args = ["-i", pngs, "-o", tmp / "out", "--method", "match", "--reference", guarded]
+        else:  # the mask of one PNG is one PNG
+            args = ["-i", pngs / "a1.png", "-o", tmp / "o.png", "--mask", guarded]
+    else:
+        guarded = rep / "index.html"
+        pngio.write(guarded, np.full((20, 30), 7, np.uint8), 8, pngio.GRAY)
+        (tmp / "l.txt").write_text(f"{guarded}\n{pngs / 'a1.png'}\n")
+        args = ["-i", tmp / "l.txt", "-o", tmp / "out"]
+    before = guarded.read_bytes() if guarded else None
+    r = run(args + ["--device", DEVICES[0], "--report", rep])
+    assert r.rc == 2 and len(r.hq_lines) == 1 and "--report DIR would write its page or thumbnails over" in r.hq_lines[0], \
+        str(r)
+    if guarded:
+        assert guarded.read_bytes() == before
+    assert os.listdir(rep) == ([guarded.name] if guarded else [])
+
+
 def test_report_failing_at_the_end_keeps_the_output(tmp):
     """A report that cannot be written at the end (here DIR/index.html is a directory, which the
     up-front check cannot foresee) fails the run with exit 1 and one line, after the output was
