@@ -3,7 +3,8 @@
 #include <stdio.h>
 #include <time.h>
 
-void hq_progress_start(hq_progress *p, MPI_Comm world, double interval, uint64_t total_pixels, uint64_t total_bytes)
+void hq_progress_start(hq_progress *p, MPI_Comm world, double interval, uint64_t total_pixels, uint64_t total_bytes,
+                       uint64_t input_bytes)
 {
     *p = (hq_progress){.req = MPI_REQUEST_NULL};
     MPI_Comm_dup(world, &p->comm);
@@ -15,16 +16,18 @@ void hq_progress_start(hq_progress *p, MPI_Comm world, double interval, uint64_t
     p->next = p->start + interval;
     p->total_pixels = total_pixels;
     p->total_bytes = total_bytes;
+    p->input_bytes = input_bytes;
 }
 
 static void print_round(hq_progress *p)
 {
-    const double now = MPI_Wtime(), el = now - p->start;
-    /* The byte counter runs over both passes (each byte counts when histogrammed and when written):
-     * halved, it reads as input data processed. */
-    const double mib = (double)p->sum[1] / 2.0 / 1048576.0;
+    /* The numbers are as of rank 0's post: a round completes when the last rank posts it, maybe a
+     * block later, and printed with that later time its rate and time left were wrong. */
+    const double el = p->posted_at - p->start;
+    /* At most 1: a resumed run reads again, for their extremes, float images it wrote already. */
+    const double frac = p->total_bytes && p->sum[1] < p->total_bytes ? (double)p->sum[1] / (double)p->total_bytes : 1.0;
+    const double mib = frac * (double)p->input_bytes / 1048576.0, all = (double)p->input_bytes / 1048576.0;
     const double rate = el > 0 ? mib / el : 0.0;
-    const double frac = p->total_bytes ? (double)p->sum[1] / (double)p->total_bytes : 1.0;
     char stamp[32];
     time_t t = time(NULL);
     struct tm tm;
@@ -32,9 +35,8 @@ static void print_round(hq_progress *p)
     char left[48] = "";
     if (frac > 0 && frac < 1)
         snprintf(left, sizeof left, ", %.0f s left", el / frac - el);
-    fprintf(stderr, "[%s] histeq_dist: %.1f%% done, %.1f of %.1f Mpixel, %.1f MiB in %.1f s (%.1f MiB/s, %.1f Mpixel/s)%s\n",
-            stamp, 100.0 * frac, (double)p->sum[0] / 1e6, (double)p->total_pixels / 1e6, mib, el, rate,
-            el > 0 ? (double)p->sum[0] / 1e6 / el : 0.0, left);
+    fprintf(stderr, "[%s] histeq_dist: %.1f%% done, %.1f of %.1f Mpixel written, %.1f of %.1f MiB in %.1f s (%.1f MiB/s)%s\n",
+            stamp, 100.0 * frac, (double)p->sum[0] / 1e6, (double)p->total_pixels / 1e6, mib, all, el, rate, left);
 }
 
 /* Completes the outstanding round if it is done (rank 0 prints it); returns 1 when none is left. */
@@ -56,6 +58,7 @@ static void post(hq_progress *p, uint64_t pixels, uint64_t bytes)
 {
     p->mine[0] = pixels;
     p->mine[1] = bytes;
+    p->posted_at = MPI_Wtime();
     MPI_Ireduce(p->mine, p->sum, 2, MPI_UINT64_T, MPI_SUM, 0, p->comm, &p->req);
     p->posted++;
 }

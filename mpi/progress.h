@@ -18,17 +18,23 @@ typedef struct hq_progress {
     MPI_Comm tally; /* hq_progress_finish's count of the rounds */
     int rank, on;
     double start, interval, next;
-    uint64_t total_pixels, total_bytes;
+    uint64_t total_pixels, total_bytes, input_bytes;
     uint64_t mine[2], sum[2]; /* pixels, bytes: this rank's at the last post, the sum on rank 0 */
     MPI_Request req;
     int posted;
+    double posted_at; /* when this rank posted the outstanding round: the time its numbers are of */
     double last_print_t;
     uint64_t last_print_bytes;
 } hq_progress;
 
 /* interval <= 0 turns printing off (the calls remain collective-safe). total_bytes and the bytes
- * passed to tick count each input byte twice, once per pass (histogram, write). */
-void hq_progress_start(hq_progress *p, MPI_Comm world, double interval, uint64_t total_pixels, uint64_t total_bytes);
+ * passed to tick are the run's work: each input byte once per pass that reads it (histogram, write,
+ * float data's extremes), so the percentage counts both passes; input_bytes is what the run itself
+ * has to read, which the line's MiB are the same fraction of (at 100% the closing line's MiB).
+ * The line's Mpixel are those written. A round's numbers are printed with the time rank 0 posted
+ * them, not the later time the round completed. */
+void hq_progress_start(hq_progress *p, MPI_Comm world, double interval, uint64_t total_pixels, uint64_t total_bytes,
+                       uint64_t input_bytes);
 void hq_progress_tick(hq_progress *p, uint64_t pixels_done, uint64_t bytes_done);
 void hq_progress_finish(hq_progress *p);
 

@@ -63,14 +63,26 @@ void run_start_progress(run *r, uint64_t done_pixels, uint64_t done_bytes)
     for (uint64_t j = 0; j < r->plan.nblocks && !o->range_set; j++) /* read once more, by pass 0 */
         if (run_is_float(r, r->plan.blocks[j].item) && !run_is_fused(r, &r->plan.blocks[j]))
             pass0_bytes += run_block_bytes(r, &r->plan.blocks[j]);
-    uint64_t done[2] = {done_pixels, done_bytes};
-    MPI_Allreduce(MPI_IN_PLACE, done, 2, MPI_UINT64_T, MPI_SUM, c->world);
+    /* What this run reads is fewer by the blocks written already; a pending block whose group's
+     * histogram the journal kept is read once, by pass 2 (pass1.c, pass1_done): its histogram half
+     * of the work is done. */
+    uint64_t written = 0;
+    for (uint64_t j = 0; j < r->nmine; j++) {
+        const my_block *mb = &r->mine[j];
+        const group_hist *gh = mb->done || mb->fused ? NULL : run_find_group(r, run_group_of(r, mb->b), 0);
+        if (mb->done)
+            written += run_block_bytes(r, mb->b);
+        else if (gh && gh->restored)
+            done_bytes += run_block_bytes(r, mb->b);
+    }
+    uint64_t done[3] = {done_pixels, done_bytes, written};
+    MPI_Allreduce(MPI_IN_PLACE, done, 3, MPI_UINT64_T, MPI_SUM, c->world);
     if (r->res.action == HQ_RESUME_CONTINUE && c->rank == 0 && !o->quiet)
         fprintf(stderr, "histeq_dist: note: resuming %s: %.1f%% of the pixels were written by the interrupted "
                 "run%s\n", o->output, r->plan.total_pixels ? 100.0 * (double)done[0] / (double)r->plan.total_pixels : 0.0,
                 r->res.st.nhists ? ", and its histograms are kept" : "");
     hq_progress_start(&r->prog, c->world, o->quiet ? 0 : o->progress, r->plan.total_pixels - done[0],
-                      2 * total_bytes + pass0_bytes - done[1]);
+                      2 * total_bytes + pass0_bytes - done[1], total_bytes - done[2]);
 }
 
 /* This rank's skipped inputs, one line each, in block order ("" for none; malloc'd, or NULL). */

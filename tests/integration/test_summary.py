@@ -166,11 +166,42 @@ def test_progress_told_through_both_passes(tmp):
         f.create_dataset("d", data=np.random.default_rng(3).integers(0, 255, (8192, 4096), dtype=np.uint8))
     args = ["--input", inp, "--output", tmp / "out.h5", "--device", DEVICES[0], "--block", "128", "--force"]
     r = run_ok(args + ["--progress", "1"])
-    pct = [float(m.group(1)) for m in re.finditer(r"histeq_dist: (\d+\.\d)% done", r.err)]
+    lines = progress_lines(r.err)
+    pct = [p for p, *_ in lines]
     assert len(pct) >= 2 and pct == sorted(pct) and pct[-1] <= 100, r.err
     assert pct[0] < 50, f"pass 1 told nothing: {pct}\n{r.err}"
+    for p, wpx, tpx, mib, tmib, secs in lines:
+        # The MiB are the percentage's share of the input (32 MiB), and pass 1 writes nothing: the
+        # MiB were half of both passes' bytes, the Mpixel only those written (80% done, 48 of 60).
+        assert tpx == 33.6 and tmib == 32.0 and abs(mib - p / 100 * tmib) <= 0.1, r.err
+        assert wpx <= tpx * max(0.0, 2 * p / 100 - 1) + 0.1, r.err
     r = run_ok(args + ["--progress", "0"])
     assert "% done" not in r.err
+
+
+def progress_lines(err):
+    """(percent, Mpixel written, of Mpixel, MiB, of MiB, seconds) of each progress line."""
+    import re
+    pat = (r"histeq_dist: (\d+\.\d)% done, (\d+\.\d) of (\d+\.\d) Mpixel written, (\d+\.\d) of (\d+\.\d) MiB in "
+           r"(\d+\.\d) s \(\d+\.\d MiB/s\)")
+    return [tuple(float(v) for v in m.groups()) for m in re.finditer(pat, err)]
+
+
+def test_progress_of_a_resume_with_kept_histograms_reaches_its_end(tmp):
+    """Killed in pass 2 of a global run, the resume keeps the journal's histogram and reads each
+    block once; its progress still counted a histogram pass for them and stopped near 50%."""
+    inp = tmp / "in.h5"
+    with h5py.File(inp, "w") as f:
+        f.create_dataset("d", data=np.random.default_rng(4).integers(0, 255, (8192, 4096), dtype=np.uint8))
+    args = ["--input", inp, "--output", tmp / "out.h5", "--device", DEVICES[0], "--block", "128"]
+    r = run(args + ["-q"], env={"HQ_FAULT_KILL": "0:100", "HQ_JOURNAL_FLUSH_S": "0"})
+    assert r.rc != 0 and os.path.isdir(str(tmp / "out.h5") + ".journal"), str(r)
+    r = run_ok(args + ["--resume", "--progress", "1"])
+    assert "its histograms are kept" in r.err, r.err
+    lines = progress_lines(r.err)
+    assert lines and all(abs(mib - p / 100 * tmib) <= 0.1 for p, _, _, mib, tmib, _ in lines), r.err
+    # Each line's percentage is the share of the pixels written, as the resume only writes.
+    assert all(abs(p / 100 * tpx - wpx) <= 0.02 * tpx + 0.1 for p, wpx, tpx, *_ in lines), r.err
 
 
 def test_names_that_are_not_utf8_keep_the_json_and_the_page_valid(tmp):
