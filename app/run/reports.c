@@ -160,8 +160,10 @@ static uint64_t peak_rss_bytes(void)
 }
 
 /* images: those equalized (the plan's, less the skipped inputs'). */
-static int report_summary(const run *r, double wall, uint64_t images, uint64_t skipped, hq_err *err)
+static int report_summary(const run *r, double wall, uint64_t images, uint64_t skipped, char *closing, size_t len,
+                          hq_err *err)
 {
+    closing[0] = '\0';
     double tmax[PH_N], tsum[PH_N];
     MPI_Reduce(r->t, tmax, PH_N, MPI_DOUBLE, MPI_MAX, 0, r->c->world);
     MPI_Reduce(r->t, tsum, PH_N, MPI_DOUBLE, MPI_SUM, 0, r->c->world);
@@ -195,15 +197,14 @@ static int report_summary(const run *r, double wall, uint64_t images, uint64_t s
     int used = snprintf(peak, sizeof peak, "peak RSS %.1f MiB", (double)most[0] / (1 << 20));
     if (most[1] && used > 0 && (size_t)used < sizeof peak)
         snprintf(peak + used, sizeof peak - (size_t)used, ", device %.1f MiB", (double)(most[1] - 1) / (1 << 20));
-    fprintf(stderr, "histeq_dist: %s %llu image%s (%.1f Mpixel, %.1f MiB) in %.3f s, %.1f MiB/s, "
-            "%d rank%s, scope %s; %s (max over ranks)\n", r->o->device == HQ_DEV_COPY ? "copied" : "equalized",
-            (unsigned long long)images, images == 1 ? "" : "s", (double)tot[0] / 1e6, mib, wall, wall > 0 ? mib / wall : 0.0, r->c->size,
-            r->c->size == 1 ? "" : "s", hq_scope_name(r->scope), peak);
-    if (r->o->verbose) {
-        for (int k = 0; k < PH_N; k++)
-            fprintf(stderr, "histeq_dist:   %-9s max %8.3f s  mean %8.3f s\n", PHASE_NAMES[k], tmax[k],
-                    tsum[k] / r->c->size);
-    }
+    size_t at = 0;
+    int n = snprintf(closing, len, "histeq_dist: %s %llu image%s (%.1f Mpixel, %.1f MiB) in %.3f s, %.1f MiB/s, "
+                     "%d rank%s, scope %s; %s (max over ranks)\n", r->o->device == HQ_DEV_COPY ? "copied" : "equalized",
+                     (unsigned long long)images, images == 1 ? "" : "s", (double)tot[0] / 1e6, mib, wall,
+                     wall > 0 ? mib / wall : 0.0, r->c->size, r->c->size == 1 ? "" : "s", hq_scope_name(r->scope), peak);
+    for (int k = 0; r->o->verbose && k < PH_N && n > 0 && (at += (size_t)n) < len; k++)
+        n = snprintf(closing + at, len - at, "histeq_dist:   %-9s max %8.3f s  mean %8.3f s\n", PHASE_NAMES[k], tmax[k],
+                     tsum[k] / r->c->size);
     return rc;
 }
 
@@ -240,8 +241,8 @@ int run_check_something_left(run *r, hq_err *err)
     return hq_comm_agree(r->c, rc, err) ? HQ_EINPUT : 0;
 }
 
-/* A run that succeeded: the skipped inputs listed, --report finished, the closing line and
- * --summary. Returns the agreed status: HQ_ESKIPPED when any input was left out. */
+/* A run that succeeded: the skipped inputs listed, --summary, then --report finished, and the
+ * closing line. Returns the agreed status: HQ_ESKIPPED when any input was left out. */
 int run_report_end(run *r, double t_start, hq_err *err)
 {
     const hq_comm *c = r->c;
@@ -259,17 +260,22 @@ int run_report_end(run *r, double t_start, hq_err *err)
         skipped += r->inv.items[i].bad;
         images -= r->inv.items[i].bad ? r->inv.items[i].slices : 0;
     }
-    hq_report_end end = {r->eng, r->t, PHASE_NAMES, PH_N, r->pixels_done, r->bytes_done, r->skipped, skipped,
-                         images, done_before, hq_now() - t_start};
-    int rc = hq_comm_agree(c, hq_report_finish(r->rep, &end, err), err);
-    free(done_before);
-    if (!rc) {
-        rc = hq_comm_agree(c, report_summary(r, hq_now() - t_start, images, skipped, err), err);
-        if (rc) { /* as for --report: the run exits non-zero, but what it wrote stands */
-            const size_t n = strlen(err->msg);
-            snprintf(err->msg + n, sizeof err->msg - n, "; the output is complete and kept");
-        }
+    /* The summary before the page: the page records the run's exit status, which a summary that
+     * cannot be written (a full disk, a FIFO nobody reads) makes 1. A page that fails after it
+     * leaves no index.html, and the summary holds no status to contradict. */
+    char closing[2048]; /* said last, where everything stands: a run that then fails says one line */
+    int rc = hq_comm_agree(c, report_summary(r, hq_now() - t_start, images, skipped, closing, sizeof closing, err), err);
+    if (rc) { /* as for --report: the run exits non-zero, but what it wrote stands */
+        const size_t n = strlen(err->msg);
+        snprintf(err->msg + n, sizeof err->msg - n, "; the output is complete and kept");
+    } else {
+        hq_report_end end = {r->eng, r->t, PHASE_NAMES, PH_N, r->pixels_done, r->bytes_done, r->skipped, skipped,
+                             images, done_before, hq_now() - t_start};
+        rc = hq_comm_agree(c, hq_report_finish(r->rep, &end, err), err);
     }
+    free(done_before);
+    if (!rc && c->rank == 0)
+        fputs(closing, stderr);
     if (!rc && skipped)
         rc = HQ_ESKIPPED;
     return rc;

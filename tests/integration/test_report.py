@@ -559,6 +559,21 @@ def test_report_failing_at_the_end_keeps_the_output(tmp):
     assert (rep / "index.html").is_dir() and not (rep / "index.html.part").exists()
 
 
+def test_a_summary_that_fails_leaves_no_page_saying_success(tmp):
+    """The page was written before --summary: with the summary failing (here /dev/full) the run
+    exits 1, yet DIR/index.html said "exit status 0 (done)". The summary comes first now, and a
+    run whose summary fails writes no page."""
+    stack = ref.stack_of(2, 30, 40, 60, 90, np.uint8, seed=71)
+    inp = h5_write(tmp / "in.h5", s=stack)
+    out, rep = tmp / "out.h5", tmp / "rep"
+    r = run(["-i", inp, "-o", out, "--device", DEVICES[0], "--report", rep, "--summary", "/dev/full"], 2)
+    assert not r.timed_out and r.rc == 1 and len(r.hq_lines) == 1 and "/dev/full" in r.hq_lines[0], str(r)
+    assert "the output is complete and kept" in r.hq_lines[0], str(r)
+    assert not (rep / "index.html").exists()
+    with h5py.File(out, "r") as f:
+        assert np.array_equal(f["s"][()], ref.equalize_stack(stack, 8)[0])
+
+
 # ---- CLAHE: the tile grid over the thumbnails and the tiles' LUTs ------------------------------
 
 
