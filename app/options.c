@@ -283,7 +283,7 @@ int hq_options_parse(int argc, char **argv, int print, hq_options *o, hq_err *er
     o->report_sample = 4;
     o->clahe = (hq_clahe_cfg){8, 8, 0, 40.0};
     int clahe_set = 0, grid_set = 0;
-    const char *clahe_opt = NULL;
+    const char *clahe_opt = NULL, *report_opt = NULL;
     o->fbins = 65536;
     opterr = 0;
     /* 0, not 1: glibc's full reset. The options are read twice (quietly before MPI_Init, app/main.c),
@@ -386,11 +386,13 @@ int hq_options_parse(int argc, char **argv, int print, hq_options *o, hq_err *er
             if (parse_int(optarg, 1, 1000, &v))
                 return hq_fail(err, HQ_EUSAGE, "--report-sample: '%s' is not a number from 1 to 1000", optarg);
             o->report_sample = (int)v;
+            report_opt = "--report-sample";
             break;
         case OPT_REPORT_SCALE:
             if ((k = pick(optarg, SCALES)) < 0)
                 return hq_fail(err, HQ_EUSAGE, "--report-scale: '%s' is not one of linear, log", optarg);
             o->report_log = k;
+            report_opt = "--report-scale";
             break;
         case OPT_LUTS:
             if ((k = pick(optarg, LUTS)) < 0)
@@ -480,6 +482,8 @@ int hq_options_parse(int argc, char **argv, int print, hq_options *o, hq_err *er
         return hq_fail(err, HQ_EUSAGE, "--mask-apply inside needs --mask or --ignore");
     if (clahe_set && o->method != HQ_METHOD_CLAHE)
         return hq_fail(err, HQ_EUSAGE, "%s only applies to --method clahe", clahe_opt);
+    if (report_opt && !o->report)
+        return hq_fail(err, HQ_EUSAGE, "%s only applies with --report DIR", report_opt);
     if (grid_set && o->clahe.tile)
         return hq_fail(err, HQ_EUSAGE, "--clahe-grid and --clahe-tile contradict each other (give one)");
     /* CLAHE's tiles are 2-D and local: no histogram spans images, and its tile histograms count

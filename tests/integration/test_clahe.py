@@ -176,6 +176,8 @@ def test_bits(tmp):
     (["--method", "clahe", "--ignore", "0", "--mask-apply", "inside"], "does not take --ignore"),
     (["--method", "clahe", "--reference", "global"], "--reference is only used with --method match"),
     (["--clahe-grid", "4x4"], "only applies to --method clahe"),
+    (["--report-sample", "3"], "--report-sample only applies with --report DIR"),
+    (["--report-scale", "log"], "--report-scale only applies with --report DIR"),
     (["--method", "clahe", "--clahe-grid", "8x"], "ROWSxCOLS"),
     (["--method", "clahe", "--clahe-grid", "0x8"], "ROWSxCOLS"),
     (["--method", "clahe", "--clahe-grid", "2x2", "--clahe-tile", "16"], "contradict"),

@@ -797,7 +797,8 @@ def test_report_after_resume_shows_what_the_interrupted_run_finished(tmp, method
         assert "too fine to draw" not in page and "Without thumbnails there is no grid to draw" in page
     # Killed without --report: the journal keeps nothing for the page, which says so (it said
     # "skipped", with none skipped).
-    r = run(base + ["-o", tmp / "out2"], env={"HQ_FAULT_KILL": "0:4", "HQ_JOURNAL_FLUSH_S": "0"})
+    unreported = [a for k, a in enumerate(base) if k not in (4, 5)]  # --report-sample goes with --report
+    r = run(unreported + ["-o", tmp / "out2"], env={"HQ_FAULT_KILL": "0:4", "HQ_JOURNAL_FLUSH_S": "0"})
     assert r.rc != 0 and (tmp / "out2.journal").is_dir(), str(r)
     run_ok(base + ["-o", tmp / "out2", "--report", tmp / "rep2", "--resume"])
     p2 = parse_report(tmp / "rep2")
