@@ -12,7 +12,7 @@ void hq_progress_start(hq_progress *p, MPI_Comm world, double interval, uint64_t
     MPI_Comm_rank(p->comm, &p->rank);
     p->on = interval > 0;
     p->interval = interval;
-    p->start = p->last_print_t = MPI_Wtime();
+    p->start = MPI_Wtime();
     p->next = p->start + interval;
     p->total_pixels = total_pixels;
     p->total_bytes = total_bytes;

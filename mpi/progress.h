@@ -23,8 +23,6 @@ typedef struct hq_progress {
     MPI_Request req;
     int posted;
     double posted_at; /* when this rank posted the outstanding round: the time its numbers are of */
-    double last_print_t;
-    uint64_t last_print_bytes;
 } hq_progress;
 
 /* interval <= 0 turns printing off (the calls remain collective-safe). total_bytes and the bytes

@@ -197,14 +197,16 @@ static int report_summary(const run *r, double wall, uint64_t images, uint64_t s
     int used = snprintf(peak, sizeof peak, "peak RSS %.1f MiB", (double)most[0] / (1 << 20));
     if (most[1] && used > 0 && (size_t)used < sizeof peak)
         snprintf(peak + used, sizeof peak - (size_t)used, ", device %.1f MiB", (double)(most[1] - 1) / (1 << 20));
-    size_t at = 0;
     int n = snprintf(closing, len, "histeq_dist: %s %llu image%s (%.1f Mpixel, %.1f MiB) in %.3f s, %.1f MiB/s, "
                      "%d rank%s, scope %s; %s (max over ranks)\n", r->o->device == HQ_DEV_COPY ? "copied" : "equalized",
                      (unsigned long long)images, images == 1 ? "" : "s", (double)tot[0] / 1e6, mib, wall,
                      wall > 0 ? mib / wall : 0.0, r->c->size, r->c->size == 1 ? "" : "s", hq_scope_name(r->scope), peak);
-    for (int k = 0; r->o->verbose && k < PH_N && n > 0 && (at += (size_t)n) < len; k++)
+    size_t at = n > 0 ? (size_t)n : len;
+    for (int k = 0; r->o->verbose && k < PH_N && at < len; k++) {
         n = snprintf(closing + at, len - at, "histeq_dist:   %-9s max %8.3f s  mean %8.3f s\n", PHASE_NAMES[k], tmax[k],
                      tsum[k] / r->c->size);
+        at += n > 0 ? (size_t)n : len;
+    }
     return rc;
 }
 

@@ -36,7 +36,6 @@ int hq_png_fast_enabled(void)
     return !(e && strcmp(e, "0") == 0);
 }
 
-
 static int channels_of(int color_type)
 {
     switch (color_type) {
